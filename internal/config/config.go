@@ -1,0 +1,261 @@
+// Package config holds the environment variables ferry's binaries read: one
+// struct per binary, composed of the shared parts below, loaded with
+// go-envconfig. The same variables configure a laptop run and a fleet on
+// Google Cloud (Terraform sets them as instance metadata). Every field has a
+// help tag; Describe lists them for --help and the README.
+package config
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+)
+
+// PubSub names the project, topics and subscriptions.
+type PubSub struct {
+	Project            string `env:"FERRY_PROJECT, default=ferry-local" help:"Google Cloud project of the topics and subscriptions"`
+	ChunksTopic        string `env:"FERRY_CHUNKS_TOPIC, default=ferry-chunks" help:"topic the producer publishes one message per chunk to"`
+	ChunksSubscription string `env:"FERRY_CHUNKS_SUBSCRIPTION, default=ferry-chunks-workers" help:"subscription the workers receive chunks from"`
+	EventsTopic        string `env:"FERRY_EVENTS_TOPIC, default=ferry-events" help:"topic of sealed, chunk-uploaded and failed events"`
+	EventsSubscription string `env:"FERRY_EVENTS_SUBSCRIPTION, default=ferry-events-merger" help:"subscription the merger receives events from"`
+	DoneTopic          string `env:"FERRY_DONE_TOPIC, default=ferry-done" help:"topic of the one done event each transfer ends with"`
+}
+
+// Validate names the variable at fault.
+func (p PubSub) Validate() error {
+	for name, v := range map[string]string{
+		"FERRY_PROJECT": p.Project, "FERRY_CHUNKS_TOPIC": p.ChunksTopic, "FERRY_CHUNKS_SUBSCRIPTION": p.ChunksSubscription,
+		"FERRY_EVENTS_TOPIC": p.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION": p.EventsSubscription, "FERRY_DONE_TOPIC": p.DoneTopic,
+	} {
+		if strings.TrimSpace(v) == "" || strings.ContainsAny(v, " /") {
+			return fmt.Errorf("%s=%q: want a plain resource id", name, v)
+		}
+	}
+	return nil
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `env:"FERRY_LOG_LEVEL, default=info" help:"debug, info, warn or error"`
+	Format string `env:"FERRY_LOG_FORMAT, default=auto" help:"json (Cloud Logging), text, or auto: text on a terminal, json otherwise"`
+}
+
+// Validate names the variable at fault.
+func (l Log) Validate() error {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("FERRY_LOG_LEVEL=%q: want debug, info, warn or error", l.Level)
+	}
+	switch l.Format {
+	case "json", "text", "auto":
+	default:
+		return fmt.Errorf("FERRY_LOG_FORMAT=%q: want json, text or auto", l.Format)
+	}
+	return nil
+}
+
+// Spool is the directory chunks wait in between producer and workers: local
+// disk on one machine, a shared file system for a fleet.
+type Spool struct {
+	Dir       string `env:"FERRY_SPOOL_DIR" help:"directory for compressed chunks, readable by every worker (default: ferry-spool in the system temp dir)"`
+	InlineMax Bytes  `env:"FERRY_INLINE_MAX, default=256KiB" help:"chunks up to this many compressed bytes travel inside the message instead of the spool"`
+}
+
+// Validate names the variable at fault and fills in the default directory.
+func (s *Spool) Validate() error {
+	if s.Dir == "" {
+		s.Dir = filepath.Join(os.TempDir(), "ferry-spool")
+	}
+	if s.InlineMax < 0 || s.InlineMax > 4<<20 {
+		return fmt.Errorf("FERRY_INLINE_MAX=%d: want 0 to 4MiB (Pub/Sub messages are at most 10 MB)", s.InlineMax)
+	}
+	return nil
+}
+
+// Producer is the producer's configuration.
+type Producer struct {
+	PubSub PubSub
+	Spool  Spool
+	Log    Log
+
+	ChunkSize   Bytes  `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than 1000 chunks"`
+	Codec       string `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
+	Level       int    `env:"FERRY_LEVEL, default=0" help:"default compression level; 0 means the codec's own (zstd 3, gzip 6)"`
+	Concurrency int    `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"chunks compressed at once; 0 means one per CPU"`
+	MemoryLimit Bytes  `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
+	Method      string `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
+}
+
+// Validate names the variable at fault.
+func (p *Producer) Validate() error {
+	if err := firstErr(p.PubSub.Validate(), p.Spool.Validate(), p.Log.Validate()); err != nil {
+		return err
+	}
+	if p.ChunkSize < 1<<20 || p.ChunkSize > 1<<30 {
+		return fmt.Errorf("FERRY_CHUNK_SIZE=%d: want 1MiB to 1GiB", p.ChunkSize)
+	}
+	switch p.Codec {
+	case "zstd", "gzip", "none":
+	default:
+		return fmt.Errorf("FERRY_CODEC=%q: want zstd, gzip or none", p.Codec)
+	}
+	if p.Concurrency < 0 {
+		return fmt.Errorf("FERRY_COMPRESS_CONCURRENCY=%d: want 0 or more", p.Concurrency)
+	}
+	if p.MemoryLimit < 16<<20 {
+		return fmt.Errorf("FERRY_PRODUCER_MEMORY=%d: want at least 16MiB", p.MemoryLimit)
+	}
+	return nil
+}
+
+// Worker is the worker's configuration.
+type Worker struct {
+	PubSub PubSub
+	Log    Log
+
+	ID             string        `env:"FERRY_WORKER_ID" help:"name in logs, events and benchmark rows (default: host name and process id)"`
+	Concurrency    int           `env:"FERRY_WORKER_CONCURRENCY, default=8" help:"chunks uploaded at once (Pub/Sub MaxOutstandingMessages)"`
+	MaxOutstanding Bytes         `env:"FERRY_WORKER_MAX_OUTSTANDING_BYTES, default=64MiB" help:"Pub/Sub flow control on message bytes held at once"`
+	ShutdownGrace  time.Duration `env:"FERRY_SHUTDOWN_GRACE, default=30s" help:"on SIGTERM, how long running uploads may take before they are abandoned to redelivery"`
+}
+
+// Validate names the variable at fault and fills in the default ID.
+func (w *Worker) Validate() error {
+	if err := firstErr(w.PubSub.Validate(), w.Log.Validate()); err != nil {
+		return err
+	}
+	if w.Concurrency < 1 || w.Concurrency > 1000 {
+		return fmt.Errorf("FERRY_WORKER_CONCURRENCY=%d: want 1 to 1000", w.Concurrency)
+	}
+	if w.MaxOutstanding < 1<<20 {
+		return fmt.Errorf("FERRY_WORKER_MAX_OUTSTANDING_BYTES=%d: want at least 1MiB", w.MaxOutstanding)
+	}
+	if w.ShutdownGrace < 0 {
+		return fmt.Errorf("FERRY_SHUTDOWN_GRACE=%s: want 0 or more", w.ShutdownGrace)
+	}
+	if w.ID == "" {
+		h, _ := os.Hostname()
+		w.ID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	return nil
+}
+
+// Merger is the merger's configuration.
+type Merger struct {
+	PubSub PubSub
+	Log    Log
+
+	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
+	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose calls in flight at once"`
+	Concurrency        int    `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
+}
+
+// Validate names the variable at fault.
+func (m *Merger) Validate() error {
+	if err := firstErr(m.PubSub.Validate(), m.Log.Validate()); err != nil {
+		return err
+	}
+	if m.ResultsFile == "" {
+		return fmt.Errorf("FERRY_RESULTS_FILE is empty: want a file path")
+	}
+	if m.ComposeConcurrency < 1 || m.ComposeConcurrency > 256 {
+		return fmt.Errorf("FERRY_COMPOSE_CONCURRENCY=%d: want 1 to 256", m.ComposeConcurrency)
+	}
+	if m.Concurrency < 1 || m.Concurrency > 1000 {
+		return fmt.Errorf("FERRY_MERGER_CONCURRENCY=%d: want 1 to 1000", m.Concurrency)
+	}
+	return nil
+}
+
+// validator is a config that checks itself.
+type validator interface{ Validate() error }
+
+// Load fills cfg from l (envconfig.OsLookuper() in production) and validates
+// it. Errors name the variable.
+func Load(ctx context.Context, cfg validator, l envconfig.Lookuper) error {
+	rec := &recorder{l: l}
+	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: cfg, Lookuper: rec}); err != nil {
+		// envconfig names the Go field; users know the variable, which is
+		// the last one looked up before decoding failed.
+		return fmt.Errorf("config: %s=%q: %w", rec.key, rec.val, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// recorder remembers the last variable looked up.
+type recorder struct {
+	l        envconfig.Lookuper
+	key, val string
+}
+
+func (r *recorder) Lookup(key string) (string, bool) {
+	v, ok := r.l.Lookup(key)
+	r.key, r.val = key, v
+	return v, ok
+}
+
+// Var describes one environment variable.
+type Var struct {
+	Name, Default, Help string
+}
+
+// Describe lists the variables cfg reads, in field order.
+func Describe(cfg any) []Var {
+	var out []Var
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("env")
+			if tag == "" {
+				if f.Type.Kind() == reflect.Struct {
+					walk(f.Type)
+				}
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			v := Var{Name: name, Help: f.Tag.Get("help")}
+			for _, o := range strings.Split(opts, ",") {
+				if d, ok := strings.CutPrefix(strings.TrimSpace(o), "default="); ok {
+					v.Default = d
+				}
+			}
+			out = append(out, v)
+		}
+	}
+	walk(reflect.TypeOf(cfg).Elem())
+	return out
+}
+
+// Usage formats the variables of cfg for --help.
+func Usage(cfg any) string {
+	var b strings.Builder
+	b.WriteString("Environment variables:\n")
+	for _, v := range Describe(cfg) {
+		def := v.Default
+		if def == "" {
+			def = "(none)"
+		}
+		fmt.Fprintf(&b, "  %-36s default %s\n      %s\n", v.Name, def, v.Help)
+	}
+	return b.String()
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package crc32c
+
+import (
+	"hash/crc32"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestCombineMatchesHashCRC32OnRandomSplits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(rng.IntN(256))
+	}
+	want := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	for trial := 0; trial < 200; trial++ {
+		// Cut data at random points, including empty pieces and the ends.
+		n := 1 + rng.IntN(40)
+		cuts := []int{0}
+		for i := 0; i < n; i++ {
+			cuts = append(cuts, rng.IntN(len(data)+1))
+		}
+		cuts = append(cuts, len(data))
+		slices.Sort(cuts)
+		var parts []Part
+		for i := 1; i < len(cuts); i++ {
+			piece := data[cuts[i-1]:cuts[i]]
+			parts = append(parts, Part{CRC32C: Checksum(piece), Size: int64(len(piece))})
+		}
+		if got := CombineAll(parts); got != want {
+			t.Fatalf("trial %d: CombineAll over %d parts = %08x, hash/crc32 says %08x", trial, len(parts), got, want)
+		}
+	}
+}
+
+func TestCombineTwo(t *testing.T) {
+	tests := []struct{ a, b string }{
+		{"", ""},
+		{"a", ""},
+		{"", "b"},
+		{"hello, ", "world"},
+		{"123456789", "123456789"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.a+"|"+tc.b, func(t *testing.T) {
+			want := Checksum([]byte(tc.a + tc.b))
+			got := Combine(Checksum([]byte(tc.a)), Checksum([]byte(tc.b)), int64(len(tc.b)))
+			if got != want {
+				t.Fatalf("Combine(%q, %q) = %08x, want %08x", tc.a, tc.b, got, want)
+			}
+		})
+	}
+}
+
+func TestKnownVector(t *testing.T) {
+	// The CRC32C check value from the Castagnoli paper / RFC 3720.
+	if got := Checksum([]byte("123456789")); got != 0xe3069283 {
+		t.Fatalf("Checksum(123456789) = %08x, want e3069283", got)
+	}
+}

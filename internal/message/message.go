@@ -1,0 +1,184 @@
+// Package message defines what ferry's services say to each other: the chunk
+// messages workers receive, the events the merger acts on, the manifest the
+// producer seals in GCS and the done event batch systems wait for. All are
+// versioned JSON; decoders reject what they do not understand, so a bad
+// message fails clearly instead of half-working.
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is the schema version ferry writes and reads.
+const Version = 1
+
+// Chunk asks a worker to upload one compressed frame.
+type Chunk struct {
+	V          int    `json:"v"`
+	TransferID string `json:"transfer_id"`
+	Bucket     string `json:"bucket"`
+	// Object is where the worker writes: a staging object, or the final
+	// object itself when Final is set (a file of one chunk).
+	Object    string `json:"object"`
+	Final     bool   `json:"final,omitempty"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+	// File is the file's index in the manifest, Path its relative path.
+	File  int    `json:"file"`
+	Path  string `json:"path"`
+	Index int    `json:"index"`
+	// Chunks is how many chunks the file has.
+	Chunks     int    `json:"chunks"`
+	RawOffset  int64  `json:"raw_offset"`
+	RawSize    int64  `json:"raw_size"`
+	RawCRC32C  uint32 `json:"raw_crc32c"`
+	WireSize   int64  `json:"wire_size"`
+	WireCRC32C uint32 `json:"wire_crc32c"`
+	Codec      string `json:"codec"`
+	// ContentType and Metadata are set on the object when Final is set.
+	ContentType string            `json:"content_type,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Spool is the path of the wire bytes in the spool; when it is empty the
+	// bytes are Inline.
+	Spool  string `json:"spool,omitempty"`
+	Inline []byte `json:"inline,omitempty"`
+}
+
+// Event types on the events topic.
+const (
+	EventChunk  = "chunk"  // a worker uploaded and verified a chunk
+	EventSealed = "sealed" // the producer wrote the sealed manifest
+	EventFailed = "failed" // a producer or worker hit a permanent error
+)
+
+// Event tells the merger that something about a transfer changed.
+type Event struct {
+	V          int       `json:"v"`
+	Type       string    `json:"type"`
+	TransferID string    `json:"transfer_id"`
+	Bucket     string    `json:"bucket"`
+	File       int       `json:"file,omitempty"`
+	Index      int       `json:"index,omitempty"`
+	Object     string    `json:"object,omitempty"`
+	CRC32C     uint32    `json:"crc32c,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Worker     string    `json:"worker,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// Manifest is what the producer read, written once it has read everything.
+type Manifest struct {
+	V           int               `json:"v"`
+	TransferID  string            `json:"transfer_id"`
+	Sealed      bool              `json:"sealed"`
+	Bucket      string            `json:"bucket"`
+	Prefix      string            `json:"prefix"`
+	Sources     []string          `json:"sources"`
+	Method      string            `json:"method"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Codec       string            `json:"codec"`
+	Level       int               `json:"level"`
+	ChunkSize   int64             `json:"chunk_size"`
+	Overwrite   bool              `json:"overwrite,omitempty"`
+	Files       []File            `json:"files"`
+	StartedAt   time.Time         `json:"started_at"`
+	SealedAt    time.Time         `json:"sealed_at"`
+	CompressMS  int64             `json:"compress_ms"`
+	ProducerID  string            `json:"producer,omitempty"`
+	FerryVer    string            `json:"ferry_version,omitempty"`
+	ContentType string            `json:"content_type"`
+}
+
+// File is one source file of a transfer.
+type File struct {
+	Path      string      `json:"path"`
+	Object    string      `json:"object"`
+	Size      int64       `json:"size"`
+	RawCRC32C uint32      `json:"raw_crc32c"`
+	WireSize  int64       `json:"wire_size"`
+	WireCRC32 uint32      `json:"wire_crc32c"`
+	Chunks    []ChunkInfo `json:"chunks"`
+}
+
+// ChunkInfo is one chunk of a file as the producer wrote it.
+type ChunkInfo struct {
+	Object     string `json:"object"`
+	RawSize    int64  `json:"raw_size"`
+	RawCRC32C  uint32 `json:"raw_crc32c"`
+	WireSize   int64  `json:"wire_size"`
+	WireCRC32C uint32 `json:"wire_crc32c"`
+}
+
+// Status values of a finished transfer.
+const (
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+)
+
+// Done is the one message a transfer ends with, on the done topic.
+type Done struct {
+	V           int           `json:"v"`
+	TransferID  string        `json:"transfer_id"`
+	Status      string        `json:"status"`
+	Error       string        `json:"error,omitempty"`
+	Destination string        `json:"destination"`
+	Objects     []DoneObject  `json:"objects,omitempty"`
+	StartedAt   time.Time     `json:"started_at"`
+	FinishedAt  time.Time     `json:"finished_at"`
+	Timings     StageTimingMS `json:"timings_ms"`
+}
+
+// DoneObject is one final object of a transfer.
+type DoneObject struct {
+	Name      string `json:"name"`
+	Size      int64  `json:"size"`
+	CRC32C    uint32 `json:"crc32c"`
+	RawSize   int64  `json:"raw_size"`
+	RawCRC32C uint32 `json:"raw_crc32c"`
+}
+
+// StageTimingMS are the per-stage milliseconds of the seeds' stage table.
+type StageTimingMS struct {
+	Compress int64 `json:"compress"`
+	Upload   int64 `json:"upload"`
+	Compose  int64 `json:"compose"`
+	Verify   int64 `json:"verify"`
+	Total    int64 `json:"total"`
+}
+
+// ErrMalformed marks a message that can never be understood.
+var ErrMalformed = errors.New("malformed message")
+
+// Encode marshals v as JSON.
+func Encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("message: encode %T: %v", v, err)) // only plain structs are encoded
+	}
+	return b
+}
+
+// Decode unmarshals data into v strictly: unknown fields, trailing data and a
+// wrong version are errors that wrap ErrMalformed.
+func Decode(data []byte, v interface{ version() int }) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON object", ErrMalformed)
+	}
+	if got := v.version(); got != Version {
+		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, got, Version)
+	}
+	return nil
+}
+
+func (c *Chunk) version() int    { return c.V }
+func (e *Event) version() int    { return e.V }
+func (m *Manifest) version() int { return m.V }
+func (d *Done) version() int     { return d.V }

@@ -1,0 +1,56 @@
+package message
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// StagingRoot is the prefix under which ferry keeps its working objects.
+// A bucket lifecycle rule on it removes anything a crash left behind.
+const StagingRoot = ".ferry/"
+
+// StagingPrefix is where the objects of one transfer live until it ends.
+func StagingPrefix(transferID string) string { return StagingRoot + transferID + "/" }
+
+// ManifestObject is the sealed manifest of a transfer.
+func ManifestObject(transferID string) string { return StagingPrefix(transferID) + "manifest.json" }
+
+// ChunkObject is the staging object of chunk index of file.
+func ChunkObject(transferID string, file, index int) string {
+	return fmt.Sprintf("%sc/%06d/%05d", StagingPrefix(transferID), file, index)
+}
+
+// ChunkPrefix is the prefix of all chunk objects of a transfer.
+func ChunkPrefix(transferID string) string { return StagingPrefix(transferID) + "c/" }
+
+// IntermediateObject is a composite of the compose tree of file: group at level.
+func IntermediateObject(transferID string, file, level, group int) string {
+	return fmt.Sprintf("%si/%06d/%d-%05d", StagingPrefix(transferID), file, level, group)
+}
+
+// DoneMarker is the record a finished transfer leaves behind: the done event.
+// It outlives the staging prefix, so late or duplicate messages of a finished
+// transfer are recognised, and a repeated request can be answered.
+func DoneMarker(transferID string) string { return StagingRoot + "done/" + transferID + ".json" }
+
+// Metadata keys ferry sets on the objects it writes.
+const (
+	MetaTransfer  = "ferry-transfer"
+	MetaRawSize   = "ferry-raw-size"
+	MetaRawCRC32C = "ferry-raw-crc32c"
+	MetaCodec     = "ferry-codec"
+	MetaWorker    = "ferry-worker"
+	MetaUploadAt  = "ferry-upload-start"
+	MetaUploadMS  = "ferry-upload-ms"
+)
+
+// FinalMetadata is the metadata every final object carries: which transfer
+// wrote it, and the size and CRC32C of the raw bytes it decompresses to.
+func FinalMetadata(transferID string, rawSize int64, rawCRC uint32, codec string) map[string]string {
+	return map[string]string{
+		MetaTransfer:  transferID,
+		MetaRawSize:   strconv.FormatInt(rawSize, 10),
+		MetaRawCRC32C: fmt.Sprintf("%08x", rawCRC),
+		MetaCodec:     codec,
+	}
+}

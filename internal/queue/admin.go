@@ -1,0 +1,78 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// TopicName is the full resource name of topic id in the client's project.
+func (c *Client) TopicName(id string) string {
+	return fmt.Sprintf("projects/%s/topics/%s", c.ps.Project(), id)
+}
+
+// SubscriptionName is the full resource name of subscription id.
+func (c *Client) SubscriptionName(id string) string {
+	return fmt.Sprintf("projects/%s/subscriptions/%s", c.ps.Project(), id)
+}
+
+// EnsureTopic creates topic id unless it exists.
+func (c *Client) EnsureTopic(ctx context.Context, id string) error {
+	_, err := c.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: c.TopicName(id)})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create topic %s: %w", id, err)
+	}
+	return nil
+}
+
+// Subscription describes a subscription to create.
+type Subscription struct {
+	ID, Topic   string
+	AckDeadline time.Duration
+	// DeadLetterTopic, when set, receives messages after MaxAttempts
+	// deliveries (5 to 100).
+	DeadLetterTopic string
+	MaxAttempts     int
+	// ExpireAfter, when set, deletes the subscription after that long
+	// without use (at least a day on Google Cloud); temporary waiters use it.
+	ExpireAfter time.Duration
+}
+
+// EnsureSubscription creates the subscription unless it exists.
+func (c *Client) EnsureSubscription(ctx context.Context, s Subscription) error {
+	pb := &pubsubpb.Subscription{
+		Name:                      c.SubscriptionName(s.ID),
+		Topic:                     c.TopicName(s.Topic),
+		AckDeadlineSeconds:        int32(s.AckDeadline / time.Second),
+		RetryPolicy:               &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(60 * time.Second)},
+		EnableExactlyOnceDelivery: false,
+	}
+	if s.DeadLetterTopic != "" {
+		pb.DeadLetterPolicy = &pubsubpb.DeadLetterPolicy{
+			DeadLetterTopic:     c.TopicName(s.DeadLetterTopic),
+			MaxDeliveryAttempts: int32(s.MaxAttempts),
+		}
+	}
+	if s.ExpireAfter > 0 {
+		pb.ExpirationPolicy = &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(s.ExpireAfter)}
+	}
+	_, err := c.ps.SubscriptionAdminClient.CreateSubscription(ctx, pb)
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create subscription %s on %s: %w", s.ID, s.Topic, err)
+	}
+	return nil
+}
+
+// DeleteSubscription removes subscription id; a missing one is not an error.
+func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
+	err := c.ps.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: c.SubscriptionName(id)})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("delete subscription %s: %w", id, err)
+	}
+	return nil
+}
