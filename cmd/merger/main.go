@@ -1,0 +1,82 @@
+// Command merger composes chunk objects into final objects, verifies them and
+// writes one benchmark row per transfer. See `merger --help`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/merger"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+const about = `merger — finish ferry transfers.
+
+Usage: merger
+
+Receives events from FERRY_EVENTS_SUBSCRIPTION. When a transfer's manifest is
+sealed and every chunk object is present with the CRC32C it names, composes
+each file (a tree of at most 32 sources per compose), checks the final size and
+CRC32C against the prediction, appends a benchmark row to FERRY_RESULTS_FILE,
+publishes the done event to FERRY_DONE_TOPIC and deletes the staging objects.
+It keeps no state GCS does not have: restart it at any time.
+
+`
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	if len(os.Args) > 1 {
+		fmt.Fprint(os.Stderr, about+config.Usage(&config.Merger{}))
+		if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+			return
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := realMain(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "merger: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func realMain(ctx context.Context) error {
+	var cfg config.Merger
+	if err := config.Load(ctx, &cfg, envconfig.OsLookuper()); err != nil {
+		return err
+	}
+	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	sink, err := result.OpenFile(cfg.ResultsFile)
+	if err != nil {
+		return fmt.Errorf("FERRY_RESULTS_FILE: %w", err)
+	}
+	store, err := gcs.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	m := merger.New(merger.Options{
+		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
+		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Log: log,
+	})
+	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)
+	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
+		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0,
+	}, m.Handle)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+type labels map[string]string
+
+func (l labels) String() string { return fmt.Sprint(map[string]string(l)) }
+func (l labels) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q: want KEY=VALUE", s)
+	}
+	l[k] = v
+	return nil
+}
+
+func submit(ctx context.Context, args []string) error {
+	var cfg config.Producer
+	if err := config.Load(ctx, &cfg, envconfig.OsLookuper()); err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("producer submit", flag.ContinueOnError)
+	chunk := cfg.ChunkSize
+	fs.Var(&chunk, "chunk-size", "chunk size, e.g. 32MiB (grows so no file needs more than 1000 chunks)")
+	codecName := fs.String("codec", cfg.Codec, "codec: zstd, gzip or none")
+	level := fs.Int("level", cfg.Level, "compression level; 0 means the codec's default (zstd 3, gzip 6)")
+	method := fs.String("method", cfg.Method, "method name recorded in the benchmark row")
+	key := fs.String("idempotency-key", "", "the same key always names the same transfer")
+	overwrite := fs.Bool("overwrite", false, "replace final objects that exist (atomically)")
+	wait := fs.Bool("wait", false, "block until the done event; exit 0 only on success")
+	timeout := fs.Duration("timeout", 0, "with --wait, give up after this long (0: no limit)")
+	asJSON := fs.Bool("json", false, "with --wait, print the done event as JSON on stdout")
+	lbl := labels{}
+	fs.Var(lbl, "label", "KEY=VALUE label for the benchmark row (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: producer submit [flags] SOURCE... gs://BUCKET/PREFIX\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\n%s", config.Usage(&cfg))
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return usageError{errors.New("submit needs at least one SOURCE and a gs://BUCKET/PREFIX destination")}
+	}
+	c, err := codec.Parse(*codecName)
+	if err != nil {
+		return usageError{fmt.Errorf("--codec: %w", err)}
+	}
+	req := producer.Request{
+		Sources: fs.Args()[:fs.NArg()-1], Destination: fs.Arg(fs.NArg() - 1), Codec: c, Level: *level,
+		ChunkSize: int64(chunk), Method: *method, Labels: lbl, IdempotencyKey: *key, Overwrite: *overwrite,
+	}
+	if err := producer.Validate(req); err != nil {
+		return usageError{err}
+	}
+	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
+
+	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	store, err := gcs.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+
+	var w *producer.Waiter
+	if *wait {
+		if w, err = producer.NewWaiter(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
+			return err
+		}
+		defer w.Close(context.WithoutCancel(ctx))
+	}
+	p := producer.New(producer.Options{
+		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
+		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.Spool.InlineMax), Concurrency: cfg.Concurrency,
+		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
+	})
+	fmt.Println(req.TransferID)
+	stopProgress := progress(ctx, p, log)
+	man, err := p.Submit(ctx, req)
+	stopProgress()
+	if err != nil {
+		return err
+	}
+	var raw int64
+	for _, f := range man.Files {
+		raw += f.Size
+	}
+	log.Info("all chunks published", "transfer_id", man.TransferID, "files", len(man.Files), "bytes", raw,
+		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
+	if w == nil {
+		return nil
+	}
+	wctx := ctx
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	done, err := w.Wait(wctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(done, "", "  ")
+		fmt.Println(string(b))
+	}
+	if done.Status != message.StatusOK {
+		return fmt.Errorf("transfer %s failed: %s", done.TransferID, done.Error)
+	}
+	fmt.Fprintf(os.Stderr, "transfer %s ok: %d objects in %s\n", done.TransferID, len(done.Objects), result.FormatMS(done.Timings.Total))
+	return nil
+}
+
+// progress logs bytes compressed every few seconds while a transfer is read.
+func progress(ctx context.Context, p *producer.Producer, log interface{ Info(string, ...any) }) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, done := p.Progress()
+				log.Info("progress", "compressed_bytes", done, "mbps", fmt.Sprintf("%.1f", result.MBps(done, time.Since(start).Milliseconds())))
+			}
+		}
+	}()
+	return cancel
+}
+
+func hostID() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}

@@ -1,0 +1,241 @@
+// Package localstack runs ferry's embedded default on one machine: the Pub/Sub
+// emulator (the Java one from google-cloud-cli, or the in-process pstest
+// server where it is missing), fake-gcs-server on loopback, and the topics,
+// subscriptions, dead-letter topics and bucket ferry needs. The binaries find
+// them through PUBSUB_EMULATOR_HOST and STORAGE_EMULATOR_HOST, the client
+// libraries' own conventions, so they run against Google Cloud unchanged.
+package localstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+// PubSub is a running Pub/Sub emulator.
+type PubSub struct {
+	// Host is the host:port to put in PUBSUB_EMULATOR_HOST.
+	Host string
+	// Kind is "java" or "pstest".
+	Kind string
+	stop func()
+}
+
+// Stop ends the emulator.
+func (p *PubSub) Stop() { p.stop() }
+
+// PubSubOptions choose the emulator.
+type PubSubOptions struct {
+	// Kind is "java", "pstest" or "" (java when gcloud has the component,
+	// else pstest).
+	Kind string
+	// Dir holds the Java emulator's data and log.
+	Dir string
+	Log *slog.Logger
+}
+
+// StartPubSub starts an emulator on a free loopback port and waits until it
+// answers.
+func StartPubSub(ctx context.Context, o PubSubOptions) (*PubSub, error) {
+	log := logging.OrDiscard(o.Log)
+	switch o.Kind {
+	case "java":
+		return startJava(ctx, o.Dir)
+	case "pstest":
+		return startPstest(), nil
+	case "":
+		p, err := startJava(ctx, o.Dir)
+		if err == nil {
+			return p, nil
+		}
+		log.Warn("Java Pub/Sub emulator unavailable; using the slower in-process pstest server", "err", err)
+		return startPstest(), nil
+	}
+	return nil, fmt.Errorf("pubsub emulator kind %q: want java, pstest or empty", o.Kind)
+}
+
+func startPstest() *PubSub {
+	// Chunk messages stay far below pstest's 4 MiB gRPC limit: large
+	// chunks travel through the spool, not inline.
+	srv := pstest.NewServerWithAddress("127.0.0.1:0")
+	return &PubSub{Host: srv.Addr, Kind: "pstest", stop: func() { _ = srv.Close() }}
+}
+
+func startJava(ctx context.Context, dir string) (*PubSub, error) {
+	gcloud, err := exec.LookPath("gcloud")
+	if err != nil {
+		return nil, fmt.Errorf("gcloud not on PATH: %w", err)
+	}
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "ferry-pubsub-")
+		if err != nil {
+			return nil, err
+		}
+	}
+	dataDir := filepath.Join(dir, "data")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil { // the emulator needs it to exist
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	host := fmt.Sprintf("127.0.0.1:%d", port)
+	logPath := filepath.Join(dir, "pubsub-emulator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(gcloud, "beta", "emulators", "pubsub", "start",
+		"--host-port="+host, "--data-dir="+dataDir, "--project=ferry-local", "--quiet", "--verbosity=warning")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group: gcloud starts java as a child, and both must go.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", gcloud, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logFile.Close() }()
+	stop := func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := probe(ctx, host); err == nil {
+			return &PubSub{Host: host, Kind: "java", stop: stop}, nil
+		}
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("pubsub emulator exited (%v): %s", err, tail(string(b), 800))
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			b, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("pubsub emulator did not answer on %s within 60s: %s", host, tail(string(b), 800))
+		}
+	}
+}
+
+// probe succeeds once the emulator serves HTTP on host (the Java emulator
+// answers "Ok" on / once it is ready).
+func probe(ctx context.Context, host string) error {
+	d := net.Dialer{Timeout: 200 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(c)
+	if !strings.Contains(string(b), "200") {
+		return errors.New("not ready")
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// GCS is a running fake-gcs-server.
+type GCS struct {
+	// Host is the host:port to put in STORAGE_EMULATOR_HOST.
+	Host string
+	srv  *fakestorage.Server
+}
+
+// Stop ends the server.
+func (g *GCS) Stop() { g.srv.Stop() }
+
+// StartGCS starts fake-gcs-server in this process, on loopback, keeping
+// objects in memory.
+func StartGCS(port uint16) (*GCS, error) {
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme: "http", Host: "127.0.0.1", Port: port,
+		Writer: io.Discard,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fake-gcs-server: %w", err)
+	}
+	u := strings.TrimPrefix(srv.URL(), "http://")
+	return &GCS{Host: u, srv: srv}, nil
+}
+
+// CreateBucket creates bucket on the fake server.
+func (g *GCS) CreateBucket(name string) {
+	g.srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: name})
+}
+
+// Topology is the set of topics and subscriptions ferry needs, with a
+// dead-letter topic and subscription for every subscription, so that no
+// message is silently dropped.
+func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
+	dead := func(s string) string { return s + "-dead" }
+	topics := []string{ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic, dead(ps.ChunksTopic), dead(ps.EventsTopic)}
+	subs := []queue.Subscription{
+		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, AckDeadline: 60 * time.Second, DeadLetterTopic: dead(ps.ChunksTopic), MaxAttempts: 5},
+		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 60 * time.Second, DeadLetterTopic: dead(ps.EventsTopic), MaxAttempts: 10},
+		{ID: dead(ps.ChunksTopic) + "-sub", Topic: dead(ps.ChunksTopic), AckDeadline: 60 * time.Second},
+		{ID: dead(ps.EventsTopic) + "-sub", Topic: dead(ps.EventsTopic), AckDeadline: 60 * time.Second},
+	}
+	return topics, subs
+}
+
+// Provision creates ferry's topology; it is idempotent.
+func Provision(ctx context.Context, c *queue.Client, ps config.PubSub) error {
+	topics, subs := Topology(ps)
+	for _, t := range topics {
+		if err := c.EnsureTopic(ctx, t); err != nil {
+			return err
+		}
+	}
+	for _, s := range subs {
+		if err := c.EnsureSubscription(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

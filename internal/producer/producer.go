@@ -1,0 +1,470 @@
+// Package producer turns a transfer request into work for the fleet: it
+// walks the sources, cuts every file into chunks, compresses each chunk as an
+// independent frame on all cores, puts it in the spool (or inline in the
+// message when small), publishes one message per chunk, and finally writes the
+// sealed manifest and announces it. Memory is bounded by the chunk buffers in
+// flight, never by file size or file count.
+package producer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// MaxChunksPerFile keeps every file within the 1024 components older GCS
+// documents allow a composite; the chunk size grows to respect it.
+const MaxChunksPerFile = 1000
+
+// Request is what a batch system or a user asks for.
+type Request struct {
+	// TransferID, when empty, is derived from IdempotencyKey, or random.
+	TransferID     string
+	Sources        []string
+	Destination    string
+	Codec          codec.Codec
+	Level          int // 0: the codec's default
+	ChunkSize      int64
+	Method         string
+	Labels         map[string]string
+	IdempotencyKey string
+	Overwrite      bool
+}
+
+// NewTransferID returns the id of a transfer: derived from the idempotency key
+// when there is one, so the same key always names the same transfer, else
+// time-ordered and random.
+func NewTransferID(idempotencyKey string) string {
+	if idempotencyKey != "" {
+		sum := sha256.Sum256([]byte(idempotencyKey))
+		return "k" + hex.EncodeToString(sum[:10])
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "t" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// objectStore is what the producer needs of GCS.
+type objectStore interface {
+	BucketExists(ctx context.Context, bucket string) error
+	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
+}
+
+// publisher sends one message and returns once it is stored.
+type publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
+// Options configure a Producer.
+type Options struct {
+	Store  objectStore
+	Chunks publisher // one message per chunk
+	Events publisher // sealed and failed events
+	// SpoolDir holds compressed chunks for the workers; InlineMax is the
+	// largest chunk sent inside its message instead.
+	SpoolDir  string
+	InlineMax int64
+	// Concurrency is how many chunks are compressed at once; 0 means one
+	// per CPU, since compression is CPU-bound.
+	Concurrency int
+	// MemoryLimit bounds the chunk buffers in flight (raw and compressed).
+	// The default, 256 MiB, holds the reader, one chunk per compressor and
+	// a spare for 32 MiB chunks on 2 cores.
+	MemoryLimit int64
+	// Publishers is how many messages are published at once; publishing
+	// waits on the network, not the CPU. Default 16.
+	Publishers int
+	// ID names this producer in manifests.
+	ID  string
+	Log *slog.Logger
+}
+
+func (o *Options) applyDefaults() {
+	if o.Concurrency <= 0 {
+		o.Concurrency = runtime.GOMAXPROCS(0)
+	}
+	if o.MemoryLimit <= 0 {
+		o.MemoryLimit = 256 << 20
+	}
+	if o.Publishers <= 0 {
+		o.Publishers = 16
+	}
+	if o.SpoolDir == "" {
+		o.SpoolDir = filepath.Join(os.TempDir(), "ferry-spool")
+	}
+	o.Log = logging.OrDiscard(o.Log)
+}
+
+// Producer runs transfer requests. It is safe for concurrent use.
+type Producer struct {
+	o Options
+	// Progress counts raw bytes read and compressed, for progress reports.
+	readBytes, doneBytes atomic.Int64
+}
+
+// New returns a Producer.
+func New(o Options) *Producer {
+	o.applyDefaults()
+	return &Producer{o: o}
+}
+
+// Progress reports raw bytes read and compressed so far, over all transfers.
+func (p *Producer) Progress() (read, compressed int64) {
+	return p.readBytes.Load(), p.doneBytes.Load()
+}
+
+// plan is a validated request.
+type plan struct {
+	req   Request
+	dest  Destination
+	codec codec.Codec
+	level int
+	files []sourceFile
+	sizes []int64 // chunk size per file
+}
+
+// Validate checks a request without touching GCS; errors name the input.
+func Validate(req Request) error {
+	_, err := makePlan(req)
+	return err
+}
+
+func makePlan(req Request) (*plan, error) {
+	dest, err := ParseDestination(req.Destination)
+	if err != nil {
+		return nil, err
+	}
+	c := req.Codec
+	if c == "" {
+		c = codec.Zstd
+	}
+	if _, err := codec.Parse(string(c)); err != nil {
+		return nil, err
+	}
+	level := req.Level
+	if level == 0 {
+		level = c.DefaultLevel()
+	}
+	if err := c.CheckLevel(level); err != nil {
+		return nil, err
+	}
+	if req.ChunkSize < 64<<10 || req.ChunkSize > 1<<30 {
+		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", req.ChunkSize)
+	}
+	files, err := walk(req.Sources)
+	if err != nil {
+		return nil, err
+	}
+	pl := &plan{req: req, dest: dest, codec: c, level: level, files: files}
+	for _, f := range files {
+		obj := dest.Object(f.Rel, c.Ext())
+		if err := checkName(obj); err != nil {
+			return nil, fmt.Errorf("source %s: object name: %w", f.Path, err)
+		}
+		pl.sizes = append(pl.sizes, chunkSizeFor(f.Size, req.ChunkSize))
+	}
+	return pl, nil
+}
+
+// chunkSizeFor grows the chunk size, in whole MiB, until the file needs at
+// most MaxChunksPerFile chunks.
+func chunkSizeFor(size, chunk int64) int64 {
+	if min := (size + MaxChunksPerFile - 1) / MaxChunksPerFile; min > chunk {
+		const mib = 1 << 20
+		return (min + mib - 1) / mib * mib
+	}
+	return chunk
+}
+
+func chunkCount(size, chunk int64) int {
+	if size == 0 {
+		return 1 // a 0-byte file is one empty chunk, so it gets an object
+	}
+	return int((size + chunk - 1) / chunk)
+}
+
+// Submit runs a request to the point where the fleet takes over: every chunk
+// published and the sealed manifest written. It returns the manifest. On a
+// permanent error it publishes a failed event, so the merger records the
+// failure and removes the staging objects, and it returns the error.
+func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, error) {
+	started := time.Now().UTC()
+	pl, err := makePlan(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.TransferID == "" {
+		req.TransferID = NewTransferID(req.IdempotencyKey)
+		pl.req.TransferID = req.TransferID
+	}
+	if err := p.o.Store.BucketExists(ctx, pl.dest.Bucket); err != nil {
+		return nil, fmt.Errorf("destination %s: %w", pl.dest, err)
+	}
+	tid := req.TransferID
+	log := p.o.Log.With("transfer_id", tid)
+	m := &message.Manifest{
+		V: message.Version, TransferID: tid, Bucket: pl.dest.Bucket, Prefix: pl.dest.Prefix,
+		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.codec), Level: pl.level,
+		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, StartedAt: started, ProducerID: p.o.ID,
+		ContentType: pl.codec.ContentType(), Files: make([]message.File, len(pl.files)),
+	}
+	for i, f := range pl.files {
+		m.Files[i] = message.File{
+			Path: f.Rel, Object: pl.dest.Object(f.Rel, pl.codec.Ext()), Size: f.Size,
+			Chunks: make([]message.ChunkInfo, chunkCount(f.Size, pl.sizes[i])),
+		}
+	}
+	log.Info("transfer started", "files", len(pl.files), "destination", pl.dest.String(), "codec", pl.codec, "level", pl.level)
+
+	spool := filepath.Join(p.o.SpoolDir, tid)
+	if err := os.MkdirAll(spool, 0o755); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	t0 := time.Now()
+	if err := p.run(ctx, pl, m, spool); err != nil {
+		p.fail(ctx, m, err, log)
+		return nil, err
+	}
+	m.CompressMS = time.Since(t0).Milliseconds()
+	for i := range m.Files {
+		f := &m.Files[i]
+		var raw, wire []crc32c.Part
+		for _, c := range f.Chunks {
+			raw = append(raw, crc32c.Part{CRC32C: c.RawCRC32C, Size: c.RawSize})
+			wire = append(wire, crc32c.Part{CRC32C: c.WireCRC32C, Size: c.WireSize})
+			f.WireSize += c.WireSize
+		}
+		f.RawCRC32C, f.WireCRC32 = crc32c.CombineAll(raw), crc32c.CombineAll(wire)
+	}
+	m.Sealed, m.SealedAt = true, time.Now().UTC()
+	if _, err := p.o.Store.PutSmall(ctx, m.Bucket, message.ManifestObject(tid), message.Encode(m), false, "application/json"); err != nil {
+		err = fmt.Errorf("write manifest: %w", err)
+		p.fail(ctx, m, err, log)
+		return nil, err
+	}
+	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: tid, Bucket: m.Bucket, At: m.SealedAt}
+	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": tid, "type": ev.Type}); err != nil {
+		// The manifest is written; a later event of the same transfer
+		// will still find it, but none may come, so this is an error.
+		return nil, fmt.Errorf("announce sealed manifest: %w", err)
+	}
+	log.Info("transfer sealed", "files", len(m.Files), "compress_ms", m.CompressMS)
+	return m, nil
+}
+
+// fail tells the merger that the transfer cannot complete, and removes the
+// spool directory. It runs even when ctx is cancelled.
+func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket,
+		Error: cause.Error(), At: time.Now().UTC()}
+	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type}); err != nil {
+		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)
+	}
+	log.Error("transfer failed", "err", cause)
+}
+
+type job struct {
+	file, index int
+	offset      int64
+	raw         []byte
+}
+
+// run reads, compresses, spools and publishes every chunk of pl.
+func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool string) error {
+	var maxChunk int64 = 1
+	for _, s := range pl.sizes {
+		maxChunk = max(maxChunk, s)
+	}
+	// Buffer budget: compressors each hold a compressed buffer; raw
+	// buffers circulate between the reader and the compressors.
+	slots := max(2, int(p.o.MemoryLimit/maxChunk))
+	workers := max(1, min(p.o.Concurrency, slots/2))
+	rawPool := make(chan []byte, max(1, slots-workers))
+	for i := 0; i < cap(rawPool); i++ {
+		rawPool <- nil
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan job)
+	out := make(chan message.Chunk, p.o.Publishers)
+
+	g.Go(func() error {
+		defer close(jobs)
+		for i, f := range pl.files {
+			if err := p.read(ctx, i, f, pl.sizes[i], rawPool, jobs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	var compressors sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		compressors.Add(1)
+		g.Go(func() error {
+			defer compressors.Done()
+			enc, err := codec.NewEncoder(pl.codec, pl.level)
+			if err != nil {
+				return err
+			}
+			var dst []byte
+			for j := range jobs {
+				msg, err := p.compress(enc, &dst, pl, m, j, spool)
+				rawPool <- j.raw[:0]
+				if err != nil {
+					return err
+				}
+				select {
+				case out <- msg:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	go func() { compressors.Wait(); close(out) }()
+
+	for w := 0; w < p.o.Publishers; w++ {
+		g.Go(func() error {
+			for msg := range out {
+				attrs := map[string]string{"transfer_id": msg.TransferID}
+				if err := p.o.Chunks.Publish(ctx, message.Encode(msg), attrs); err != nil {
+					return fmt.Errorf("publish chunk %d of %s: %w", msg.Index, msg.Path, err)
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// read cuts one file into chunks and sends them to jobs. It fails when the
+// file changes while it is read: a torn file is never uploaded.
+func (p *Producer) read(ctx context.Context, fi int, f sourceFile, chunk int64, pool chan []byte, jobs chan<- job) error {
+	fh, err := os.Open(f.Path)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	n := chunkCount(f.Size, chunk)
+	for idx := 0; idx < n; idx++ {
+		off := int64(idx) * chunk
+		size := min(chunk, f.Size-off)
+		var buf []byte
+		select {
+		case buf = <-pool:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if int64(cap(buf)) < size {
+			buf = make([]byte, size, chunk)
+		}
+		buf = buf[:size]
+		if _, err := io.ReadFull(fh, buf); err != nil {
+			pool <- buf
+			return fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)
+		}
+		p.readBytes.Add(size)
+		select {
+		case jobs <- job{file: fi, index: idx, offset: off, raw: buf}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// The file must end where it ended when it was planned, and be unchanged.
+	var one [1]byte
+	if k, _ := fh.Read(one[:]); k != 0 {
+		return fmt.Errorf("source %s: file grew while it was read (planned %d bytes)", f.Path, f.Size)
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("source %s: %w", f.Path, err)
+	}
+	if st.Size() != f.Size || st.ModTime().UnixNano() != f.Mod {
+		return fmt.Errorf("source %s: file changed while it was read (size %d→%d, mtime %s→%s)",
+			f.Path, f.Size, st.Size(), time.Unix(0, f.Mod).UTC().Format(time.RFC3339Nano), st.ModTime().UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// compress turns one job into a chunk message, with its bytes in the spool or
+// inline, and records it in the manifest.
+func (p *Producer) compress(enc codec.Encoder, dst *[]byte, pl *plan, m *message.Manifest, j job, spool string) (message.Chunk, error) {
+	f := &m.Files[j.file]
+	rawCRC := crc32c.Checksum(j.raw)
+	wire, err := enc.Encode((*dst)[:0], j.raw)
+	if err != nil {
+		return message.Chunk{}, fmt.Errorf("compress chunk %d of %s: %w", j.index, f.Path, err)
+	}
+	*dst = wire
+	p.doneBytes.Add(int64(len(j.raw)))
+	wireCRC := crc32c.Checksum(wire)
+	tid := m.TransferID
+	single := len(f.Chunks) == 1
+	c := message.Chunk{
+		V: message.Version, TransferID: tid, Bucket: m.Bucket, Final: single, Overwrite: pl.req.Overwrite,
+		File: j.file, Path: f.Path, Index: j.index, Chunks: len(f.Chunks),
+		RawOffset: j.offset, RawSize: int64(len(j.raw)), RawCRC32C: rawCRC,
+		WireSize: int64(len(wire)), WireCRC32C: wireCRC, Codec: string(pl.codec),
+	}
+	if single {
+		// A file of one chunk is written straight to its final name.
+		c.Object = f.Object
+		c.ContentType = pl.codec.ContentType()
+		c.Metadata = message.FinalMetadata(tid, int64(len(j.raw)), rawCRC, string(pl.codec))
+	} else {
+		c.Object = message.ChunkObject(tid, j.file, j.index)
+	}
+	if int64(len(wire)) <= p.o.InlineMax {
+		c.Inline = append([]byte{}, wire...)
+	} else {
+		c.Spool = filepath.Join(spool, fmt.Sprintf("%06d-%05d", j.file, j.index))
+		if err := os.WriteFile(c.Spool, wire, 0o644); err != nil {
+			return message.Chunk{}, fmt.Errorf("spool chunk %d of %s: %w", j.index, f.Path, err)
+		}
+	}
+	f.Chunks[j.index] = message.ChunkInfo{Object: c.Object, RawSize: c.RawSize, RawCRC32C: rawCRC, WireSize: c.WireSize, WireCRC32C: wireCRC}
+	return c, nil
+}
+
+// Resolved is one source file and the final object it becomes.
+type Resolved struct {
+	Path   string
+	Object string
+	Size   int64
+}
+
+// Resolve lists the files a request covers and their final object names,
+// without touching GCS; verification tools use it to pair sources and objects.
+func Resolve(req Request) (Destination, []Resolved, error) {
+	pl, err := makePlan(req)
+	if err != nil {
+		return Destination{}, nil, err
+	}
+	out := make([]Resolved, len(pl.files))
+	for i, f := range pl.files {
+		out[i] = Resolved{Path: f.Path, Object: pl.dest.Object(f.Rel, pl.codec.Ext()), Size: f.Size}
+	}
+	return pl.dest, out, nil
+}
