@@ -7,7 +7,7 @@ import (
 )
 
 // Bytes is a byte count written as a plain number or with a binary or decimal
-// unit: 262144, 256KiB, 32MiB, 1GiB, 10MB.
+// unit: 262144, 256KiB, 32MiB, 1GiB, 10MB, 1_000_000.
 type Bytes int64
 
 var units = []struct {
@@ -22,7 +22,7 @@ var units = []struct {
 
 // ParseBytes parses a byte count; the error names s.
 func ParseBytes(s string) (Bytes, error) {
-	t := strings.TrimSpace(s)
+	t := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
 	mult := int64(1)
 	for _, u := range units {
 		if strings.HasSuffix(t, u.suffix) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/result"
@@ -24,7 +25,7 @@ func Row(done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attr
 		r.WireBytes += f.WireSize
 		r.Chunks += len(f.Chunks)
 	}
-	r.Tier = result.TierOf(r.SizeBytes)
+	r.Tier = datagen.TierOf(r.SizeBytes)
 	if r.WireBytes > 0 {
 		r.Ratio = float64(r.SizeBytes) / float64(r.WireBytes)
 	}

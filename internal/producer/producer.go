@@ -234,7 +234,9 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	}
 	log.Info("transfer started", "files", len(pl.files), "destination", pl.dest.String(), "codec", pl.codec, "level", pl.level)
 
-	spool := filepath.Join(p.o.SpoolDir, tid)
+	// One flat directory: workers remove files as they finish, and there is
+	// no per-transfer directory for them to race the producer over.
+	spool := p.o.SpoolDir
 	if err := os.MkdirAll(spool, 0o755); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
@@ -327,7 +329,9 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 			if err != nil {
 				return err
 			}
-			var dst []byte
+			// Room for an incompressible chunk and the frame's overhead,
+			// so the buffer never regrows.
+			dst := make([]byte, 0, maxChunk+maxChunk/64+64<<10)
 			for j := range jobs {
 				msg, err := p.compress(enc, &dst, pl, m, j, spool)
 				rawPool <- j.raw[:0]
@@ -439,7 +443,7 @@ func (p *Producer) compress(enc codec.Encoder, dst *[]byte, pl *plan, m *message
 	if int64(len(wire)) <= p.o.InlineMax {
 		c.Inline = append([]byte{}, wire...)
 	} else {
-		c.Spool = filepath.Join(spool, fmt.Sprintf("%06d-%05d", j.file, j.index))
+		c.Spool = filepath.Join(spool, fmt.Sprintf("%s-%06d-%05d", tid, j.file, j.index))
 		if err := os.WriteFile(c.Spool, wire, 0o644); err != nil {
 			return message.Chunk{}, fmt.Errorf("spool chunk %d of %s: %w", j.index, f.Path, err)
 		}

@@ -51,18 +51,6 @@ type Label struct {
 	Value string `json:"value"`
 }
 
-// TierOf names the seeds' size tier a transfer of size raw bytes falls in:
-// small (~10 MB), medium (~200 MB) or large (~1.2 GB), split between them.
-func TierOf(size int64) string {
-	switch {
-	case size < 50_000_000:
-		return "small"
-	case size < 600_000_000:
-		return "medium"
-	}
-	return "large"
-}
-
 // MBps is bytes per millisecond expressed in MB/s (10^6 bytes), as the seeds
 // print them; 0 when ms is 0.
 func MBps(bytes, ms int64) float64 {

@@ -15,7 +15,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -192,13 +191,9 @@ func (w *Worker) open(ctx context.Context, c *message.Chunk) (io.ReadSeeker, err
 	return f, nil
 }
 
-// removeSpool deletes a spool file and, when it was the last, its transfer's
-// spool directory.
+// removeSpool deletes a spool file.
 func removeSpool(path string) {
-	if path == "" {
-		return
+	if path != "" {
+		_ = os.Remove(path)
 	}
-	_ = os.Remove(path)
-	_ = os.Remove(filepath.Dir(path)) // fails while other chunks remain
 }
-

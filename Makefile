@@ -1,0 +1,56 @@
+# ferry — see README.md. `make run` does ferry's main job locally; `make test`
+# runs every test (CI runs exactly that).
+
+GO       ?= go
+BIN      := bin
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+GOLANGCI := $(shell $(GO) env GOPATH)/bin/golangci-lint
+WORKERS  ?= 2
+TIER     ?= medium
+
+.PHONY: all
+all: build
+
+## deps: install what ferry needs that a fresh machine may lack
+.PHONY: deps
+deps:
+	@scripts/deps.sh
+
+## build: build every binary into bin/
+.PHONY: build
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+## run: local stack, generated data set, transfer, verify, stage table
+.PHONY: run
+run: deps build
+	WORKERS=$(WORKERS) TIER=$(TIER) scripts/run.sh
+
+## test: gofmt, go vet, then every test against the emulators
+.PHONY: test
+test: fmt-check vet
+	scripts/test.sh
+
+.PHONY: fmt-check
+fmt-check:
+	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet:
+	$(GO) vet ./...
+
+## lint: golangci-lint (installed into GOPATH/bin on first use)
+.PHONY: lint
+lint: fmt-check vet
+	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+	$(GOLANGCI) run ./...
+
+## bench: compression against zstd -T2, and other measurements
+.PHONY: bench
+bench: build
+	scripts/bench.sh
+
+.PHONY: clean
+clean:
+	rm -rf $(BIN) .run

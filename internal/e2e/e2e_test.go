@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/verify"
+)
+
+func writeCSV(t *testing.T, path string, size, seed int64) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := datagen.WriteCSV(f, size, seed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// predictWire compresses path chunk by chunk, as the producer does, and
+// combines the frames' CRC32Cs: an independent prediction of the final
+// object's CRC32C and size.
+func predictWire(t *testing.T, path string, c codec.Codec, chunk int64) (uint32, int64, int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := codec.NewEncoder(c, c.DefaultLevel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []crc32c.Part
+	var size int64
+	for off := int64(0); off < int64(len(data)) || off == 0; off += chunk {
+		frame, err := enc.Encode(nil, data[off:min(off+chunk, int64(len(data)))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, crc32c.Part{CRC32C: crc32c.Checksum(frame), Size: int64(len(frame))})
+		size += int64(len(frame))
+		if len(data) == 0 {
+			break
+		}
+	}
+	return crc32c.CombineAll(parts), size, len(parts)
+}
+
+func TestLargeFileComposesATwoLevelTree(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10}) // chunks go through the spool
+	src := filepath.Join(t.TempDir(), "large_upload.csv")
+	const chunk = 64 << 10
+	writeCSV(t, src, 3_000_000, 1) // 46 chunks: more than one compose of 32
+	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/bench",
+		Codec: codec.Zstd, ChunkSize: chunk, Method: "e2e"})
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	wantCRC, wantSize, chunks := predictWire(t, src, codec.Zstd, chunk)
+	if chunks <= 32 {
+		t.Fatalf("test data makes %d chunks; the tree needs more than 32", chunks)
+	}
+	if len(done.Objects) != 1 || done.Objects[0].CRC32C != wantCRC || done.Objects[0].Size != wantSize {
+		t.Fatalf("done objects %+v, want one of %d bytes with crc32c %08x", done.Objects, wantSize, wantCRC)
+	}
+	a, err := s.store.Attrs(context.Background(), s.bucket, "bench/large_upload.csv.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.CRC32C != wantCRC || a.Size != wantSize {
+		t.Fatalf("final object has %d bytes, crc32c %08x; predicted %d bytes, %08x", a.Size, a.CRC32C, wantSize, wantCRC)
+	}
+	rep, err := verify.Object(context.Background(), s.store, s.bucket, "bench/large_upload.csv.zst", codec.Zstd, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.CLI != "zstd" {
+		t.Errorf("the stock zstd CLI did not check the object (not on PATH?)")
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Fatalf("staging objects left behind: %v", left)
+	}
+	if spool, _ := os.ReadDir(s.spool); len(spool) != 0 {
+		t.Errorf("spool not emptied: %d entries left", len(spool))
+	}
+	row := s.row(done.TransferID)
+	if row.Status != "ok" || row.Chunks != chunks || row.SizeBytes < 3_000_000 || row.WireBytes != wantSize || row.Workers < 1 {
+		t.Fatalf("benchmark row %+v", row)
+	}
+}
+
+func TestDirectoryOfSmallFilesAndAnEmptyFile(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 256 << 10})
+	dir := filepath.Join(t.TempDir(), "many")
+	if err := datagen.WriteManySmall(filepath.Join(dir, "parts"), 40, 20_000, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeCSV(t, filepath.Join(dir, "nested", "deeper", "one.csv"), 150_000, 9) // 3 chunks via the spool
+	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip, codec.None} {
+		t.Run(string(c), func(t *testing.T) {
+			prefix := "runs/" + string(c)
+			done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/" + prefix,
+				Codec: c, ChunkSize: 64 << 10, Method: "e2e-many"})
+			if err != nil || done.Status != message.StatusOK {
+				t.Fatalf("transfer: %v, done %+v", err, done)
+			}
+			if len(done.Objects) != 42 {
+				t.Fatalf("%d objects, want 42", len(done.Objects))
+			}
+			_, files, err := producer.Resolve(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/" + prefix, Codec: c, ChunkSize: 64 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if !strings.HasPrefix(f.Object, prefix+"/many/") {
+					t.Errorf("object %s does not keep the directory's name under the prefix", f.Object)
+				}
+				rep, err := verify.Object(context.Background(), s.store, s.bucket, f.Object, c, f.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.Size == 0 && rep.RawSize != 0 {
+					t.Fatalf("empty file became %d bytes", rep.RawSize)
+				}
+			}
+			if left := s.staging(); len(left) != 0 {
+				t.Fatalf("staging objects left behind: %v", left)
+			}
+			if row := s.row(done.TransferID); row.Files != 42 || row.Status != "ok" {
+				t.Fatalf("row %+v", row)
+			}
+		})
+	}
+}
+
+func TestZeroByteFileAlone(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 1, inlineMax: 256 << 10})
+	src := filepath.Join(t.TempDir(), "nothing.csv")
+	if err := os.WriteFile(src, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket, ChunkSize: 1 << 20})
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	r, err := s.store.NewReader(context.Background(), s.bucket, "nothing.csv.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dec, err := codec.NewReader(codec.Zstd, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(dec); err != nil || len(b) != 0 {
+		t.Fatalf("0-byte file decompresses to %d bytes, %v", len(b), err)
+	}
+}
+
+func TestExistingDestinationFailsClearlyAndIsUntouched(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 1, inlineMax: 256 << 10})
+	src := filepath.Join(t.TempDir(), "data.csv")
+	writeCSV(t, src, 300_000, 5)
+	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/x", ChunkSize: 64 << 10}
+	first, err := s.transfer(req)
+	if err != nil || first.Status != message.StatusOK {
+		t.Fatalf("first transfer: %v %+v", err, first)
+	}
+	before, _ := s.store.Attrs(context.Background(), s.bucket, "x/data.csv.zst")
+	second, _ := s.transfer(req)
+	if second.Status != message.StatusFailed || !strings.Contains(second.Error, "gs://"+s.bucket+"/x/data.csv.zst already exists") {
+		t.Fatalf("second transfer: status %q error %q, want failed naming the existing object", second.Status, second.Error)
+	}
+	after, _ := s.store.Attrs(context.Background(), s.bucket, "x/data.csv.zst")
+	if after.Generation != before.Generation || after.CRC32C != before.CRC32C {
+		t.Fatalf("existing object was touched: generation %d→%d", before.Generation, after.Generation)
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Fatalf("staging objects left behind: %v", left)
+	}
+	if row := s.row(second.TransferID); row.Status != "failed" || !strings.Contains(row.Error, "already exists") {
+		t.Fatalf("row %+v", row)
+	}
+}

@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/merger"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/worker"
+)
+
+var fakeGCS *localstack.GCS
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ferry-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	emu, err := localstack.StartPubSub(ctx, localstack.PubSubOptions{Kind: os.Getenv("FERRY_TEST_PUBSUB"), Dir: dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pubsub emulator:", err)
+		return 1
+	}
+	defer emu.Stop()
+	fmt.Fprintf(os.Stderr, "e2e: Pub/Sub emulator %s on %s\n", emu.Kind, emu.Host)
+	fakeGCS, err = localstack.StartGCS(0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer fakeGCS.Stop()
+	os.Setenv("PUBSUB_EMULATOR_HOST", emu.Host)
+	os.Setenv("STORAGE_EMULATOR_HOST", fakeGCS.Host)
+	return m.Run()
+}
+
+var stackSeq atomic.Int64
+
+// stack is one isolated ferry deployment on the shared emulators: its own
+// topics, subscriptions, bucket, spool and results file.
+type stack struct {
+	t       *testing.T
+	q       *queue.Client
+	store   *gcs.Store
+	ps      config.PubSub
+	bucket  string
+	spool   string
+	results string
+	prod    *producer.Producer
+}
+
+type stackOptions struct {
+	workers   int
+	inlineMax int64
+}
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))
+	name = fmt.Sprintf("t%d-%.30s", stackSeq.Add(1), name)
+	s := &stack{t: t, bucket: strings.Trim(name, "-"), spool: t.TempDir(), results: filepath.Join(t.TempDir(), "results.ndjson")}
+	s.ps = config.PubSub{Project: "ferry-test", ChunksTopic: name + "-chunks", ChunksSubscription: name + "-chunks-w",
+		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done"}
+	var err error
+	if s.q, err = queue.Dial(ctx, s.ps.Project, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := localstack.Provision(ctx, s.q, s.ps); err != nil {
+		t.Fatal(err)
+	}
+	fakeGCS.CreateBucket(s.bucket)
+	if s.store, err = gcs.New(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := result.OpenFile(s.results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := s.q.Publisher(s.ps.EventsTopic)
+	running := make(chan struct{}, o.workers+1)
+	for i := 0; i < o.workers; i++ {
+		w := worker.New(s.store, events, fmt.Sprintf("w%d", i), 5, nil)
+		go func() {
+			defer func() { running <- struct{}{} }()
+			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20}, w.Handle)
+		}()
+	}
+	m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
+	go func() {
+		defer func() { running <- struct{}{} }()
+		_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20}, m.Handle)
+	}()
+	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: events,
+		SpoolDir: s.spool, InlineMax: o.inlineMax, Concurrency: 2, MemoryLimit: 64 << 20})
+	t.Cleanup(func() {
+		cancel()
+		for i := 0; i < o.workers+1; i++ {
+			<-running
+		}
+		s.q.Close()
+		s.store.Close()
+	})
+	return s
+}
+
+// transfer submits req and waits for its done event.
+func (s *stack) transfer(req producer.Request) (message.Done, error) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
+	w, err := producer.NewWaiter(ctx, s.q, s.ps.DoneTopic, req.TransferID)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	if _, err := s.prod.Submit(ctx, req); err != nil {
+		// A failed submit still ends with a done event.
+		d, werr := w.Wait(ctx)
+		if werr != nil {
+			s.t.Fatalf("submit: %v; and no done event: %v", err, werr)
+		}
+		return d, err
+	}
+	d, err := w.Wait(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return d, nil
+}
+
+// staging lists what is left under the bucket's .ferry/ prefix, done markers
+// aside.
+func (s *stack) staging() []string {
+	s.t.Helper()
+	var left []string
+	err := s.store.List(context.Background(), s.bucket, message.StagingRoot, func(a gcs.Attrs) error {
+		if !strings.HasPrefix(a.Name, message.StagingRoot+"done/") {
+			left = append(left, a.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return left
+}
+
+// row returns the benchmark row of transfer tid, failing unless there is
+// exactly one.
+func (s *stack) row(tid string) result.Row {
+	s.t.Helper()
+	rows, err := result.ReadFile(s.results)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var found []result.Row
+	for _, r := range rows {
+		if r.TransferID == tid {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		s.t.Fatalf("%d benchmark rows for transfer %s, want 1", len(found), tid)
+	}
+	return found[0]
+}

@@ -1,0 +1,235 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
+
+type fixture struct {
+	t      *testing.T
+	bucket string
+	store  *gcs.Store
+	done   *teststack.Recorder
+	rows   string
+	m      *Merger
+	man    message.Manifest
+	chunks [][]byte
+}
+
+// newFixture stages a transfer of one file of n chunks, as workers would have
+// uploaded it, without writing the manifest yet.
+func newFixture(t *testing.T, bucket string, n int) *fixture {
+	f := &fixture{t: t, bucket: bucket, store: teststack.Bucket(t, bucket), done: &teststack.Recorder{},
+		rows: filepath.Join(t.TempDir(), "rows.ndjson")}
+	f.m = f.newMerger()
+	tid := "tid-" + bucket
+	file := message.File{Path: "data.csv", Object: "out/data.csv.zst"}
+	var parts []crc32c.Part
+	for i := 0; i < n; i++ {
+		b := []byte(fmt.Sprintf("chunk %03d %s|", i, strings.Repeat("x", i)))
+		f.chunks = append(f.chunks, b)
+		c := message.ChunkInfo{Object: message.ChunkObject(tid, 0, i), RawSize: int64(len(b)), RawCRC32C: crc32c.Checksum(b),
+			WireSize: int64(len(b)), WireCRC32C: crc32c.Checksum(b)}
+		file.Chunks = append(file.Chunks, c)
+		file.Size += c.RawSize
+		file.WireSize += c.WireSize
+		parts = append(parts, crc32c.Part{CRC32C: c.WireCRC32C, Size: c.WireSize})
+	}
+	file.WireCRC32, file.RawCRC32C = crc32c.CombineAll(parts), crc32c.CombineAll(parts)
+	f.man = message.Manifest{V: message.Version, TransferID: tid, Sealed: true, Bucket: bucket, Prefix: "out", Method: "test",
+		Codec: "none", ChunkSize: 1 << 20, Files: []message.File{file}, StartedAt: time.Now().UTC(), ContentType: "text/csv"}
+	return f
+}
+
+func (f *fixture) newMerger() *Merger {
+	sink, err := result.OpenFile(f.rows)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return New(Options{Store: f.store, Done: f.done, Sink: sink, Version: "test"})
+}
+
+func (f *fixture) upload(i int) {
+	f.t.Helper()
+	b := f.chunks[i]
+	_, err := f.store.Upload(context.Background(), f.bucket, f.man.Files[0].Chunks[i].Object, bytes.NewReader(b), gcs.UploadOptions{
+		Size: int64(len(b)), CRC32C: crc32c.Checksum(b), IfAbsent: true,
+		Metadata: map[string]string{message.MetaTransfer: f.man.TransferID, message.MetaWorker: "w1", message.MetaUploadAt: time.Now().UTC().Format(time.RFC3339Nano)},
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) seal() {
+	f.t.Helper()
+	if _, err := f.store.PutSmall(context.Background(), f.bucket, message.ManifestObject(f.man.TransferID), message.Encode(f.man), false, ""); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) event(typ string, i int, m *Merger) error {
+	ev := message.Event{V: message.Version, Type: typ, TransferID: f.man.TransferID, Bucket: f.bucket, File: 0, Index: i, At: time.Now()}
+	if typ == message.EventChunk {
+		ev.Object = f.man.Files[0].Chunks[i].Object
+	}
+	if typ == message.EventFailed {
+		ev.Error = "file data.csv chunk 2: spool bytes are corrupt"
+	}
+	return m.Handle(context.Background(), queue.Message{ID: "e", Data: message.Encode(ev)})
+}
+
+func (f *fixture) dones() []message.Done {
+	var out []message.Done
+	for _, p := range f.done.Messages() {
+		var d message.Done
+		if err := message.Decode(p.Data, &d); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func (f *fixture) staging() []string {
+	var left []string
+	f.store.List(context.Background(), f.bucket, message.StagingPrefix(f.man.TransferID), func(a gcs.Attrs) error {
+		left = append(left, a.Name)
+		return nil
+	})
+	return left
+}
+
+func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
+	f := newFixture(t, "m-tree", 70) // 70 chunks: 3 intermediates, then the final compose
+	for i := range f.chunks {
+		f.upload(i)
+	}
+	// A chunk event before the manifest exists does nothing yet.
+	if err := f.event(message.EventChunk, 0, f.m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Attrs(context.Background(), f.bucket, "out/data.csv.zst"); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("composed before the manifest was sealed: %v", err)
+	}
+	f.seal()
+	if err := f.event(message.EventSealed, 0, f.m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.store.ReadAll(context.Background(), f.bucket, "out/data.csv.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bytes.Join(f.chunks, nil); !bytes.Equal(got, want) {
+		t.Fatalf("final object is %d bytes, want the %d bytes of the chunks in order", len(got), len(want))
+	}
+	a, _ := f.store.Attrs(context.Background(), f.bucket, "out/data.csv.zst")
+	if a.CRC32C != f.man.Files[0].WireCRC32 || a.Metadata[message.MetaTransfer] != f.man.TransferID || a.Metadata[message.MetaCodec] != "none" {
+		t.Fatalf("final attrs %+v", a)
+	}
+	d := f.dones()
+	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Objects[0].CRC32C != a.CRC32C {
+		t.Fatalf("done events %+v", d)
+	}
+	if left := f.staging(); len(left) != 0 {
+		t.Fatalf("staging left: %v", left)
+	}
+	rows, _ := result.ReadFile(f.rows)
+	if len(rows) != 1 || rows[0].Chunks != 70 || rows[0].Status != "ok" || rows[0].Workers != 1 {
+		t.Fatalf("rows %+v", rows)
+	}
+	// A late duplicate event changes nothing and writes no second row.
+	if err := f.event(message.EventChunk, 5, f.m); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := result.ReadFile(f.rows); len(rows) != 1 || len(f.dones()) != 1 {
+		t.Fatalf("duplicate event produced %d rows, %d done events", len(rows), len(f.dones()))
+	}
+}
+
+func TestWaitsForEveryChunkAndSurvivesARestart(t *testing.T) {
+	f := newFixture(t, "m-restart", 5)
+	f.seal()
+	for i := 0; i < 4; i++ {
+		f.upload(i)
+		if err := f.event(message.EventChunk, i, f.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.dones()) != 0 {
+		t.Fatal("finished with a chunk missing")
+	}
+	// A new merger (a restart) knows nothing but what GCS has.
+	restarted := f.newMerger()
+	f.upload(4)
+	if err := f.event(message.EventChunk, 4, restarted); err != nil {
+		t.Fatal(err)
+	}
+	if d := f.dones(); len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v", d)
+	}
+}
+
+func TestFailedEventEndsTransferAndCleansStaging(t *testing.T) {
+	f := newFixture(t, "m-fail", 4)
+	f.upload(0)
+	f.upload(1)
+	f.seal()
+	if err := f.event(message.EventFailed, 2, f.m); err != nil {
+		t.Fatal(err)
+	}
+	d := f.dones()
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, "data.csv chunk 2") {
+		t.Fatalf("done events %+v", d)
+	}
+	if left := f.staging(); len(left) != 0 {
+		t.Fatalf("staging left: %v", left)
+	}
+	// A chunk that lands after the failure is removed when its event comes.
+	f.upload(3)
+	if err := f.event(message.EventChunk, 3, f.m); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.staging(); len(left) != 0 {
+		t.Fatalf("late chunk left: %v", left)
+	}
+	if _, err := f.store.Attrs(context.Background(), f.bucket, "out/data.csv.zst"); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("a failed transfer left a final object: %v", err)
+	}
+	rows, _ := result.ReadFile(f.rows)
+	if len(rows) != 1 || rows[0].Status != "failed" || !strings.Contains(rows[0].Error, "chunk 2") {
+		t.Fatalf("rows %+v", rows)
+	}
+}
+
+func TestWrongChunkChecksumFailsTransfer(t *testing.T) {
+	f := newFixture(t, "m-badcrc", 3)
+	f.chunks[1] = []byte("not what the manifest says")
+	for i := range f.chunks {
+		f.upload(i)
+	}
+	f.seal()
+	if err := f.event(message.EventSealed, 0, f.m); err != nil {
+		t.Fatal(err)
+	}
+	d := f.dones()
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, "chunk 1") {
+		t.Fatalf("done events %+v", d)
+	}
+}

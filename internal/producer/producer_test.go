@@ -1,0 +1,214 @@
+package producer
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
+
+func genFile(t testing.TB, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := datagen.WriteCSV(f, size, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// peakHeapGrowth submits a file of size bytes with a 16 MiB buffer budget and
+// returns how far the heap grew above where it started.
+func peakHeapGrowth(t *testing.T, bucket string, size int64) int64 {
+	t.Helper()
+	store := teststack.Bucket(t, bucket)
+	src := filepath.Join(t.TempDir(), "big.csv")
+	genFile(t, src, size)
+	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
+		Concurrency: 2, MemoryLimit: 16 << 20})
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+		}
+	}()
+	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/x", ChunkSize: 2 << 20})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(man.Files[0].Chunks); n != chunkCount(man.Files[0].Size, 2<<20) {
+		t.Fatalf("%d chunks for %d bytes", n, man.Files[0].Size)
+	}
+	return int64(peak.Load()) - int64(base.HeapInuse)
+}
+
+// TestMemoryDoesNotGrowWithFileSize streams a 16 MiB and a 160 MiB file
+// through the same 16 MiB buffer budget: the peak heap must not follow the
+// file size.
+func TestMemoryDoesNotGrowWithFileSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 160 MiB")
+	}
+	small := peakHeapGrowth(t, "p-mem-small", 16<<20)
+	large := peakHeapGrowth(t, "p-mem-large", 160<<20)
+	t.Logf("peak heap growth: %.1f MiB for a 16 MiB file, %.1f MiB for a 160 MiB file (budget 16 MiB)",
+		float64(small)/(1<<20), float64(large)/(1<<20))
+	if large > small+small/4+8<<20 || large > 80<<20 {
+		t.Fatalf("heap grew by %.1f MiB for 160 MiB against %.1f MiB for 16 MiB: memory follows file size",
+			float64(large)/(1<<20), float64(small)/(1<<20))
+	}
+}
+
+func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
+	store := teststack.Bucket(t, "p-seal")
+	dir := filepath.Join(t.TempDir(), "src")
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	genFile(t, filepath.Join(dir, "a.csv"), 300_000)
+	os.WriteFile(filepath.Join(dir, "sub", "empty.csv"), nil, 0o644)
+	chunks, events := &teststack.Recorder{}, &teststack.Recorder{}
+	spool := t.TempDir()
+	p := New(Options{Store: store, Chunks: chunks, Events: events, SpoolDir: spool, InlineMax: 1 << 10, Concurrency: 2})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://p-seal/pre/", ChunkSize: 64 << 10,
+		Codec: codec.Gzip, Method: "m", IdempotencyKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.TransferID != NewTransferID("k1") {
+		t.Fatalf("transfer id %s not derived from the idempotency key", man.TransferID)
+	}
+	if len(man.Files) != 2 || man.Files[0].Object != "pre/src/a.csv.gz" || man.Files[1].Object != "pre/src/sub/empty.csv.gz" {
+		t.Fatalf("files %+v", man.Files)
+	}
+	var msgs []message.Chunk
+	for _, m := range chunks.Messages() {
+		var c message.Chunk
+		if err := message.Decode(m.Data, &c); err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, c)
+	}
+	want := len(man.Files[0].Chunks) + 1
+	if len(msgs) != want || len(man.Files[0].Chunks) != 5 {
+		t.Fatalf("%d chunk messages for %d chunks", len(msgs), want)
+	}
+	for _, c := range msgs {
+		var wire []byte
+		if c.Spool != "" {
+			wire, _ = os.ReadFile(c.Spool)
+		} else {
+			wire = c.Inline
+		}
+		if crc32c.Checksum(wire) != c.WireCRC32C || int64(len(wire)) != c.WireSize {
+			t.Fatalf("chunk %d of %s: spooled bytes do not match the message", c.Index, c.Path)
+		}
+		if c.Final != (c.Chunks == 1) {
+			t.Fatalf("chunk %+v: only one-chunk files go straight to their final name", c)
+		}
+	}
+	b, err := store.ReadAll(context.Background(), "p-seal", message.ManifestObject(man.TransferID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored message.Manifest
+	if err := message.Decode(b, &stored); err != nil || !stored.Sealed {
+		t.Fatalf("manifest: %v sealed=%v", err, stored.Sealed)
+	}
+	if ev := events.Messages(); len(ev) != 1 || !strings.Contains(string(ev[0].Data), `"sealed"`) {
+		t.Fatalf("events %v", ev)
+	}
+}
+
+func TestChunkSizeGrowsToKeepAThousandChunks(t *testing.T) {
+	tests := []struct{ size, chunk, want int64 }{
+		{0, 32 << 20, 32 << 20},
+		{32 << 30, 32 << 20, 33 << 20}, // 32 GiB needs 32.8 MiB chunks
+		{10 << 30, 32 << 20, 32 << 20},
+		{100 << 30, 32 << 20, 103 << 20},
+	}
+	for _, tc := range tests {
+		got := chunkSizeFor(tc.size, tc.chunk)
+		if got != tc.want || chunkCount(tc.size, got) > MaxChunksPerFile {
+			t.Errorf("chunkSizeFor(%d, %d) = %d (%d chunks), want %d", tc.size, tc.chunk, got, chunkCount(tc.size, got), tc.want)
+		}
+	}
+}
+
+func TestBadRequestsNameTheInput(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.csv")
+	os.WriteFile(file, []byte("x"), 0o644)
+	os.Symlink(dir, filepath.Join(dir, "loop"))
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"missing source", Request{Sources: []string{filepath.Join(dir, "nope")}, Destination: "gs://bkt/p"}, "nope"},
+		{"not gs", Request{Sources: []string{file}, Destination: "s3://b/p"}, `"s3://b/p"`},
+		{"bad bucket", Request{Sources: []string{file}, Destination: "gs://B!/p"}, `"B!"`},
+		{"dotdot prefix", Request{Sources: []string{file}, Destination: "gs://bkt/a/../b"}, `".."`},
+		{"control char", Request{Sources: []string{file}, Destination: "gs://bkt/a\x01b"}, "control character"},
+		{"codec", Request{Sources: []string{file}, Destination: "gs://bkt/p", Codec: "lz4"}, `"lz4"`},
+		{"level", Request{Sources: []string{file}, Destination: "gs://bkt/p", Codec: codec.Gzip, Level: 12}, "level 12"},
+		{"chunk 0", Request{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: 0}, "chunk size 0"},
+		{"chunk negative", Request{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: -5}, "chunk size -5"},
+		{"chunk absurd", Request{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: 1 << 40}, "chunk size"},
+		{"symlink loop", Request{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: 1 << 20}, "loop"},
+		{"no source", Request{Destination: "gs://bkt/p", ChunkSize: 1 << 20}, "no source"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.req.ChunkSize == 0 && tc.name != "chunk 0" {
+				tc.req.ChunkSize = 1 << 20
+			}
+			err := Validate(tc.req)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want an error containing %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMissingBucketIsNamed(t *testing.T) {
+	store := teststack.Bucket(t, "p-exists")
+	src := filepath.Join(t.TempDir(), "f.csv")
+	os.WriteFile(src, []byte("x"), 0o644)
+	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
+	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://no-such-bucket/x", ChunkSize: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
+		t.Fatalf("error = %v, want one naming the bucket", err)
+	}
+}

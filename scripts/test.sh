@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# make test: every test, against the real emulators the tests start
+# themselves, then a one-line summary. Exits non-zero when any test fails.
+set -uo pipefail
+mkdir -p .run
+log=.run/test.log
+go test -count=1 -timeout 20m -v "$@" ./... 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL|.*_test.go:[0-9]+:)' 
+status=${PIPESTATUS[0]}
+passed=$(grep -cE '^\s*--- PASS' "$log")
+failed=$(grep -cE '^\s*--- FAIL' "$log")
+skipped=$(grep -cE '^\s*--- SKIP' "$log")
+echo
+echo "go test: $passed passed, $failed failed, $skipped skipped"
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  echo "go test exited $status (a build failure or a package-level failure); see $log" >&2
+fi
+exit "$status"
