@@ -94,7 +94,7 @@ func submit(ctx context.Context, args []string) error {
 		if w, err = producer.NewWaiter(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
 			return err
 		}
-		defer w.Close(context.WithoutCancel(ctx))
+		defer func() { _ = w.Close(context.WithoutCancel(ctx)) }()
 	}
 	p := producer.New(producer.Options{
 		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),

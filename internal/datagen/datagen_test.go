@@ -168,7 +168,7 @@ func TestCompressibility(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer enc.Close()
+		defer func() { _ = enc.Close() }()
 		checkRatio(t, "klauspost zstd SpeedDefault", len(data), len(enc.EncodeAll(data, nil)), wantZstd)
 	})
 	t.Run("gzip-go", func(t *testing.T) {

@@ -134,7 +134,7 @@ func (s *stack) transfer(req producer.Request) (message.Done, error) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	defer w.Close(context.Background())
+	defer func() { _ = w.Close(context.Background()) }()
 	if _, err := s.prod.Submit(ctx, req); err != nil {
 		// A failed submit still ends with a done event.
 		d, werr := w.Wait(ctx)

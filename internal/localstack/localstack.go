@@ -111,8 +111,9 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", gcloud, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logFile.Close() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); logFile.Close(); close(exited) }()
 	stop := func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -128,9 +129,9 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 			return &PubSub{Host: host, Kind: "java", stop: stop}, nil
 		}
 		select {
-		case err := <-exited:
+		case <-exited:
 			b, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("pubsub emulator exited (%v): %s", err, tail(string(b), 800))
+			return nil, fmt.Errorf("pubsub emulator exited (%v): %s", waitErr, tail(string(b), 800))
 		case <-ctx.Done():
 			stop()
 			return nil, ctx.Err()
@@ -152,7 +153,7 @@ func probe(ctx context.Context, host string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
 		return err
@@ -169,7 +170,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

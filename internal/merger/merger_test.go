@@ -109,10 +109,13 @@ func (f *fixture) dones() []message.Done {
 
 func (f *fixture) staging() []string {
 	var left []string
-	f.store.List(context.Background(), f.bucket, message.StagingPrefix(f.man.TransferID), func(a gcs.Attrs) error {
+	err := f.store.List(context.Background(), f.bucket, message.StagingPrefix(f.man.TransferID), func(a gcs.Attrs) error {
 		left = append(left, a.Name)
 		return nil
 	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	return left
 }
 

@@ -95,9 +95,9 @@ func TestMemoryDoesNotGrowWithFileSize(t *testing.T) {
 func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
 	store := teststack.Bucket(t, "p-seal")
 	dir := filepath.Join(t.TempDir(), "src")
-	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 	genFile(t, filepath.Join(dir, "a.csv"), 300_000)
-	os.WriteFile(filepath.Join(dir, "sub", "empty.csv"), nil, 0o644)
+	must(t, os.WriteFile(filepath.Join(dir, "sub", "empty.csv"), nil, 0o644))
 	chunks, events := &teststack.Recorder{}, &teststack.Recorder{}
 	spool := t.TempDir()
 	p := New(Options{Store: store, Chunks: chunks, Events: events, SpoolDir: spool, InlineMax: 1 << 10, Concurrency: 2})
@@ -169,8 +169,8 @@ func TestChunkSizeGrowsToKeepAThousandChunks(t *testing.T) {
 func TestBadRequestsNameTheInput(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f.csv")
-	os.WriteFile(file, []byte("x"), 0o644)
-	os.Symlink(dir, filepath.Join(dir, "loop"))
+	must(t, os.WriteFile(file, []byte("x"), 0o644))
+	must(t, os.Symlink(dir, filepath.Join(dir, "loop")))
 	tests := []struct {
 		name string
 		req  Request
@@ -205,10 +205,17 @@ func TestBadRequestsNameTheInput(t *testing.T) {
 func TestMissingBucketIsNamed(t *testing.T) {
 	store := teststack.Bucket(t, "p-exists")
 	src := filepath.Join(t.TempDir(), "f.csv")
-	os.WriteFile(src, []byte("x"), 0o644)
+	must(t, os.WriteFile(src, []byte("x"), 0o644))
 	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://no-such-bucket/x", ChunkSize: 1 << 20})
 	if err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
 		t.Fatalf("error = %v, want one naming the bucket", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

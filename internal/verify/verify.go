@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"os/exec"
@@ -127,7 +126,7 @@ func hashFile(path string) ([]byte, int64, error) {
 		return nil, 0, err
 	}
 	defer f.Close()
-	var h hash.Hash = sha256.New()
+	h := sha256.New()
 	n, err := io.Copy(h, f)
 	return h.Sum(nil), n, err
 }

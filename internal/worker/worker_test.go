@@ -111,7 +111,9 @@ func TestCorruptSpoolFailsPermanentlyAndUploadsNothing(t *testing.T) {
 	c, m := chunkMsg(t, "w-corrupt", []byte("bytes the producer compressed"), false)
 	b, _ := os.ReadFile(c.Spool)
 	b[4] ^= 0x01 // one flipped bit after publishing
-	os.WriteFile(c.Spool, b, 0o644)
+	if err := os.WriteFile(c.Spool, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	err := w.Handle(context.Background(), m)
 	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "file dir/data.csv chunk 3") {
