@@ -101,6 +101,7 @@ func NewEncoder(c Codec, level int) (Encoder, error) {
 		enc, err := zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
 			zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(2<<20), // what zstd -3 uses on large inputs; faster than 8 MiB
 			zstd.WithZeroFrames(true))
 		if err != nil {
 			return nil, err

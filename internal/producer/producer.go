@@ -297,11 +297,17 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 	for _, s := range pl.sizes {
 		maxChunk = max(maxChunk, s)
 	}
-	// Buffer budget: compressors each hold a compressed buffer; raw
-	// buffers circulate between the reader and the compressors.
-	slots := max(2, int(p.o.MemoryLimit/maxChunk))
-	workers := max(1, min(p.o.Concurrency, slots/2))
-	rawPool := make(chan []byte, max(1, slots-workers))
+	// Buffer budget: raw chunk buffers circulate between the reader and the
+	// chunk-level goroutines, which also hold their chunk's compressed frames
+	// (about a third of the raw size for CSV). The CPU work is spread over
+	// one frame encoder per core (frames.go), so chunk-level goroutines only
+	// need to be enough to keep those encoders fed.
+	// Fresh buffers cost a page fault and a clear per page, so hold no more
+	// than keep the encoders busy: one chunk per core plus one, and one
+	// being read.
+	slots := max(2, int(p.o.MemoryLimit/(maxChunk+maxChunk/2)))
+	workers := max(1, min(slots-1, p.o.Concurrency+1))
+	rawPool := make(chan []byte, workers+1)
 	for i := 0; i < cap(rawPool); i++ {
 		rawPool <- nil
 	}
@@ -320,20 +326,18 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 		return nil
 	})
 
+	frames := make(chan frameJob)
+	if err := startFrameEncoders(p.o.Concurrency, pl.codec, pl.level, frames); err != nil {
+		return err
+	}
 	var compressors sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		compressors.Add(1)
 		g.Go(func() error {
 			defer compressors.Done()
-			enc, err := codec.NewEncoder(pl.codec, pl.level)
-			if err != nil {
-				return err
-			}
-			// Room for an incompressible chunk and the frame's overhead,
-			// so the buffer never regrows.
-			dst := make([]byte, 0, maxChunk+maxChunk/64+64<<10)
+			enc := newChunkEncoder(ctx, frames, maxChunk)
 			for j := range jobs {
-				msg, err := p.compress(enc, &dst, pl, m, j, spool)
+				msg, err := p.compress(enc, pl, m, j, spool)
 				rawPool <- j.raw[:0]
 				if err != nil {
 					return err
@@ -347,7 +351,7 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 			return nil
 		})
 	}
-	go func() { compressors.Wait(); close(out) }()
+	go func() { compressors.Wait(); close(frames); close(out) }()
 
 	for w := 0; w < p.o.Publishers; w++ {
 		g.Go(func() error {
@@ -414,23 +418,27 @@ func (p *Producer) read(ctx context.Context, fi int, f sourceFile, chunk int64, 
 
 // compress turns one job into a chunk message, with its bytes in the spool or
 // inline, and records it in the manifest.
-func (p *Producer) compress(enc codec.Encoder, dst *[]byte, pl *plan, m *message.Manifest, j job, spool string) (message.Chunk, error) {
+func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j job, spool string) (message.Chunk, error) {
 	f := &m.Files[j.file]
 	rawCRC := crc32c.Checksum(j.raw)
-	wire, err := enc.Encode((*dst)[:0], j.raw)
+	frames, err := enc.Frames(j.raw)
 	if err != nil {
 		return message.Chunk{}, fmt.Errorf("compress chunk %d of %s: %w", j.index, f.Path, err)
 	}
-	*dst = wire
 	p.doneBytes.Add(int64(len(j.raw)))
-	wireCRC := crc32c.Checksum(wire)
+	var wireCRC uint32
+	var wireSize int64
+	for _, fr := range frames {
+		wireCRC = crc32c.Update(wireCRC, fr)
+		wireSize += int64(len(fr))
+	}
 	tid := m.TransferID
 	single := len(f.Chunks) == 1
 	c := message.Chunk{
 		V: message.Version, TransferID: tid, Bucket: m.Bucket, Final: single, Overwrite: pl.req.Overwrite,
 		File: j.file, Path: f.Path, Index: j.index, Chunks: len(f.Chunks),
 		RawOffset: j.offset, RawSize: int64(len(j.raw)), RawCRC32C: rawCRC,
-		WireSize: int64(len(wire)), WireCRC32C: wireCRC, Codec: string(pl.codec),
+		WireSize: wireSize, WireCRC32C: wireCRC, Codec: string(pl.codec),
 	}
 	if single {
 		// A file of one chunk is written straight to its final name.
@@ -440,16 +448,34 @@ func (p *Producer) compress(enc codec.Encoder, dst *[]byte, pl *plan, m *message
 	} else {
 		c.Object = message.ChunkObject(tid, j.file, j.index)
 	}
-	if int64(len(wire)) <= p.o.InlineMax {
-		c.Inline = append([]byte{}, wire...)
+	if wireSize <= p.o.InlineMax {
+		c.Inline = make([]byte, 0, wireSize)
+		for _, fr := range frames {
+			c.Inline = append(c.Inline, fr...)
+		}
 	} else {
 		c.Spool = filepath.Join(spool, fmt.Sprintf("%s-%06d-%05d", tid, j.file, j.index))
-		if err := os.WriteFile(c.Spool, wire, 0o644); err != nil {
+		if err := writeFrames(c.Spool, frames); err != nil {
 			return message.Chunk{}, fmt.Errorf("spool chunk %d of %s: %w", j.index, f.Path, err)
 		}
 	}
 	f.Chunks[j.index] = message.ChunkInfo{Object: c.Object, RawSize: c.RawSize, RawCRC32C: rawCRC, WireSize: c.WireSize, WireCRC32C: wireCRC}
 	return c, nil
+}
+
+// writeFrames writes a spool file.
+func writeFrames(path string, frames [][]byte) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	for _, fr := range frames {
+		if _, err := fh.Write(fr); err != nil {
+			fh.Close()
+			return err
+		}
+	}
+	return fh.Close()
 }
 
 // Resolved is one source file and the final object it becomes.
