@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/api/option"
+
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
@@ -72,6 +74,10 @@ type stack struct {
 type stackOptions struct {
 	workers   int
 	inlineMax int64
+	// workerEndpoint, when set, is the GCS JSON API endpoint the workers
+	// use (e.g. a fault-injecting proxy in front of fake-gcs-server), as
+	// "http://host:port/storage/v1/".
+	workerEndpoint string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -99,8 +105,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	events := s.q.Publisher(s.ps.EventsTopic)
 	running := make(chan struct{}, o.workers+1)
+	workerStore := s.store
+	if o.workerEndpoint != "" {
+		if workerStore, err = gcs.New(ctx, option.WithEndpoint(o.workerEndpoint)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { workerStore.Close() })
+	}
 	for i := 0; i < o.workers; i++ {
-		w := worker.New(s.store, events, fmt.Sprintf("w%d", i), 5, nil)
+		w := worker.New(workerStore, events, fmt.Sprintf("w%d", i), 5, nil)
 		go func() {
 			defer func() { running <- struct{}{} }()
 			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20}, w.Handle)
