@@ -7,6 +7,7 @@ set -euo pipefail
 need=()
 command -v zstd >/dev/null || need+=(zstd)
 command -v lz4 >/dev/null || need+=(lz4)
+[ -x /usr/bin/time ] || need+=(time)
 if [ ${#need[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null

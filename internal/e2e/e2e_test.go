@@ -91,12 +91,7 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 	if rep.CLI != "zstd" {
 		t.Errorf("the stock zstd CLI did not check the object (not on PATH?)")
 	}
-	if left := s.staging(); len(left) != 0 {
-		t.Fatalf("staging objects left behind: %v", left)
-	}
-	if spool, _ := os.ReadDir(s.spool); len(spool) != 0 {
-		t.Errorf("spool not emptied: %d entries left", len(spool))
-	}
+	s.assertClean()
 	row := s.row(done.TransferID)
 	if row.Status != "ok" || row.Chunks != chunks || row.SizeBytes < 3_000_000 || row.WireBytes != wantSize || row.Workers < 1 {
 		t.Fatalf("benchmark row %+v", row)
@@ -140,9 +135,7 @@ func TestDirectoryOfSmallFilesAndAnEmptyFile(t *testing.T) {
 					t.Fatalf("empty file became %d bytes", rep.RawSize)
 				}
 			}
-			if left := s.staging(); len(left) != 0 {
-				t.Fatalf("staging objects left behind: %v", left)
-			}
+			s.assertClean()
 			if row := s.row(done.TransferID); row.Files != 42 || row.Status != "ok" {
 				t.Fatalf("row %+v", row)
 			}
@@ -192,9 +185,7 @@ func TestExistingDestinationFailsClearlyAndIsUntouched(t *testing.T) {
 	if after.Generation != before.Generation || after.CRC32C != before.CRC32C {
 		t.Fatalf("existing object was touched: generation %d→%d", before.Generation, after.Generation)
 	}
-	if left := s.staging(); len(left) != 0 {
-		t.Fatalf("staging objects left behind: %v", left)
-	}
+	s.assertClean()
 	if row := s.row(second.TransferID); row.Status != "failed" || !strings.Contains(row.Error, "already exists") {
 		t.Fatalf("row %+v", row)
 	}

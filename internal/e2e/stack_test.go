@@ -180,6 +180,26 @@ func (s *stack) staging() []string {
 	return left
 }
 
+// assertClean fails the test unless the staging prefix and the spool empty
+// out. The merger publishes the done event before it removes the staging
+// objects, and a worker removes its spool file after it announced the chunk,
+// so both are empty soon after the done event, not necessarily at it.
+func (s *stack) assertClean() {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := s.staging()
+		spool, _ := os.ReadDir(s.spool)
+		if len(left) == 0 && len(spool) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("left behind: staging objects %v, %d spool files", left, len(spool))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // row returns the benchmark row of transfer tid, failing unless there is
 // exactly one.
 func (s *stack) row(tid string) result.Row {

@@ -216,9 +216,11 @@ func (g *GCS) CreateBucket(name string) {
 func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
 	dead := func(s string) string { return s + "-dead" }
 	topics := []string{ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic, dead(ps.ChunksTopic), dead(ps.EventsTopic)}
+	// A short ack deadline brings a crashed worker's message back soon;
+	// the client extends it for as long as a handler runs.
 	subs := []queue.Subscription{
-		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, AckDeadline: 60 * time.Second, DeadLetterTopic: dead(ps.ChunksTopic), MaxAttempts: 5},
-		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 60 * time.Second, DeadLetterTopic: dead(ps.EventsTopic), MaxAttempts: 10},
+		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: dead(ps.ChunksTopic), MaxAttempts: 5},
+		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: dead(ps.EventsTopic), MaxAttempts: 10},
 		{ID: dead(ps.ChunksTopic) + "-sub", Topic: dead(ps.ChunksTopic), AckDeadline: 60 * time.Second},
 		{ID: dead(ps.EventsTopic) + "-sub", Topic: dead(ps.EventsTopic), AckDeadline: 60 * time.Second},
 	}

@@ -1,0 +1,234 @@
+// Package faultproxy is a small HTTP reverse proxy for tests that injects
+// faults between a client and a server on loopback: connections reset in the
+// middle of a request body, 503 responses, and slow forwarding. A Plan chooses
+// which requests are hit; every fault injected is counted, so a test can
+// assert that the faults it asked for really happened.
+//
+// It is meant to sit between ferry's workers and fake-gcs-server, pointed at
+// with option.WithEndpoint(p.URL() + "/storage/v1/"), but knows nothing of
+// GCS beyond the shape of its error bodies.
+package faultproxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault is what happens to one request.
+type Fault int
+
+const (
+	// None forwards the request untouched.
+	None Fault = iota
+	// Reset reads part of the request body, then closes the client's
+	// connection abruptly (a TCP RST), without answering or forwarding.
+	Reset
+	// Status503 drains the request body and answers 503 with a GCS-style
+	// JSON error, without forwarding.
+	Status503
+	// Slow waits Plan.Delay, then forwards the request.
+	Slow
+)
+
+func (f Fault) String() string {
+	switch f {
+	case None:
+		return "none"
+	case Reset:
+		return "reset"
+	case Status503:
+		return "503"
+	case Slow:
+		return "slow"
+	}
+	return fmt.Sprintf("Fault(%d)", int(f))
+}
+
+// Plan decides which requests get which fault.
+type Plan struct {
+	// Match selects the requests faults may hit; nil matches every
+	// request. Unmatched requests are forwarded untouched.
+	Match func(*http.Request) bool
+	// Fault hits the first First matching requests, then every Every-th
+	// matching request after those (Every 0: no more).
+	Fault        Fault
+	First, Every int
+	// Decide, when set, replaces Fault, First and Every: it returns the
+	// fault of the n-th matching request, n counting from 1. Calls are
+	// serialized, so it may keep state without locking.
+	Decide func(n int, r *http.Request) Fault
+	// Max caps the faults injected in all; 0 means no cap.
+	Max int
+	// Delay is how long Slow waits; default 200ms.
+	Delay time.Duration
+	// ResetAfter is how many body bytes Reset reads before it closes the
+	// connection; default half the Content-Length, or 4 KiB when the
+	// length is unknown (a chunked body).
+	ResetAfter int64
+}
+
+// Uploads matches GCS JSON API media uploads (paths under /upload/), and
+// not the metadata calls around them.
+func Uploads(r *http.Request) bool { return strings.Contains(r.URL.Path, "/upload/") }
+
+// Counts are what the proxy has seen and done so far.
+type Counts struct {
+	Requests int // every request received
+	Matched  int // requests Plan.Match selected
+	Reset    int // connections reset
+	// ResetMidBody counts the resets that left part of the body unread:
+	// the client was still sending.
+	ResetMidBody int
+	Status503    int
+	Slow         int
+}
+
+// Faults is the number of faults injected.
+func (c Counts) Faults() int { return c.Reset + c.Status503 + c.Slow }
+
+// Proxy is a running fault-injecting proxy.
+type Proxy struct {
+	plan      Plan
+	ln        net.Listener
+	srv       *http.Server
+	rp        *httputil.ReverseProxy
+	tr        *http.Transport
+	closed    chan struct{} // closed by Close: ends pending delays
+	closeOnce sync.Once
+
+	mu     sync.Mutex
+	counts Counts
+}
+
+// Start listens on a free loopback port and forwards to target, a base URL
+// such as "http://127.0.0.1:4443".
+func Start(target string, plan Plan) (*Proxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("faultproxy: target %q: want a base URL such as http://127.0.0.1:4443", target)
+	}
+	if plan.Delay <= 0 {
+		plan.Delay = 200 * time.Millisecond
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: %w", err)
+	}
+	p := &Proxy{plan: plan, ln: ln, tr: &http.Transport{MaxIdleConnsPerHost: 16}, closed: make(chan struct{})}
+	p.rp = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: p.tr}
+	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// URL is the proxy's base URL, "http://127.0.0.1:PORT".
+func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// Counts returns a snapshot of the counters.
+func (p *Proxy) Counts() Counts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts
+}
+
+// Close stops the proxy and drops its connections.
+func (p *Proxy) Close() error {
+	p.closeOnce.Do(func() { close(p.closed) })
+	err := p.srv.Close()
+	p.tr.CloseIdleConnections()
+	return err
+}
+
+// decide counts r and picks its fault.
+func (p *Proxy) decide(r *http.Request) Fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts.Requests++
+	if p.plan.Match != nil && !p.plan.Match(r) {
+		return None
+	}
+	p.counts.Matched++
+	n := p.counts.Matched
+	if p.plan.Max > 0 && p.counts.Faults() >= p.plan.Max {
+		return None
+	}
+	var f Fault
+	switch {
+	case p.plan.Decide != nil:
+		f = p.plan.Decide(n, r)
+	case n <= p.plan.First || p.plan.Every > 0 && (n-p.plan.First)%p.plan.Every == 0:
+		f = p.plan.Fault
+	}
+	// Counted when decided, so that Max holds under concurrency.
+	switch f {
+	case Reset:
+		p.counts.Reset++
+	case Status503:
+		p.counts.Status503++
+	case Slow:
+		p.counts.Slow++
+	}
+	return f
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	switch p.decide(r) {
+	case Reset:
+		p.reset(w, r)
+		return
+	case Status503:
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"Service Unavailable (injected by faultproxy)",`+
+			`"errors":[{"message":"Service Unavailable (injected by faultproxy)","domain":"global","reason":"backendError"}]}}`)
+		return
+	case Slow:
+		t := time.NewTimer(p.plan.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		case <-p.closed:
+			return
+		}
+	}
+	p.rp.ServeHTTP(w, r)
+}
+
+// reset reads part of r's body, then closes the connection with a TCP RST.
+func (p *Proxy) reset(w http.ResponseWriter, r *http.Request) {
+	n := p.plan.ResetAfter
+	if n <= 0 {
+		n = 4 << 10
+		if r.ContentLength > 0 {
+			n = r.ContentLength / 2
+		}
+	}
+	read, _ := io.CopyN(io.Discard, r.Body, n)
+	rc := http.NewResponseController(w)
+	// A chunked body of unknown length counts as cut when the proxy
+	// stopped reading before it ended.
+	midBody := r.ContentLength > read || r.ContentLength < 0 && read == n
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // cannot happen on HTTP/1; still drops the connection
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // Close sends RST, not FIN
+	}
+	_ = conn.Close()
+	if midBody {
+		p.mu.Lock()
+		p.counts.ResetMidBody++
+		p.mu.Unlock()
+	}
+}
