@@ -135,7 +135,7 @@ func TestResetIsATCPReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	const size = 64 << 10
 	if _, err := fmt.Fprintf(c, "POST /upload/x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size); err != nil {
