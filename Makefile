@@ -27,9 +27,9 @@ build:
 run: deps build
 	WORKERS=$(WORKERS) TIER=$(TIER) scripts/run.sh
 
-## test: gofmt, go vet, then every test against the emulators
+## test: gofmt, go vet, golangci-lint, then every test against the emulators
 .PHONY: test
-test: fmt-check vet
+test: lint
 	scripts/test.sh
 
 .PHONY: fmt-check

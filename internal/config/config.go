@@ -88,7 +88,7 @@ type Producer struct {
 	ChunkSize   Bytes  `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than 1000 chunks"`
 	Codec       string `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
 	Level       int    `env:"FERRY_LEVEL, default=0" help:"default compression level; 0 means the codec's own (zstd 3, gzip 6)"`
-	Concurrency int    `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"chunks compressed at once; 0 means one per CPU"`
+	Concurrency int    `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
 	MemoryLimit Bytes  `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
 	Method      string `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -81,6 +82,31 @@ func TestDescribeListsEveryVariable(t *testing.T) {
 	for _, want := range []string{"FERRY_PROJECT", "FERRY_CHUNKS_SUBSCRIPTION", "FERRY_WORKER_CONCURRENCY", "FERRY_SHUTDOWN_GRACE", "FERRY_LOG_LEVEL"} {
 		if !names[want] {
 			t.Errorf("Describe(Worker) lacks %s", want)
+		}
+	}
+}
+
+// TestREADMEListsEveryVariable keeps the README's table in step with the
+// structs: every variable, with its default.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, cfg := range []any{&Producer{}, &Worker{}, &Merger{}} {
+		for _, v := range Describe(cfg) {
+			row := "| `" + v.Name + "` |"
+			i := strings.Index(readme, row)
+			if i < 0 {
+				t.Errorf("README.md has no row for %s", v.Name)
+				continue
+			}
+			line := readme[i:]
+			line = line[:strings.Index(line, "\n")]
+			if v.Default != "" && !strings.Contains(line, "`"+v.Default+"`") {
+				t.Errorf("README.md row for %s lacks its default %q: %s", v.Name, v.Default, line)
+			}
 		}
 	}
 }
