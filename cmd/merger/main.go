@@ -77,6 +77,6 @@ func realMain(ctx context.Context) error {
 	})
 	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)
 	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
-		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0,
+		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,
 	}, m.Handle)
 }

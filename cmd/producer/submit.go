@@ -105,6 +105,12 @@ func submit(ctx context.Context, args []string) error {
 	stopProgress := progress(ctx, p, log)
 	man, err := p.Submit(ctx, req)
 	stopProgress()
+	var already *producer.AlreadyDoneError
+	if errors.As(err, &already) {
+		// The same idempotency key: report the transfer that ran.
+		log.Info("transfer already ended; not started again", "transfer_id", req.TransferID, "status", already.Done.Status)
+		return report(already.Done, *asJSON)
+	}
 	if err != nil {
 		return err
 	}
@@ -127,7 +133,12 @@ func submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	return report(done, *asJSON)
+}
+
+// report prints a done event and turns a failed transfer into an error.
+func report(done message.Done, asJSON bool) error {
+	if asJSON {
 		b, _ := json.MarshalIndent(done, "", "  ")
 		fmt.Println(string(b))
 	}

@@ -65,7 +65,7 @@ func realMain(ctx context.Context) error {
 	w := worker.New(store, q.Publisher(cfg.PubSub.EventsTopic), cfg.ID, 5, log)
 	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency)
 	err = q.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
-		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace,
+		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
 	}, w.Handle)
 	log.Info("worker stopped")
 	return err

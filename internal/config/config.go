@@ -25,6 +25,8 @@ type PubSub struct {
 	EventsTopic        string `env:"FERRY_EVENTS_TOPIC, default=ferry-events" help:"topic of sealed, chunk-uploaded and failed events"`
 	EventsSubscription string `env:"FERRY_EVENTS_SUBSCRIPTION, default=ferry-events-merger" help:"subscription the merger receives events from"`
 	DoneTopic          string `env:"FERRY_DONE_TOPIC, default=ferry-done" help:"topic of the one done event each transfer ends with"`
+	ChunksDeadLetter   string `env:"FERRY_CHUNKS_DEAD_LETTER_TOPIC, default=ferry-chunks-dead" help:"dead-letter topic of the chunks subscription; chunk messages that failed permanently are copied there too"`
+	EventsDeadLetter   string `env:"FERRY_EVENTS_DEAD_LETTER_TOPIC, default=ferry-events-dead" help:"dead-letter topic of the events subscription"`
 }
 
 // Validate names the variable at fault.
@@ -32,6 +34,7 @@ func (p PubSub) Validate() error {
 	for name, v := range map[string]string{
 		"FERRY_PROJECT": p.Project, "FERRY_CHUNKS_TOPIC": p.ChunksTopic, "FERRY_CHUNKS_SUBSCRIPTION": p.ChunksSubscription,
 		"FERRY_EVENTS_TOPIC": p.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION": p.EventsSubscription, "FERRY_DONE_TOPIC": p.DoneTopic,
+		"FERRY_CHUNKS_DEAD_LETTER_TOPIC": p.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC": p.EventsDeadLetter,
 	} {
 		if strings.TrimSpace(v) == "" || strings.ContainsAny(v, " /") {
 			return fmt.Errorf("%s=%q: want a plain resource id", name, v)

@@ -87,7 +87,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	name = fmt.Sprintf("t%d-%.30s", stackSeq.Add(1), name)
 	s := &stack{t: t, bucket: strings.Trim(name, "-"), spool: t.TempDir(), results: filepath.Join(t.TempDir(), "results.ndjson")}
 	s.ps = config.PubSub{Project: "ferry-test", ChunksTopic: name + "-chunks", ChunksSubscription: name + "-chunks-w",
-		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done"}
+		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done",
+		ChunksDeadLetter: name + "-chunks-dead", EventsDeadLetter: name + "-events-dead"}
 	var err error
 	if s.q, err = queue.Dial(ctx, s.ps.Project, nil); err != nil {
 		t.Fatal(err)
@@ -116,13 +117,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		w := worker.New(workerStore, events, fmt.Sprintf("w%d", i), 5, nil)
 		go func() {
 			defer func() { running <- struct{}{} }()
-			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20}, w.Handle)
+			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.ChunksDeadLetter}, w.Handle)
 		}()
 	}
 	m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
 	go func() {
 		defer func() { running <- struct{}{} }()
-		_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20}, m.Handle)
+		_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter}, m.Handle)
 	}()
 	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: events,
 		SpoolDir: s.spool, InlineMax: o.inlineMax, Concurrency: 2, MemoryLimit: 64 << 20})

@@ -214,18 +214,21 @@ func (g *GCS) CreateBucket(name string) {
 // dead-letter topic and subscription for every subscription, so that no
 // message is silently dropped.
 func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
-	dead := func(s string) string { return s + "-dead" }
-	topics := []string{ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic, dead(ps.ChunksTopic), dead(ps.EventsTopic)}
+	topics := []string{ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic, ps.ChunksDeadLetter, ps.EventsDeadLetter}
 	// A short ack deadline brings a crashed worker's message back soon;
 	// the client extends it for as long as a handler runs.
 	subs := []queue.Subscription{
-		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: dead(ps.ChunksTopic), MaxAttempts: 5},
-		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: dead(ps.EventsTopic), MaxAttempts: 10},
-		{ID: dead(ps.ChunksTopic) + "-sub", Topic: dead(ps.ChunksTopic), AckDeadline: 60 * time.Second},
-		{ID: dead(ps.EventsTopic) + "-sub", Topic: dead(ps.EventsTopic), AckDeadline: 60 * time.Second},
+		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.ChunksDeadLetter, MaxAttempts: 5},
+		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: 10},
+		{ID: DeadLetterSubscription(ps.ChunksDeadLetter), Topic: ps.ChunksDeadLetter, AckDeadline: 60 * time.Second},
+		{ID: DeadLetterSubscription(ps.EventsDeadLetter), Topic: ps.EventsDeadLetter, AckDeadline: 60 * time.Second},
 	}
 	return topics, subs
 }
+
+// DeadLetterSubscription names the subscription that keeps a dead-letter
+// topic's messages for operators to inspect.
+func DeadLetterSubscription(topic string) string { return topic + "-sub" }
 
 // Provision creates ferry's topology; it is idempotent.
 func Provision(ctx context.Context, c *queue.Client, ps config.PubSub) error {

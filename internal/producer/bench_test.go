@@ -16,6 +16,7 @@ import (
 type nopStore struct{}
 
 func (nopStore) BucketExists(context.Context, string) error { return nil }
+func (nopStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
 func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
 }

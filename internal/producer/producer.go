@@ -8,6 +8,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -66,6 +67,19 @@ func NewTransferID(idempotencyKey string) string {
 type objectStore interface {
 	BucketExists(ctx context.Context, bucket string) error
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
+	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
+}
+
+var _ objectStore = (*gcs.Store)(nil)
+
+// AlreadyDoneError is returned by Submit when the request's idempotency key
+// names a transfer that has already ended: nothing is started again.
+type AlreadyDoneError struct {
+	Done message.Done
+}
+
+func (e *AlreadyDoneError) Error() string {
+	return fmt.Sprintf("transfer %s already ended %s", e.Done.TransferID, e.Done.Status)
 }
 
 // publisher sends one message and returns once it is stored.
@@ -219,6 +233,19 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 		return nil, fmt.Errorf("destination %s: %w", pl.dest, err)
 	}
 	tid := req.TransferID
+	if req.IdempotencyKey != "" {
+		b, err := p.o.Store.ReadAll(ctx, pl.dest.Bucket, message.DoneMarker(tid))
+		if err == nil {
+			var d message.Done
+			if err := message.Decode(b, &d); err != nil {
+				return nil, fmt.Errorf("done marker of transfer %s: %w", tid, err)
+			}
+			return nil, &AlreadyDoneError{Done: d}
+		}
+		if !errors.Is(err, gcs.ErrNotFound) {
+			return nil, err
+		}
+	}
 	log := p.o.Log.With("transfer_id", tid)
 	m := &message.Manifest{
 		V: message.Version, TransferID: tid, Bucket: pl.dest.Bucket, Prefix: pl.dest.Prefix,

@@ -123,6 +123,11 @@ type ReceiveSettings struct {
 	// after it their context is cancelled and their messages are left to
 	// redelivery.
 	Grace time.Duration
+	// DeadLetterTopic, when set, receives a copy of every message that
+	// failed permanently, with its error in the "ferry_error" attribute,
+	// before the message is acked: operators find there what never
+	// succeeded, as they find what ran out of delivery attempts.
+	DeadLetterTopic string
 }
 
 // Receive runs h on messages of subscription until ctx is cancelled, then
@@ -132,6 +137,9 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 	sub.ReceiveSettings.MaxOutstandingMessages = s.MaxMessages
 	sub.ReceiveSettings.MaxOutstandingBytes = s.MaxBytes
 	sub.ReceiveSettings.NumGoroutines = 1
+	// Extend leases in short steps, so that a message held by a process
+	// that died comes back within this long rather than the usual minute.
+	sub.ReceiveSettings.MaxDurationPerAckExtension = 15 * time.Second
 	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{
 		Timeout:  s.Grace + 5*time.Second,
 		Behavior: pubsub.ShutdownBehaviorWaitForProcessing,
@@ -147,6 +155,12 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 	defer stop()
 
 	err := sub.Receive(ctx, func(_ context.Context, pm *pubsub.Message) {
+		if ctx.Err() != nil {
+			// Shutting down: messages not started yet go back at once,
+			// to be redelivered to a process that stays.
+			pm.Nack()
+			return
+		}
 		m := Message{ID: pm.ID, Data: pm.Data, Attributes: pm.Attributes}
 		if pm.DeliveryAttempt != nil {
 			m.DeliveryAttempt = *pm.DeliveryAttempt
@@ -156,7 +170,19 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 		case err == nil:
 			pm.Ack()
 		case errors.Is(err, ErrPermanent):
-			c.log.Error("message failed permanently; acked", "subscription", subscription, "message_id", m.ID, "err", err)
+			if s.DeadLetterTopic != "" {
+				attrs := map[string]string{"ferry_error": truncate(err.Error(), 1000), "ferry_subscription": subscription}
+				for k, v := range pm.Attributes {
+					attrs[k] = v
+				}
+				if perr := c.Publisher(s.DeadLetterTopic).Publish(hctx, pm.Data, attrs); perr != nil {
+					c.log.Warn("could not dead-letter a failed message; will be redelivered", "message_id", m.ID, "err", perr)
+					pm.Nack()
+					return
+				}
+			}
+			c.log.Error("message failed permanently; acked", "subscription", subscription, "message_id", m.ID,
+				"dead_letter_topic", s.DeadLetterTopic, "err", err)
 			pm.Ack()
 		default:
 			c.log.Warn("message failed; will be redelivered", "subscription", subscription, "message_id", m.ID,
@@ -168,4 +194,11 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 		return fmt.Errorf("receive from %s: %w", subscription, err)
 	}
 	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
