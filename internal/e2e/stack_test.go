@@ -74,6 +74,10 @@ type stack struct {
 type stackOptions struct {
 	workers   int
 	inlineMax int64
+	// noMerger leaves the merger to the test (a real process, say).
+	noMerger bool
+	// duplicateChunks publishes every chunk message twice.
+	duplicateChunks bool
 	// workerEndpoint, when set, is the GCS JSON API endpoint the workers
 	// use (e.g. a fault-injecting proxy in front of fake-gcs-server), as
 	// "http://host:port/storage/v1/".
@@ -100,12 +104,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if s.store, err = gcs.New(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sink, err := result.OpenFile(s.results)
-	if err != nil {
-		t.Fatal(err)
-	}
 	events := s.q.Publisher(s.ps.EventsTopic)
 	running := make(chan struct{}, o.workers+1)
+	goroutines := o.workers
 	workerStore := s.store
 	if o.workerEndpoint != "" {
 		if workerStore, err = gcs.New(ctx, option.WithEndpoint(o.workerEndpoint)); err != nil {
@@ -120,16 +121,27 @@ func newStack(t *testing.T, o stackOptions) *stack {
 			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.ChunksDeadLetter}, w.Handle)
 		}()
 	}
-	m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
-	go func() {
-		defer func() { running <- struct{}{} }()
-		_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter}, m.Handle)
-	}()
-	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: events,
+	if !o.noMerger {
+		sink, err := result.OpenFile(s.results)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
+		goroutines++
+		go func() {
+			defer func() { running <- struct{}{} }()
+			_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter}, m.Handle)
+		}()
+	}
+	var chunks publisher = s.q.Publisher(s.ps.ChunksTopic)
+	if o.duplicateChunks {
+		chunks = twice{chunks}
+	}
+	s.prod = producer.New(producer.Options{Store: s.store, Chunks: chunks, Events: events,
 		SpoolDir: s.spool, InlineMax: o.inlineMax, Concurrency: 2, MemoryLimit: 64 << 20})
 	t.Cleanup(func() {
 		cancel()
-		for i := 0; i < o.workers+1; i++ {
+		for i := 0; i < goroutines; i++ {
 			<-running
 		}
 		s.q.Close()
@@ -138,30 +150,61 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
+type publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
+// twice publishes every message two times, as a publisher retrying after a
+// lost acknowledgement does.
+type twice struct{ p publisher }
+
+func (t twice) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	if err := t.p.Publish(ctx, data, attrs); err != nil {
+		return err
+	}
+	return t.p.Publish(ctx, data, attrs)
+}
+
 // transfer submits req and waits for its done event.
 func (s *stack) transfer(req producer.Request) (message.Done, error) {
 	s.t.Helper()
+	return s.transferAsync(req)()
+}
+
+// transferAsync subscribes to the done topic, submits req in the background
+// and returns a function that waits for the transfer's done event and the
+// submit's error.
+func (s *stack) transferAsync(req producer.Request) func() (message.Done, error) {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
 	w, err := producer.NewWaiter(ctx, s.q, s.ps.DoneTopic, req.TransferID)
 	if err != nil {
+		cancel()
 		s.t.Fatal(err)
 	}
-	defer func() { _ = w.Close(context.Background()) }()
-	if _, err := s.prod.Submit(ctx, req); err != nil {
+	type outcome struct {
+		done            message.Done
+		submit, waitErr error
+	}
+	ch := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		o.submit = func() error { _, err := s.prod.Submit(ctx, req); return err }()
 		// A failed submit still ends with a done event.
-		d, werr := w.Wait(ctx)
-		if werr != nil {
-			s.t.Fatalf("submit: %v; and no done event: %v", err, werr)
+		o.done, o.waitErr = w.Wait(ctx)
+		ch <- o
+	}()
+	return func() (message.Done, error) {
+		s.t.Helper()
+		defer cancel()
+		defer func() { _ = w.Close(context.Background()) }()
+		o := <-ch
+		if o.waitErr != nil {
+			s.t.Fatalf("no done event for transfer %s (submit: %v): %v", req.TransferID, o.submit, o.waitErr)
 		}
-		return d, err
+		return o.done, o.submit
 	}
-	d, err := w.Wait(ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return d, nil
 }
 
 // staging lists what is left under the bucket's .ferry/ prefix, done markers

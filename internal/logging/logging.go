@@ -27,10 +27,14 @@ func New(w io.Writer, level, format string) *slog.Logger {
 		if len(groups) == 0 {
 			switch a.Key {
 			case slog.LevelKey:
-				// Cloud Logging reads the level from "severity".
-				a.Key = "severity"
-				if a.Value.Any().(slog.Level) == slog.LevelWarn {
-					a.Value = slog.StringValue("WARNING")
+				// Cloud Logging reads the level from "severity". A
+				// caller's own "level" attribute is not a slog.Level and
+				// is left alone.
+				if lv, ok := a.Value.Any().(slog.Level); ok {
+					a.Key = "severity"
+					if lv == slog.LevelWarn {
+						a.Value = slog.StringValue("WARNING")
+					}
 				}
 			case slog.MessageKey:
 				a.Key = "message"

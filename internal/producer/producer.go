@@ -490,19 +490,30 @@ func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j 
 	return c, nil
 }
 
-// writeFrames writes a spool file.
+// writeFrames writes a spool file under a temporary name and renames it into
+// place, so a worker never reads a torn file: not after a producer crash, and
+// not while a resubmitted request rewrites the same chunk.
 func writeFrames(path string, frames [][]byte) error {
-	fh, err := os.Create(path)
+	fh, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	for _, fr := range frames {
 		if _, err := fh.Write(fr); err != nil {
 			fh.Close()
+			os.Remove(fh.Name())
 			return err
 		}
 	}
-	return fh.Close()
+	if err := fh.Close(); err != nil {
+		os.Remove(fh.Name())
+		return err
+	}
+	if err := os.Rename(fh.Name(), path); err != nil {
+		os.Remove(fh.Name())
+		return err
+	}
+	return nil
 }
 
 // Resolved is one source file and the final object it becomes.

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/verify"
+)
+
+// slowProxy delays the requests match selects by delay, in front of
+// fake-gcs-server; a process that uses it as STORAGE_EMULATOR_HOST has those
+// requests in flight for that long.
+func slowProxy(t *testing.T, match func(*http.Request) bool, delay time.Duration) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{Match: match, Delay: delay,
+		Decide: func(int, *http.Request) faultproxy.Fault { return faultproxy.Slow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func hostOf(p *faultproxy.Proxy) string { return strings.TrimPrefix(p.URL(), "http://") }
+
+// verifyAll proves every file of req present and intact under its final name.
+func (s *stack) verifyAll(req producer.Request) {
+	s.t.Helper()
+	_, files, err := producer.Resolve(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, f := range files {
+		if _, err := verify.Object(context.Background(), s.store, s.bucket, f.Object, req.Codec, f.Path); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+func rowsOf(t *testing.T, path, tid string) []result.Row {
+	t.Helper()
+	rows, err := result.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []result.Row
+	for _, r := range rows {
+		if r.TransferID == tid {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Fault 1: kill -9 a worker with a large chunk upload in flight. The message
+// comes back, another worker finishes, the object is byte-identical.
+func TestKill9WorkerMidUpload(t *testing.T) {
+	s := newStack(t, stackOptions{noMerger: true, inlineMax: 4 << 10})
+	proxy := slowProxy(t, faultproxy.Uploads, time.Minute)
+	s.start("merger", "merger", s.env())
+	a := s.start("worker-a", "worker", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy), "FERRY_WORKER_ID=a"))
+
+	src := filepath.Join(t.TempDir(), "large_upload.csv")
+	writeCSV(t, src, 20_000_000, 11)
+	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/k9", Codec: codec.Zstd, ChunkSize: 8 << 20}
+	wait := s.transferAsync(req)
+	until(t, 30*time.Second, "an 8 MiB chunk upload in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
+	a.kill9()
+	s.start("worker-b", "worker", s.env("FERRY_WORKER_ID=b"))
+
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	s.verifyAll(req)
+	s.assertClean()
+	if row := s.row(done.TransferID); row.Status != "ok" || row.Workers != 1 {
+		t.Fatalf("row %+v, want ok with every chunk uploaded by worker b", row)
+	}
+}
+
+// Fault 2: kill -9 the merger between the composes of a two-level tree, then
+// restart it. The transfer completes with no orphaned intermediates.
+func TestKill9MergerBetweenComposes(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10})
+	// The final compose (the one not into .ferry/) hangs in merger a.
+	finalCompose := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/compose") && !strings.Contains(r.URL.Path, "/o/.ferry/")
+	}
+	proxy := slowProxy(t, finalCompose, time.Minute)
+	a := s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
+
+	src := filepath.Join(t.TempDir(), "tree.csv")
+	writeCSV(t, src, 3_000_000, 12)
+	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/tree", Codec: codec.Zstd, ChunkSize: 64 << 10}
+	wait := s.transferAsync(req)
+	until(t, 60*time.Second, "merger a to start the final compose", func() bool { return proxy.Counts().Matched >= 1 })
+	var intermediates int
+	_ = s.store.List(context.Background(), s.bucket, message.StagingRoot, func(a gcs.Attrs) error {
+		if strings.Contains(a.Name, "/i/") {
+			intermediates++
+		}
+		return nil
+	})
+	if intermediates != 2 {
+		t.Fatalf("%d intermediate composites before the final compose, want 2 (46 chunks in groups of 32)", intermediates)
+	}
+	a.kill9()
+	if _, err := s.store.Attrs(context.Background(), s.bucket, "tree/tree.csv.zst"); err == nil {
+		t.Fatal("the final object exists although its compose never ran")
+	}
+	s.start("merger-b", "merger", s.env())
+
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	s.verifyAll(req)
+	s.assertClean() // no orphaned intermediates
+	if rows := rowsOf(t, s.results, done.TransferID); len(rows) != 1 || rows[0].Chunks != 46 {
+		t.Fatalf("rows %+v, want one row of 46 chunks", rows)
+	}
+}
+
+// Fault 3: kill -9 the producer in the middle of a file, then submit the
+// same request with the same idempotency key. The transfer id is derived
+// from the key and compression is deterministic, so the second producer
+// republishes the same chunks: workers find those already uploaded present
+// with the right CRC32C, and the transfer completes once, with one final
+// object and one row. A third submit with the key reports the finished
+// transfer and starts nothing.
+func TestKill9ProducerThenResubmitSameKey(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
+	src := filepath.Join(t.TempDir(), "big.csv")
+	writeCSV(t, src, 60_000_000, 13)
+	dest := "gs://" + s.bucket + "/resubmit"
+	args := []string{"submit", "--idempotency-key", "nightly-2026-11-29", "--chunk-size", "1MiB", src, dest}
+	slow := s.env("FERRY_COMPRESS_CONCURRENCY=1")
+
+	first := s.start("producer-1", "producer", slow, args...)
+	tid := producer.NewTransferID("nightly-2026-11-29")
+	until(t, 60*time.Second, "chunks of the first producer uploaded", func() bool {
+		n := 0
+		_ = s.store.List(context.Background(), s.bucket, message.ChunkPrefix(tid), func(gcs.Attrs) error { n++; return nil })
+		return n >= 3
+	})
+	first.kill9()
+	if _, err := s.store.ReadAll(context.Background(), s.bucket, message.ManifestObject(tid)); err == nil {
+		t.Fatal("the first producer sealed its manifest before it was killed; the test needs a bigger file")
+	}
+
+	second := s.start("producer-2", "producer", s.env(), append([]string{"submit", "--wait", "--timeout", "2m"}, args[1:]...)...)
+	if code := second.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("second submit exited %d:\n%s", code, second.out.String())
+	}
+	req := producer.Request{Sources: []string{src}, Destination: dest, Codec: codec.Zstd, ChunkSize: 1 << 20}
+	s.verifyAll(req)
+	s.assertClean()
+	if rows := rowsOf(t, s.results, tid); len(rows) != 1 || rows[0].Status != "ok" {
+		t.Fatalf("rows %+v, want exactly one ok row", rows)
+	}
+	var finals []string
+	_ = s.store.List(context.Background(), s.bucket, "resubmit/", func(a gcs.Attrs) error { finals = append(finals, a.Name); return nil })
+	if len(finals) != 1 {
+		t.Fatalf("final objects %v, want one", finals)
+	}
+
+	third := s.start("producer-3", "producer", s.env(), append([]string{"submit", "--wait"}, args[1:]...)...)
+	if code := third.wait(time.Minute); code != 0 || !strings.Contains(third.out.String(), "already ended") {
+		t.Fatalf("third submit exited %d:\n%s", code, third.out.String())
+	}
+	if rows := rowsOf(t, s.results, tid); len(rows) != 1 {
+		t.Fatalf("%d rows after the third submit, want 1", len(rows))
+	}
+}
+
+// Fault 8: SIGTERM to a worker with uploads in flight, as when a VM leaves
+// its instance group. It stops receiving, finishes what runs within
+// FERRY_SHUTDOWN_GRACE, exits 0, and the rest is redelivered.
+func TestSIGTERMWorkerFinishesInFlightAndExitsZero(t *testing.T) {
+	s := newStack(t, stackOptions{inlineMax: 4 << 10})
+	proxy := slowProxy(t, faultproxy.Uploads, 1500*time.Millisecond)
+	a := s.start("worker-a", "worker", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy), "FERRY_WORKER_ID=a",
+		"FERRY_WORKER_CONCURRENCY=2", "FERRY_SHUTDOWN_GRACE=10s"))
+
+	src := filepath.Join(t.TempDir(), "many_chunks.csv")
+	writeCSV(t, src, 2_000_000, 14)
+	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/term", Codec: codec.Zstd, ChunkSize: 128 << 10}
+	wait := s.transferAsync(req)
+	until(t, 30*time.Second, "uploads in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
+	inFlight := proxy.Counts().Matched
+	sent := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(15 * time.Second); code != 0 {
+		t.Fatalf("worker a exited %d after SIGTERM, want 0:\n%s", code, a.out.String())
+	}
+	took := time.Since(sent)
+	if took > 10*time.Second {
+		t.Errorf("worker a took %v to stop, beyond FERRY_SHUTDOWN_GRACE=10s", took)
+	}
+	if !strings.Contains(a.out.String(), "worker stopped") {
+		t.Errorf("worker a did not log an orderly stop:\n%s", tail(a.out.String(), 2000))
+	}
+	t.Logf("worker a: %d uploads in flight at SIGTERM, stopped after %v", inFlight, took)
+	s.start("worker-b", "worker", s.env("FERRY_WORKER_ID=b"))
+
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	s.verifyAll(req)
+	s.assertClean()
+	if row := s.row(done.TransferID); row.Workers != 2 {
+		t.Errorf("row says %d workers uploaded chunks, want 2 (a finished its in-flight uploads, b the rest)", row.Workers)
+	}
+}

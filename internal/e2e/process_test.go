@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds ferry's commands once per test run, for tests that need
+// real processes to kill.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "ferry-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/ferry-dev/ferry/cmd/worker",
+			"github.com/ferry-dev/ferry/cmd/merger", "github.com/ferry-dev/ferry/cmd/producer")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// proc is a ferry binary running as a real process.
+type proc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// env is the environment a process of this stack runs with; extra entries
+// (KEY=VALUE) override.
+func (s *stack) env(extra ...string) []string {
+	env := append(os.Environ(),
+		"FERRY_PROJECT="+s.ps.Project,
+		"FERRY_CHUNKS_TOPIC="+s.ps.ChunksTopic, "FERRY_CHUNKS_SUBSCRIPTION="+s.ps.ChunksSubscription,
+		"FERRY_EVENTS_TOPIC="+s.ps.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION="+s.ps.EventsSubscription,
+		"FERRY_DONE_TOPIC="+s.ps.DoneTopic,
+		"FERRY_CHUNKS_DEAD_LETTER_TOPIC="+s.ps.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC="+s.ps.EventsDeadLetter,
+		"FERRY_SPOOL_DIR="+s.spool, "FERRY_RESULTS_FILE="+s.results,
+		"FERRY_LOG_FORMAT=json", "FERRY_LOG_LEVEL=debug")
+	return append(env, extra...)
+}
+
+// start runs binary (worker, merger, producer) with args in the stack's
+// environment. The process is killed when the test ends.
+func (s *stack) start(name, binary string, env []string, args ...string) *proc {
+	s.t.Helper()
+	p := &proc{t: s.t, name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(binaries(s.t), binary), args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	s.t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if s.t.Failed() {
+			s.t.Logf("output of %s:\n%s", p.name, tail(p.out.String(), 4000))
+		}
+	})
+	return p
+}
+
+// kill9 kills the process with SIGKILL and waits for it.
+func (p *proc) kill9() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	<-p.done
+}
+
+// wait waits up to d for the process to exit and returns its exit code.
+func (p *proc) wait(d time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.t.Fatalf("%s did not exit within %v; output:\n%s", p.name, d, tail(p.out.String(), 4000))
+	}
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	p.t.Fatalf("%s: %v", p.name, p.err)
+	return -1
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// until polls cond every 20 ms for up to d, and fails the test with what
+// when it never holds.
+func until(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
