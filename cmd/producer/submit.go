@@ -58,7 +58,10 @@ func submit(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "\n%s", config.Usage(&cfg))
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	if fs.NArg() < 2 {
 		fs.Usage()
