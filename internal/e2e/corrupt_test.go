@@ -140,7 +140,9 @@ func TestOverwriteReplacesAtomically(t *testing.T) {
 		if a.Name == "ow/data.csv.zst" && a.Generation != old.Generation && a.Generation != now.Generation {
 			t.Errorf("a third version of the object was visible: %+v", a)
 		}
-		if a.Name == "ow/data.csv.zst" && !(a.Generation == old.Generation && a.CRC32C == old.CRC32C || a.Generation == now.Generation && a.CRC32C == now.CRC32C) {
+		isOld := a.Generation == old.Generation && a.CRC32C == old.CRC32C
+		isNew := a.Generation == now.Generation && a.CRC32C == now.CRC32C
+		if a.Name == "ow/data.csv.zst" && !isOld && !isNew {
 			t.Errorf("a mixed object was visible: %+v", a)
 		}
 	}
