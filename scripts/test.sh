@@ -6,6 +6,18 @@ mkdir -p .run
 log=.run/test.log
 go test -count=1 -timeout 20m -v "$@" ./... 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL|.*_test.go:[0-9]+:)' 
 status=${PIPESTATUS[0]}
+
+# The decoders of everything that arrives over Pub/Sub, fuzzed briefly.
+fuzztime=${FERRY_FUZZTIME:-10s}
+for target in FuzzDecodeRequest FuzzDecodeChunk FuzzDecodeEvent; do
+  if go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/message/ > .run/fuzz.log 2>&1; then
+    echo "--- PASS: $target (fuzzed $fuzztime)" | tee -a "$log"
+  else
+    cat .run/fuzz.log
+    echo "--- FAIL: $target" | tee -a "$log"
+    status=1
+  fi
+done
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")
 skipped=$(grep -cE '^\s*--- SKIP' "$log")

@@ -16,6 +16,7 @@ const usage = `producer — hand files to the ferry fleet.
 
 Usage:
   producer submit [flags] SOURCE... gs://BUCKET/PREFIX
+  producer serve
 
 SOURCE is a file or a directory (walked recursively; a directory keeps its own
 name, as with gsutil cp -r). Each file is cut into chunks, each chunk is
@@ -25,6 +26,10 @@ objects gs://BUCKET/PREFIX/<relative path>.zst, which stock zstd -d reads.
 
 submit prints the transfer id on stdout. With --wait it blocks until the
 transfer's done event and exits 0 only if the transfer succeeded.
+
+serve runs the requests batch systems publish to FERRY_REQUESTS_TOPIC (JSON,
+see the README), until SIGTERM. Every request ends with one done event on
+FERRY_DONE_TOPIC, also one that is malformed or cannot start.
 
 Run "producer submit --help" for its flags.
 `
@@ -43,6 +48,8 @@ func main() {
 	switch os.Args[1] {
 	case "submit":
 		err = submit(ctx, os.Args[2:])
+	case "serve":
+		err = serve(ctx, os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "producer: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)

@@ -19,14 +19,17 @@ import (
 
 // PubSub names the project, topics and subscriptions.
 type PubSub struct {
-	Project            string `env:"FERRY_PROJECT, default=ferry-local" help:"Google Cloud project of the topics and subscriptions"`
-	ChunksTopic        string `env:"FERRY_CHUNKS_TOPIC, default=ferry-chunks" help:"topic the producer publishes one message per chunk to"`
-	ChunksSubscription string `env:"FERRY_CHUNKS_SUBSCRIPTION, default=ferry-chunks-workers" help:"subscription the workers receive chunks from"`
-	EventsTopic        string `env:"FERRY_EVENTS_TOPIC, default=ferry-events" help:"topic of sealed, chunk-uploaded and failed events"`
-	EventsSubscription string `env:"FERRY_EVENTS_SUBSCRIPTION, default=ferry-events-merger" help:"subscription the merger receives events from"`
-	DoneTopic          string `env:"FERRY_DONE_TOPIC, default=ferry-done" help:"topic of the one done event each transfer ends with"`
-	ChunksDeadLetter   string `env:"FERRY_CHUNKS_DEAD_LETTER_TOPIC, default=ferry-chunks-dead" help:"dead-letter topic of the chunks subscription; chunk messages that failed permanently are copied there too"`
-	EventsDeadLetter   string `env:"FERRY_EVENTS_DEAD_LETTER_TOPIC, default=ferry-events-dead" help:"dead-letter topic of the events subscription"`
+	Project              string `env:"FERRY_PROJECT, default=ferry-local" help:"Google Cloud project of the topics and subscriptions"`
+	ChunksTopic          string `env:"FERRY_CHUNKS_TOPIC, default=ferry-chunks" help:"topic the producer publishes one message per chunk to"`
+	ChunksSubscription   string `env:"FERRY_CHUNKS_SUBSCRIPTION, default=ferry-chunks-workers" help:"subscription the workers receive chunks from"`
+	EventsTopic          string `env:"FERRY_EVENTS_TOPIC, default=ferry-events" help:"topic of sealed, chunk-uploaded and failed events"`
+	EventsSubscription   string `env:"FERRY_EVENTS_SUBSCRIPTION, default=ferry-events-merger" help:"subscription the merger receives events from"`
+	DoneTopic            string `env:"FERRY_DONE_TOPIC, default=ferry-done" help:"topic of the one done event each transfer ends with"`
+	RequestsTopic        string `env:"FERRY_REQUESTS_TOPIC, default=ferry-requests" help:"topic batch systems publish transfer requests to"`
+	RequestsSubscription string `env:"FERRY_REQUESTS_SUBSCRIPTION, default=ferry-requests-producer" help:"subscription producer serve receives requests from"`
+	RequestsDeadLetter   string `env:"FERRY_REQUESTS_DEAD_LETTER_TOPIC, default=ferry-requests-dead" help:"dead-letter topic of the requests subscription; malformed requests are copied there too"`
+	ChunksDeadLetter     string `env:"FERRY_CHUNKS_DEAD_LETTER_TOPIC, default=ferry-chunks-dead" help:"dead-letter topic of the chunks subscription; chunk messages that failed permanently are copied there too"`
+	EventsDeadLetter     string `env:"FERRY_EVENTS_DEAD_LETTER_TOPIC, default=ferry-events-dead" help:"dead-letter topic of the events subscription"`
 }
 
 // Validate names the variable at fault.
@@ -35,6 +38,8 @@ func (p PubSub) Validate() error {
 		"FERRY_PROJECT": p.Project, "FERRY_CHUNKS_TOPIC": p.ChunksTopic, "FERRY_CHUNKS_SUBSCRIPTION": p.ChunksSubscription,
 		"FERRY_EVENTS_TOPIC": p.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION": p.EventsSubscription, "FERRY_DONE_TOPIC": p.DoneTopic,
 		"FERRY_CHUNKS_DEAD_LETTER_TOPIC": p.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC": p.EventsDeadLetter,
+		"FERRY_REQUESTS_TOPIC": p.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION": p.RequestsSubscription,
+		"FERRY_REQUESTS_DEAD_LETTER_TOPIC": p.RequestsDeadLetter,
 	} {
 		if strings.TrimSpace(v) == "" || strings.ContainsAny(v, " /") {
 			return fmt.Errorf("%s=%q: want a plain resource id", name, v)
@@ -94,6 +99,7 @@ type Producer struct {
 	Concurrency int    `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
 	MemoryLimit Bytes  `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
 	Method      string `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
+	Requests    int    `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
 }
 
 // Validate names the variable at fault.
@@ -111,6 +117,9 @@ func (p *Producer) Validate() error {
 	}
 	if p.Concurrency < 0 {
 		return fmt.Errorf("FERRY_COMPRESS_CONCURRENCY=%d: want 0 or more", p.Concurrency)
+	}
+	if p.Requests < 1 || p.Requests > 64 {
+		return fmt.Errorf("FERRY_PRODUCER_REQUESTS=%d: want 1 to 64", p.Requests)
 	}
 	if p.MemoryLimit < 16<<20 {
 		return fmt.Errorf("FERRY_PRODUCER_MEMORY=%d: want at least 16MiB", p.MemoryLimit)

@@ -75,6 +75,8 @@ func (s *stack) env(extra ...string) []string {
 		"FERRY_EVENTS_TOPIC="+s.ps.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION="+s.ps.EventsSubscription,
 		"FERRY_DONE_TOPIC="+s.ps.DoneTopic,
 		"FERRY_CHUNKS_DEAD_LETTER_TOPIC="+s.ps.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC="+s.ps.EventsDeadLetter,
+		"FERRY_REQUESTS_TOPIC="+s.ps.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION="+s.ps.RequestsSubscription,
+		"FERRY_REQUESTS_DEAD_LETTER_TOPIC="+s.ps.RequestsDeadLetter,
 		"FERRY_SPOOL_DIR="+s.spool, "FERRY_RESULTS_FILE="+s.results,
 		"FERRY_LOG_FORMAT=json", "FERRY_LOG_LEVEL=debug")
 	return append(env, extra...)

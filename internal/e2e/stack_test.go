@@ -92,7 +92,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	s := &stack{t: t, bucket: strings.Trim(name, "-"), spool: t.TempDir(), results: filepath.Join(t.TempDir(), "results.ndjson")}
 	s.ps = config.PubSub{Project: "ferry-test", ChunksTopic: name + "-chunks", ChunksSubscription: name + "-chunks-w",
 		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done",
-		ChunksDeadLetter: name + "-chunks-dead", EventsDeadLetter: name + "-events-dead"}
+		ChunksDeadLetter: name + "-chunks-dead", EventsDeadLetter: name + "-events-dead",
+		RequestsTopic: name + "-requests", RequestsSubscription: name + "-requests-p", RequestsDeadLetter: name + "-requests-dead"}
 	var err error
 	if s.q, err = queue.Dial(ctx, s.ps.Project, nil); err != nil {
 		t.Fatal(err)

@@ -214,10 +214,13 @@ func (g *GCS) CreateBucket(name string) {
 // dead-letter topic and subscription for every subscription, so that no
 // message is silently dropped.
 func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
-	topics := []string{ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic, ps.ChunksDeadLetter, ps.EventsDeadLetter}
+	topics := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic,
+		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter}
 	// A short ack deadline brings a crashed worker's message back soon;
 	// the client extends it for as long as a handler runs.
 	subs := []queue.Subscription{
+		{ID: ps.RequestsSubscription, Topic: ps.RequestsTopic, AckDeadline: 60 * time.Second, DeadLetterTopic: ps.RequestsDeadLetter, MaxAttempts: 5},
+		{ID: DeadLetterSubscription(ps.RequestsDeadLetter), Topic: ps.RequestsDeadLetter, AckDeadline: 60 * time.Second},
 		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.ChunksDeadLetter, MaxAttempts: 5},
 		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: 10},
 		{ID: DeadLetterSubscription(ps.ChunksDeadLetter), Topic: ps.ChunksDeadLetter, AckDeadline: 60 * time.Second},

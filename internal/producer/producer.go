@@ -72,6 +72,14 @@ type objectStore interface {
 
 var _ objectStore = (*gcs.Store)(nil)
 
+// InputError is a request that cannot start as given: a bad source,
+// destination, codec or chunk size, or a bucket that does not exist. Nothing
+// was written.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
 // AlreadyDoneError is returned by Submit when the request's idempotency key
 // names a transfer that has already ended: nothing is started again.
 type AlreadyDoneError struct {
@@ -223,14 +231,18 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	started := time.Now().UTC()
 	pl, err := makePlan(req)
 	if err != nil {
-		return nil, err
+		return nil, &InputError{err}
 	}
 	if req.TransferID == "" {
 		req.TransferID = NewTransferID(req.IdempotencyKey)
 		pl.req.TransferID = req.TransferID
 	}
 	if err := p.o.Store.BucketExists(ctx, pl.dest.Bucket); err != nil {
-		return nil, fmt.Errorf("destination %s: %w", pl.dest, err)
+		err = fmt.Errorf("destination %s: %w", pl.dest, err)
+		if errors.Is(err, gcs.ErrNotFound) {
+			return nil, &InputError{err}
+		}
+		return nil, err
 	}
 	tid := req.TransferID
 	if req.IdempotencyKey != "" {

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+func serve(ctx context.Context, args []string) error {
+	var cfg config.Producer
+	fs := flag.NewFlagSet("producer serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: producer serve\n\nRuns transfer requests from FERRY_REQUESTS_SUBSCRIPTION until SIGTERM.\n\n%s", config.Usage(&cfg))
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := config.Load(ctx, &cfg, envconfig.OsLookuper()); err != nil {
+		return err
+	}
+	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	store, err := gcs.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	p := producer.New(producer.Options{
+		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
+		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.Spool.InlineMax), Concurrency: cfg.Concurrency,
+		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
+	})
+	srv := producer.NewServer(p, q.Publisher(cfg.PubSub.DoneTopic), producer.Defaults{
+		Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method,
+	})
+	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription)
+	err = q.Receive(ctx, cfg.PubSub.RequestsSubscription, queue.ReceiveSettings{
+		MaxMessages: cfg.Requests, MaxBytes: 16 << 20, DeadLetterTopic: cfg.PubSub.RequestsDeadLetter,
+	}, srv.Handle)
+	log.Info("producer stopped")
+	return err
+}

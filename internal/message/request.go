@@ -1,0 +1,33 @@
+package message
+
+// Request is a transfer request as a batch system publishes it on the
+// requests topic (schema version 1). Omitted fields take the producer's
+// defaults (FERRY_CODEC, FERRY_LEVEL, FERRY_CHUNK_SIZE, FERRY_METHOD).
+// Decode rejects unknown fields, so a typo fails loudly instead of being
+// ignored.
+//
+//	{"v": 1,
+//	 "sources": ["/data/exports/2026-11-29/"],
+//	 "destination": "gs://analytics-landing/exports/2026-11-29",
+//	 "codec": "zstd", "level": 3, "chunk_size": 33554432,
+//	 "overwrite": false,
+//	 "method": "nightly-export", "labels": {"team": "risk"},
+//	 "idempotency_key": "exports-2026-11-29"}
+type Request struct {
+	V           int      `json:"v"`
+	Sources     []string `json:"sources"`
+	Destination string   `json:"destination"`
+	Codec       string   `json:"codec,omitempty"`
+	Level       int      `json:"level,omitempty"`
+	ChunkSize   int64    `json:"chunk_size,omitempty"`
+	Overwrite   bool     `json:"overwrite,omitempty"`
+	Method      string   `json:"method,omitempty"`
+	// Labels are free-form and end up in the benchmark row.
+	Labels map[string]string `json:"labels,omitempty"`
+	// IdempotencyKey: the same key always names the same transfer, so a
+	// request published twice runs once. Without one, the Pub/Sub message
+	// id serves, which covers redelivery but not a second publish.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+func (r *Request) version() int { return r.V }
