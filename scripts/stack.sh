@@ -26,6 +26,8 @@ stack_up() {
   # shellcheck disable=SC1091
   source "$RUN/env"
   export FERRY_SPOOL_DIR="$RUN/spool" FERRY_RESULTS_FILE="$RUN/results.ndjson" FERRY_LOG_FORMAT=json
+  # Several services share this machine: each serves /metrics on a free port (logged).
+  export FERRY_HTTP_ADDR=127.0.0.1:0
 }
 
 # fleet_up N [TAG] starts N workers and the merger; logs go to

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/merger"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
 )
@@ -75,6 +76,11 @@ func realMain(ctx context.Context) error {
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Log: log,
 	})
+	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
+	if err != nil {
+		return err
+	}
+	health.SetReady(true)
 	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)
 	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,

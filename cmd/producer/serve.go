@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 )
@@ -47,6 +48,11 @@ func serve(ctx context.Context, args []string) error {
 	srv := producer.NewServer(p, q.Publisher(cfg.PubSub.DoneTopic), producer.Defaults{
 		Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method,
 	})
+	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
+	if err != nil {
+		return err
+	}
+	health.SetReady(true)
 	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription)
 	err = q.Receive(ctx, cfg.PubSub.RequestsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Requests, MaxBytes: 16 << 20, DeadLetterTopic: cfg.PubSub.RequestsDeadLetter,

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
@@ -63,6 +64,11 @@ func realMain(ctx context.Context) error {
 	}
 	defer q.Close()
 	w := worker.New(store, q.Publisher(cfg.PubSub.EventsTopic), cfg.ID, 5, log)
+	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
+	if err != nil {
+		return err
+	}
+	health.SetReady(true)
 	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency)
 	err = q.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,

@@ -69,6 +69,11 @@ func (l Log) Validate() error {
 	return nil
 }
 
+// HTTP is where a service serves /metrics, /healthz and /readyz.
+type HTTP struct {
+	Addr string `env:"FERRY_HTTP_ADDR, default=:8080" help:"listen address of /metrics, /healthz and /readyz; empty turns them off"`
+}
+
 // Spool is the directory chunks wait in between producer and workers: local
 // disk on one machine, a shared file system for a fleet.
 type Spool struct {
@@ -92,6 +97,7 @@ type Producer struct {
 	PubSub PubSub
 	Spool  Spool
 	Log    Log
+	HTTP   HTTP
 
 	ChunkSize   Bytes  `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than 1000 chunks"`
 	Codec       string `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
@@ -131,6 +137,7 @@ func (p *Producer) Validate() error {
 type Worker struct {
 	PubSub PubSub
 	Log    Log
+	HTTP   HTTP
 
 	ID             string        `env:"FERRY_WORKER_ID" help:"name in logs, events and benchmark rows (default: host name and process id)"`
 	Concurrency    int           `env:"FERRY_WORKER_CONCURRENCY, default=8" help:"chunks uploaded at once (Pub/Sub MaxOutstandingMessages)"`
@@ -163,6 +170,7 @@ func (w *Worker) Validate() error {
 type Merger struct {
 	PubSub PubSub
 	Log    Log
+	HTTP   HTTP
 
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
 	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose calls in flight at once"`

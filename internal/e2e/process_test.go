@@ -78,7 +78,7 @@ func (s *stack) env(extra ...string) []string {
 		"FERRY_REQUESTS_TOPIC="+s.ps.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION="+s.ps.RequestsSubscription,
 		"FERRY_REQUESTS_DEAD_LETTER_TOPIC="+s.ps.RequestsDeadLetter,
 		"FERRY_SPOOL_DIR="+s.spool, "FERRY_RESULTS_FILE="+s.results,
-		"FERRY_LOG_FORMAT=json", "FERRY_LOG_LEVEL=debug")
+		"FERRY_LOG_FORMAT=json", "FERRY_LOG_LEVEL=debug", "FERRY_HTTP_ADDR=127.0.0.1:0")
 	return append(env, extra...)
 }
 

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"fmt"
 	"os"
 	"os/exec"
@@ -141,5 +144,51 @@ func TestREADMEGcloudPublishExample(t *testing.T) {
 	d := feed.next(t, func(d message.Done) bool { return d.TransferID == producer.NewTransferID("report-1") })
 	if d.Status != message.StatusOK || len(d.Objects) != 1 || !strings.HasSuffix(d.Objects[0].Name, "/reports/report.csv.zst") {
 		t.Fatalf("done %+v", d)
+	}
+}
+
+// TestServicesServeMetricsAndHealth: a worker process serves /metrics with
+// the upload counters moved by a real transfer, and /healthz and /readyz.
+func TestServicesServeMetricsAndHealth(t *testing.T) {
+	s := newStack(t, stackOptions{inlineMax: 4 << 10})
+	w := s.start("worker", "worker", s.env())
+	var addr string
+	until(t, 30*time.Second, "the worker to log its metrics address", func() bool {
+		for _, line := range strings.Split(w.out.String(), "\n") {
+			if strings.Contains(line, "serving /metrics") {
+				var l struct{ Addr string }
+				if json.Unmarshal([]byte(line), &l) == nil {
+					addr = l.Addr
+				}
+			}
+		}
+		return addr != ""
+	})
+	src := filepath.Join(t.TempDir(), "m.csv")
+	writeCSV(t, src, 400_000, 44)
+	if d, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/m", ChunkSize: 64 << 10}); err != nil || d.Status != message.StatusOK {
+		t.Fatalf("transfer: %v %+v", err, d)
+	}
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/readyz":  "ready",
+		"/metrics": `ferry_uploads_total{result="ok"} 7`,
+	} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Fatalf("GET %s: %d, want %q in:\n%.3000s", path, resp.StatusCode, want, b)
+		}
+		if path == "/metrics" {
+			for _, name := range []string{"ferry_bytes_uploaded_total", "ferry_upload_seconds_bucket", `ferry_in_flight{kind="uploads"} 0`} {
+				if !strings.Contains(string(b), name) {
+					t.Errorf("/metrics lacks %s", name)
+				}
+			}
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
 )
@@ -123,6 +124,8 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 	if ev.TransferID == "" || ev.Bucket == "" {
 		return queue.Permanent(fmt.Errorf("event %s: no transfer id or bucket", msg.ID))
 	}
+	metrics.InFlight.WithLabelValues("events").Inc()
+	defer metrics.InFlight.WithLabelValues("events").Dec()
 	t := m.get(ev.TransferID)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -346,6 +349,7 @@ func (m *Merger) composeFile(ctx context.Context, man *message.Manifest, i int, 
 				_, err := m.o.Store.Compose(gctx, man.Bucket, next[k], srcs[lo:hi], gcs.ComposeOptions{
 					Metadata: map[string]string{message.MetaTransfer: man.TransferID},
 				})
+				countCompose(err)
 				return err
 			})
 		}
@@ -361,6 +365,7 @@ func (m *Merger) composeFile(ctx context.Context, man *message.Manifest, i int, 
 		ContentType: man.ContentType,
 		Metadata:    message.FinalMetadata(man.TransferID, f.Size, f.RawCRC32C, man.Codec),
 	})
+	countCompose(err)
 	if errors.Is(err, gcs.ErrPrecondition) {
 		if a, aerr := m.o.Store.Attrs(ctx, man.Bucket, f.Object); aerr == nil && same(a) {
 			return nil
@@ -418,7 +423,16 @@ func (m *Merger) record(ctx context.Context, bucket string, done message.Done, m
 		return err
 	}
 	m.forget(done.TransferID)
+	metrics.Transfers.WithLabelValues(done.Status).Inc()
 	return nil
+}
+
+func countCompose(err error) {
+	if err != nil {
+		metrics.Composes.WithLabelValues("error").Inc()
+		return
+	}
+	metrics.Composes.WithLabelValues("ok").Inc()
 }
 
 // deleteStaging removes every object under the transfer's staging prefix.

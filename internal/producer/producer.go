@@ -29,6 +29,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/metrics"
 )
 
 // MaxChunksPerFile keeps every file within the 1024 components older GCS
@@ -259,6 +260,8 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 		}
 	}
 	log := p.o.Log.With("transfer_id", tid)
+	metrics.InFlight.WithLabelValues("transfers").Inc()
+	defer metrics.InFlight.WithLabelValues("transfers").Dec()
 	m := &message.Manifest{
 		V: message.Version, TransferID: tid, Bucket: pl.dest.Bucket, Prefix: pl.dest.Prefix,
 		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.codec), Level: pl.level,
@@ -399,6 +402,7 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 				if err := p.o.Chunks.Publish(ctx, message.Encode(msg), attrs); err != nil {
 					return fmt.Errorf("publish chunk %d of %s: %w", msg.Index, msg.Path, err)
 				}
+				metrics.ChunksPublished.Inc()
 			}
 			return nil
 		})
@@ -433,6 +437,7 @@ func (p *Producer) read(ctx context.Context, fi int, f sourceFile, chunk int64, 
 			return fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)
 		}
 		p.readBytes.Add(size)
+		metrics.BytesRead.Add(float64(size))
 		select {
 		case jobs <- job{file: fi, index: idx, offset: off, raw: buf}:
 		case <-ctx.Done():
@@ -471,6 +476,7 @@ func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j 
 		wireCRC = crc32c.Update(wireCRC, fr)
 		wireSize += int64(len(fr))
 	}
+	metrics.BytesCompressed.Add(float64(wireSize))
 	tid := m.TransferID
 	single := len(f.Chunks) == 1
 	c := message.Chunk{

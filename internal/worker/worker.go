@@ -21,6 +21,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 )
 
@@ -64,7 +65,12 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	}
 	log := w.log.With("transfer_id", c.TransferID, "object", c.Object, "chunk", c.Index, "file", c.Path)
 	start := time.Now()
-	a, err := w.upload(ctx, &c)
+	metrics.InFlight.WithLabelValues("uploads").Inc()
+	defer metrics.InFlight.WithLabelValues("uploads").Dec()
+	if m.DeliveryAttempt > 1 {
+		metrics.Redeliveries.Inc()
+	}
+	a, dup, err := w.upload(ctx, &c)
 	if errors.Is(err, errFinished) {
 		log.Info("chunk of a finished transfer; dropped")
 		return nil
@@ -73,6 +79,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		err = queue.Permanent(fmt.Errorf("gave up after %d attempts: %w", m.DeliveryAttempt, err))
 	}
 	if errors.Is(err, queue.ErrPermanent) {
+		metrics.Uploads.WithLabelValues("failed").Inc()
 		// Tell the merger, so the transfer ends failed and its staging is
 		// removed. Only then may the message be acked.
 		ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: c.TransferID, Bucket: c.Bucket,
@@ -84,12 +91,21 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	if err != nil {
+		metrics.Uploads.WithLabelValues("retry").Inc()
 		return err
 	}
 	ev := message.Event{V: message.Version, Type: message.EventChunk, TransferID: c.TransferID, Bucket: c.Bucket,
 		File: c.File, Index: c.Index, Object: c.Object, CRC32C: a.CRC32C, Worker: w.id, At: time.Now().UTC()}
 	if err := w.events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
+		metrics.Uploads.WithLabelValues("retry").Inc()
 		return err
+	}
+	if dup {
+		metrics.Uploads.WithLabelValues("duplicate").Inc()
+	} else {
+		metrics.Uploads.WithLabelValues("ok").Inc()
+		metrics.BytesUploaded.Add(float64(c.WireSize))
+		metrics.UploadSeconds.Observe(time.Since(start).Seconds())
 	}
 	// The object is durable and announced; a redelivery after this point
 	// finds it present and only announces it again.
@@ -101,22 +117,23 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 // errFinished: the chunk belongs to a transfer that already ended.
 var errFinished = errors.New("transfer already finished")
 
-func (w *Worker) upload(ctx context.Context, c *message.Chunk) (gcs.Attrs, error) {
+// upload stores the chunk; dup reports that it was there already.
+func (w *Worker) upload(ctx context.Context, c *message.Chunk) (a gcs.Attrs, dup bool, err error) {
 	where := fmt.Sprintf("file %s chunk %d", c.Path, c.Index)
-	a, err := w.store.Attrs(ctx, c.Bucket, c.Object)
+	a, err = w.store.Attrs(ctx, c.Bucket, c.Object)
 	switch {
 	case err == nil && w.same(c, a):
-		return a, nil // a duplicate delivery: already done
+		return a, true, nil // a duplicate delivery: already done
 	case err == nil && c.Final && !c.Overwrite:
-		return gcs.Attrs{}, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where, c.Bucket, c.Object))
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where, c.Bucket, c.Object))
 	case err != nil && !errors.Is(err, gcs.ErrNotFound):
-		return gcs.Attrs{}, err
+		return gcs.Attrs{}, false, err
 	}
 	exists := err == nil
 
 	body, err := w.open(ctx, c)
 	if err != nil {
-		return gcs.Attrs{}, err
+		return gcs.Attrs{}, false, err
 	}
 	if cl, ok := body.(io.Closer); ok {
 		defer cl.Close()
@@ -126,14 +143,14 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk) (gcs.Attrs, error
 	h := crc32c.New()
 	n, err := io.Copy(h, body)
 	if err != nil {
-		return gcs.Attrs{}, fmt.Errorf("%s: read spool %s: %w", where, c.Spool, err)
+		return gcs.Attrs{}, false, fmt.Errorf("%s: read spool %s: %w", where, c.Spool, err)
 	}
 	if n != c.WireSize || h.Sum32() != c.WireCRC32C {
-		return gcs.Attrs{}, queue.Permanent(fmt.Errorf("%s: spool bytes are corrupt: %d bytes with crc32c %08x, the producer wrote %d bytes with crc32c %08x: %w",
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: spool bytes are corrupt: %d bytes with crc32c %08x, the producer wrote %d bytes with crc32c %08x: %w",
 			where, n, h.Sum32(), c.WireSize, c.WireCRC32C, gcs.ErrChecksum))
 	}
 	if _, err := body.Seek(0, io.SeekStart); err != nil {
-		return gcs.Attrs{}, err
+		return gcs.Attrs{}, false, err
 	}
 	meta := map[string]string{}
 	for k, v := range c.Metadata {
@@ -154,16 +171,16 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk) (gcs.Attrs, error
 		// Someone else wrote it meanwhile: a duplicate delivery, or a
 		// final object that appeared under our feet.
 		if b, aerr := w.store.Attrs(ctx, c.Bucket, c.Object); aerr == nil && w.same(c, b) {
-			return b, nil
+			return b, true, nil
 		}
 		if c.Final {
-			return gcs.Attrs{}, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists: %w", where, c.Bucket, c.Object, err))
+			return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists: %w", where, c.Bucket, c.Object, err))
 		}
 	}
 	if err != nil {
-		return gcs.Attrs{}, fmt.Errorf("%s: %w", where, err)
+		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where, err)
 	}
-	return a, nil
+	return a, false, nil
 }
 
 // same reports whether a is the object c describes, written by c's transfer.

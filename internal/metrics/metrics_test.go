@@ -1,0 +1,53 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHealthReadinessAndMetrics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &Health{}
+	addr, err := Serve(ctx, "127.0.0.1:0", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + addr
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	if code, _ := get(t, base+"/readyz"); code != 503 {
+		t.Fatalf("/readyz %d before ready, want 503", code)
+	}
+	h.SetReady(true)
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz %d when ready", code)
+	}
+	Uploads.WithLabelValues("ok").Inc()
+	code, body := get(t, base+"/metrics")
+	if code != 200 || !strings.Contains(body, `ferry_uploads_total{result="ok"} 1`) || !strings.Contains(body, "ferry_upload_seconds_bucket") {
+		t.Fatalf("/metrics %d:\n%.2000s", code, body)
+	}
+	h.SetStopping()
+	if code, _ := get(t, base+"/readyz"); code != 503 {
+		t.Fatalf("/readyz %d while stopping, want 503", code)
+	}
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d while stopping, want 200 (finishing work is healthy)", code)
+	}
+}
