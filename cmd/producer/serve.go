@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sethvargo/go-envconfig"
-
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -26,7 +24,7 @@ func serve(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := config.Load(ctx, &cfg, envconfig.OsLookuper()); err != nil {
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
 	}
 	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)

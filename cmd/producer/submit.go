@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
-
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -36,7 +34,7 @@ func (l labels) Set(s string) error {
 
 func submit(ctx context.Context, args []string) error {
 	var cfg config.Producer
-	if err := config.Load(ctx, &cfg, envconfig.OsLookuper()); err != nil {
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
 	}
 	fs := flag.NewFlagSet("producer submit", flag.ContinueOnError)

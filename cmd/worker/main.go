@@ -9,8 +9,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sethvargo/go-envconfig"
-
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
@@ -49,7 +47,7 @@ func main() {
 
 func realMain(ctx context.Context) error {
 	var cfg config.Worker
-	if err := config.Load(ctx, &cfg, envconfig.OsLookuper()); err != nil {
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
 	}
 	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format).With("worker", cfg.ID)

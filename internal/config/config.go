@@ -260,7 +260,7 @@ func Describe(cfg any) []Var {
 // Usage formats the variables of cfg for --help.
 func Usage(cfg any) string {
 	var b strings.Builder
-	b.WriteString("Environment variables:\n")
+	b.WriteString("Environment variables (FERRY_ENV_FILE names a .env file for those the environment does not set):\n")
 	for _, v := range Describe(cfg) {
 		def := v.Default
 		if def == "" {

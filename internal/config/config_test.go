@@ -110,3 +110,36 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvFileDoesNotOverrideTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/.env"
+	body := "# seeds-style settings\nexport FERRY_CODEC=gzip\nFERRY_CHUNK_SIZE = \"8MiB\"\n\nFERRY_METHOD='from-file'\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FERRY_METHOD", "from-env")
+	t.Setenv("FERRY_ENV_FILE", path)
+	// Variables the file sets must not leak into other tests.
+	t.Setenv("FERRY_CODEC", "")
+	os.Unsetenv("FERRY_CODEC")
+	t.Setenv("FERRY_CHUNK_SIZE", "")
+	os.Unsetenv("FERRY_CHUNK_SIZE")
+	var p Producer
+	if err := FromEnvironment(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Codec != "gzip" || p.ChunkSize != 8<<20 || p.Method != "from-env" {
+		t.Fatalf("codec %q chunk %d method %q; want gzip, 8MiB and the environment's method", p.Codec, p.ChunkSize, p.Method)
+	}
+}
+
+func TestEnvFileErrorsNameTheLine(t *testing.T) {
+	path := t.TempDir() + "/.env"
+	if err := os.WriteFile(path, []byte("FERRY_CODEC=zstd\nthis is not a setting\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := LoadEnvFile(path); err == nil || !strings.Contains(err.Error(), path+":2") {
+		t.Fatalf("error %v, want one naming %s:2", err, path)
+	}
+}
