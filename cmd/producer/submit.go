@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
@@ -78,7 +77,14 @@ func submit(ctx context.Context, args []string) error {
 	}
 	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
 
-	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	// On a terminal a progress bar replaces the info logs; elsewhere the
+	// command is silent but for its result.
+	showBar := logging.IsTerminal(os.Stdout) && !*asJSON
+	logLevel := cfg.Log.Level
+	if showBar && logLevel == "info" {
+		logLevel = "warn"
+	}
+	log := logging.New(os.Stderr, logLevel, cfg.Log.Format)
 	store, err := gcs.New(ctx)
 	if err != nil {
 		return err
@@ -103,9 +109,14 @@ func submit(ctx context.Context, args []string) error {
 		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
 	})
 	fmt.Println(req.TransferID)
-	stopProgress := progress(ctx, p, log)
+	var bar *progressBar
+	if showBar {
+		if bar, err = startProgress(ctx, q, cfg.PubSub.EventsTopic, req, p); err != nil {
+			return err
+		}
+		defer bar.stop(false)
+	}
 	man, err := p.Submit(ctx, req)
-	stopProgress()
 	var already *producer.AlreadyDoneError
 	if errors.As(err, &already) {
 		// The same idempotency key: report the transfer that ran.
@@ -134,6 +145,9 @@ func submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if bar != nil {
+		bar.stop(done.Status == message.StatusOK)
+	}
 	return report(done, *asJSON)
 }
 
@@ -148,26 +162,6 @@ func report(done message.Done, asJSON bool) error {
 	}
 	fmt.Fprintf(os.Stderr, "transfer %s ok: %d objects in %s\n", done.TransferID, len(done.Objects), result.FormatMS(done.Timings.Total))
 	return nil
-}
-
-// progress logs bytes compressed every few seconds while a transfer is read.
-func progress(ctx context.Context, p *producer.Producer, log interface{ Info(string, ...any) }) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		start := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_, done := p.Progress()
-				log.Info("progress", "compressed_bytes", done, "mbps", fmt.Sprintf("%.1f", result.MBps(done, time.Since(start).Milliseconds())))
-			}
-		}
-	}()
-	return cancel
 }
 
 func hostID() string {

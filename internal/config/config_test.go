@@ -122,9 +122,9 @@ func TestEnvFileDoesNotOverrideTheEnvironment(t *testing.T) {
 	t.Setenv("FERRY_ENV_FILE", path)
 	// Variables the file sets must not leak into other tests.
 	t.Setenv("FERRY_CODEC", "")
-	os.Unsetenv("FERRY_CODEC")
+	_ = os.Unsetenv("FERRY_CODEC")
 	t.Setenv("FERRY_CHUNK_SIZE", "")
-	os.Unsetenv("FERRY_CHUNK_SIZE")
+	_ = os.Unsetenv("FERRY_CHUNK_SIZE")
 	var p Producer
 	if err := FromEnvironment(context.Background(), &p); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ func New(w io.Writer, level, format string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "auto" {
 		format = "json"
-		if isTerminal(w) {
+		if IsTerminal(w) {
 			format = "text"
 		}
 	}
@@ -57,7 +57,8 @@ func OrDiscard(l *slog.Logger) *slog.Logger {
 	return l
 }
 
-func isTerminal(w io.Writer) bool {
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -56,17 +56,20 @@ const (
 
 // Event tells the merger that something about a transfer changed.
 type Event struct {
-	V          int       `json:"v"`
-	Type       string    `json:"type"`
-	TransferID string    `json:"transfer_id"`
-	Bucket     string    `json:"bucket"`
-	File       int       `json:"file,omitempty"`
-	Index      int       `json:"index,omitempty"`
-	Object     string    `json:"object,omitempty"`
-	CRC32C     uint32    `json:"crc32c,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	Worker     string    `json:"worker,omitempty"`
-	At         time.Time `json:"at"`
+	V          int    `json:"v"`
+	Type       string `json:"type"`
+	TransferID string `json:"transfer_id"`
+	Bucket     string `json:"bucket"`
+	File       int    `json:"file,omitempty"`
+	Index      int    `json:"index,omitempty"`
+	Object     string `json:"object,omitempty"`
+	CRC32C     uint32 `json:"crc32c,omitempty"`
+	// RawBytes is how many source bytes an uploaded chunk holds, for
+	// progress reports.
+	RawBytes int64     `json:"raw_bytes,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Worker   string    `json:"worker,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // Manifest is what the producer read, written once it has read everything.

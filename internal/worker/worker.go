@@ -95,7 +95,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	ev := message.Event{V: message.Version, Type: message.EventChunk, TransferID: c.TransferID, Bucket: c.Bucket,
-		File: c.File, Index: c.Index, Object: c.Object, CRC32C: a.CRC32C, Worker: w.id, At: time.Now().UTC()}
+		File: c.File, Index: c.Index, Object: c.Object, CRC32C: a.CRC32C, RawBytes: c.RawSize, Worker: w.id, At: time.Now().UTC()}
 	if err := w.events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
 		metrics.Uploads.WithLabelValues("retry").Inc()
 		return err

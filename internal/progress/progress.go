@@ -1,0 +1,56 @@
+// Package progress draws the one-line progress bar `producer submit` shows on
+// a terminal: bytes compressed, uploaded and composed, and MB/s. It only
+// formats; the caller decides when (a terminal) and how often.
+package progress
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// State is what is known of a transfer.
+type State struct {
+	Total      int64 // raw bytes of the transfer
+	Compressed int64 // raw bytes compressed by the producer
+	Uploaded   int64 // raw bytes whose chunks workers uploaded
+	Composed   bool  // the merger finished: final objects composed and verified
+	Elapsed    time.Duration
+}
+
+const width = 24
+
+// Line renders s as one line, without a newline.
+func Line(s State) string {
+	done := s.Uploaded
+	if s.Composed {
+		done = s.Total
+	}
+	frac := 1.0
+	if s.Total > 0 {
+		frac = min(1, float64(done)/float64(s.Total))
+	}
+	filled := int(frac * width)
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+	rate := 0.0
+	if s.Elapsed > 0 {
+		rate = float64(s.Compressed) / 1e6 / s.Elapsed.Seconds()
+	}
+	composed := "composing…"
+	switch {
+	case s.Composed:
+		composed = "composed ✓"
+	case s.Uploaded < s.Total:
+		composed = "composed -"
+	}
+	return fmt.Sprintf("%s %3.0f%%  compressed %s  uploaded %s / %s  %s  %.1f MB/s",
+		bar, frac*100, mb(s.Compressed), mb(s.Uploaded), mb(s.Total), composed, rate)
+}
+
+// Draw overwrites the current terminal line with s.
+func Draw(w io.Writer, s State) {
+	fmt.Fprintf(w, "\r\033[K%s", Line(s))
+}
+
+func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }

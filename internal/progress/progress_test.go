@@ -1,0 +1,27 @@
+package progress
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLine(t *testing.T) {
+	tests := []struct {
+		s    State
+		want []string
+	}{
+		{State{Total: 200e6, Compressed: 100e6, Uploaded: 50e6, Elapsed: time.Second}, []string{" 25%", "compressed 100.0 MB", "uploaded 50.0 MB / 200.0 MB", "composed -", "100.0 MB/s"}},
+		{State{Total: 200e6, Compressed: 200e6, Uploaded: 200e6, Elapsed: 2 * time.Second}, []string{"100%", "composing…"}},
+		{State{Total: 200e6, Compressed: 200e6, Uploaded: 200e6, Composed: true, Elapsed: 2 * time.Second}, []string{"100%", "composed ✓"}},
+		{State{Total: 0, Composed: true}, []string{"100%"}},
+	}
+	for _, tc := range tests {
+		got := Line(tc.s)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("Line(%+v) = %q, want %q in it", tc.s, got, w)
+			}
+		}
+	}
+}
