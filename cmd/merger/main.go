@@ -5,12 +5,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/merger"
 	"github.com/ferry-dev/ferry/internal/metrics"
@@ -56,15 +59,15 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
-	sink, err := result.OpenFile(cfg.ResultsFile)
-	if err != nil {
-		return fmt.Errorf("FERRY_RESULTS_FILE: %w", err)
-	}
 	store, err := gcs.New(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	sink, err := rowSink(ctx, cfg, store, log)
+	if err != nil {
+		return err
+	}
 	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
 	if err != nil {
 		return err
@@ -83,4 +86,30 @@ func realMain(ctx context.Context) error {
 	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,
 	}, m.Handle)
+}
+
+// rowSink is where benchmark rows go: staged in GCS and loaded into BigQuery
+// when FERRY_BQ_DATASET is set (the loader runs in this process), else the
+// local NDJSON file.
+func rowSink(ctx context.Context, cfg config.Merger, store *gcs.Store, log *slog.Logger) (merger.Sink, error) {
+	b := cfg.BigQuery
+	if b.Dataset == "" {
+		f, err := result.OpenFile(cfg.ResultsFile)
+		if err != nil {
+			return nil, fmt.Errorf("FERRY_RESULTS_FILE: %w", err)
+		}
+		return f, nil
+	}
+	project := b.Project
+	if project == "" {
+		project = cfg.PubSub.Project
+	}
+	bq, err := loader.NewBigQuery(ctx, project, b.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	l := loader.New(loader.Options{Store: store, Warehouse: bq, Bucket: b.ResultsBucket, Batch: b.LoadBatch, MaxAge: b.LoadMaxAge, Log: log})
+	go l.Run(ctx, min(b.LoadMaxAge/4, 15*time.Second))
+	log.Info("benchmark rows go to BigQuery", "project", project, "dataset", b.Dataset, "staging_bucket", b.ResultsBucket)
+	return loader.NewStaged(store, b.ResultsBucket), nil
 }

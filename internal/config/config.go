@@ -166,11 +166,21 @@ func (w *Worker) Validate() error {
 	return nil
 }
 
+// BigQuery says where benchmark rows go when they go to BigQuery.
+type BigQuery struct {
+	Dataset       string        `env:"FERRY_BQ_DATASET" help:"BigQuery dataset of the transfers and chunks tables; empty: rows go to FERRY_RESULTS_FILE only"`
+	Project       string        `env:"FERRY_BQ_PROJECT" help:"project of that dataset (default: FERRY_PROJECT)"`
+	ResultsBucket string        `env:"FERRY_RESULTS_BUCKET" help:"bucket where rows are staged as NDJSON for load jobs (required with FERRY_BQ_DATASET)"`
+	LoadBatch     int           `env:"FERRY_LOAD_BATCH, default=500" help:"most staged transfers one load job takes; a full batch loads at once"`
+	LoadMaxAge    time.Duration `env:"FERRY_LOAD_MAX_AGE, default=1m" help:"how long a staged row waits for a batch to fill before it is loaded anyway"`
+}
+
 // Merger is the merger's configuration.
 type Merger struct {
-	PubSub PubSub
-	Log    Log
-	HTTP   HTTP
+	PubSub   PubSub
+	Log      Log
+	HTTP     HTTP
+	BigQuery BigQuery
 
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
 	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose calls in flight at once"`
@@ -181,6 +191,17 @@ type Merger struct {
 func (m *Merger) Validate() error {
 	if err := firstErr(m.PubSub.Validate(), m.Log.Validate()); err != nil {
 		return err
+	}
+	if b := m.BigQuery; b.Dataset != "" {
+		if b.ResultsBucket == "" {
+			return fmt.Errorf("FERRY_RESULTS_BUCKET is empty: FERRY_BQ_DATASET=%s needs a bucket to stage rows in", b.Dataset)
+		}
+		if b.LoadBatch < 1 || b.LoadBatch > 10000 {
+			return fmt.Errorf("FERRY_LOAD_BATCH=%d: want 1 to 10000 (a load job takes at most 10000 URIs)", b.LoadBatch)
+		}
+		if b.LoadMaxAge < time.Second {
+			return fmt.Errorf("FERRY_LOAD_MAX_AGE=%s: want at least 1s", b.LoadMaxAge)
+		}
 	}
 	if m.ResultsFile == "" {
 		return fmt.Errorf("FERRY_RESULTS_FILE is empty: want a file path")

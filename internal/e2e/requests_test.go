@@ -3,9 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +113,9 @@ func TestBatchSystemRequestsOverPubSub(t *testing.T) {
 		{fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://no-such-bucket-ferry/p", "idempotency_key": "bad-bucket"}`, dir), "no-such-bucket-ferry"},
 	} {
 		s.publishRequest(tc.body)
-		d := feed.next(t, func(d message.Done) bool { return d.Status == message.StatusFailed && strings.Contains(d.Error, tc.want) })
+		d := feed.next(t, func(d message.Done) bool {
+			return d.Status == message.StatusFailed && strings.Contains(d.Error, tc.want)
+		})
 		t.Logf("rejected: %s", d.Error)
 	}
 	s.assertClean()

@@ -48,12 +48,12 @@ type publisher interface {
 	Publish(ctx context.Context, data []byte, attrs map[string]string) error
 }
 
-// sink stores benchmark rows; Write must be idempotent per transfer id.
-type sink interface {
-	Write(ctx context.Context, r result.Row) error
+// Sink stores benchmark rows; Write must be idempotent per transfer id.
+type Sink interface {
+	Write(ctx context.Context, r result.Row, chunks []result.ChunkRow) error
 }
 
-var _ sink = (*result.File)(nil)
+var _ Sink = (*result.File)(nil)
 
 // MaxComposeSources is GCS's limit of sources per compose call.
 const MaxComposeSources = 32
@@ -62,7 +62,7 @@ const MaxComposeSources = 32
 type Options struct {
 	Store objectStore
 	Done  publisher
-	Sink  sink
+	Sink  Sink
 	// ComposeConcurrency bounds compose calls in flight; default 8.
 	ComposeConcurrency int
 	Version            string
@@ -409,7 +409,7 @@ func (m *Merger) fail(ctx context.Context, t *transfer, bucket string, cause err
 // is safe to repeat: row (idempotent per transfer), done event, done marker,
 // staging removed.
 func (m *Merger) record(ctx context.Context, bucket string, done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attrs) error {
-	if err := m.o.Sink.Write(ctx, Row(done, man, present, m.o.Version)); err != nil {
+	if err := m.o.Sink.Write(ctx, Row(done, man, present, m.o.Version), ChunkRows(man, present)); err != nil {
 		return fmt.Errorf("write benchmark row: %w", err)
 	}
 	body := message.Encode(done)

@@ -157,6 +157,10 @@ func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
 	if len(rows) != 1 || rows[0].Chunks != 70 || rows[0].Status != "ok" || rows[0].Workers != 1 {
 		t.Fatalf("rows %+v", rows)
 	}
+	chunkRows, err := result.ReadChunkFile(result.ChunksPath(f.rows))
+	if err != nil || len(chunkRows) != 70 || chunkRows[69].Index != 69 || chunkRows[0].Worker != "w1" || chunkRows[0].Bytes != f.man.Files[0].Chunks[0].RawSize {
+		t.Fatalf("chunk rows: %v, %d rows, first %+v", err, len(chunkRows), chunkRows)
+	}
 	// A late duplicate event changes nothing and writes no second row.
 	if err := f.event(message.EventChunk, 5, f.m); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package merger
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,4 +66,26 @@ func uploadMS(present map[chunkKey]gcs.Attrs) int64 {
 		return 0
 	}
 	return last.Sub(first).Milliseconds()
+}
+
+// ChunkRows builds the chunk rows of a transfer from the chunk objects'
+// attributes: who uploaded each, on which attempt, and how long it took.
+func ChunkRows(man *message.Manifest, present map[chunkKey]gcs.Attrs) []result.ChunkRow {
+	var rows []result.ChunkRow
+	for i, f := range man.Files {
+		for j, c := range f.Chunks {
+			a, ok := present[chunkKey{i, j}]
+			if !ok {
+				continue
+			}
+			r := result.ChunkRow{TransferID: man.TransferID, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
+				Worker: a.Metadata[message.MetaWorker], UploadedAt: a.Created}
+			r.Attempts, _ = strconv.Atoi(a.Metadata[message.MetaAttempt])
+			if t, err := time.Parse(time.RFC3339Nano, a.Metadata[message.MetaUploadAt]); err == nil && a.Created.After(t) {
+				r.UploadMS = a.Created.Sub(t).Milliseconds()
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
 }

@@ -41,7 +41,7 @@ const (
 	MetaCodec     = "ferry-codec"
 	MetaWorker    = "ferry-worker"
 	MetaUploadAt  = "ferry-upload-start"
-	MetaUploadMS  = "ferry-upload-ms"
+	MetaAttempt   = "ferry-attempt"
 )
 
 // FinalMetadata is the metadata every final object carries: which transfer

@@ -15,7 +15,7 @@ import (
 // measures reading, compressing and spooling, not GCS.
 type nopStore struct{}
 
-func (nopStore) BucketExists(context.Context, string) error { return nil }
+func (nopStore) BucketExists(context.Context, string) error              { return nil }
 func (nopStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
 func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil

@@ -10,45 +10,62 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
 
-// Row is one transfer's benchmark record.
+// Row is one transfer's benchmark record: a row of the BigQuery table
+// transfers. Its fields, JSON names and desc tags are the single definition
+// of that table's schema (see Schema and schema/transfers.json).
 type Row struct {
-	TransferID   string    `json:"transfer_id"`
-	Method       string    `json:"method"`
-	Tier         string    `json:"tier"`
-	Source       string    `json:"source"`
-	Destination  string    `json:"destination"`
-	Files        int       `json:"files"`
-	SizeBytes    int64     `json:"size_bytes"`
-	WireBytes    int64     `json:"wire_bytes"`
-	Ratio        float64   `json:"ratio"`
-	Codec        string    `json:"codec"`
-	Level        int       `json:"level"`
-	ChunkSize    int64     `json:"chunk_size"`
-	Chunks       int       `json:"chunks"`
-	Workers      int       `json:"workers"`
-	CompressMS   int64     `json:"compress_ms"`
-	UploadMS     int64     `json:"upload_ms"`
-	ComposeMS    int64     `json:"compose_ms"`
-	VerifyMS     int64     `json:"verify_ms"`
-	TotalMS      int64     `json:"total_ms"`
-	RawMBps      float64   `json:"raw_mbps"`
-	WireMBps     float64   `json:"wire_mbps"`
-	Status       string    `json:"status"`
-	Error        string    `json:"error,omitempty"`
-	StartedAt    time.Time `json:"started_at"`
-	FinishedAt   time.Time `json:"finished_at"`
-	FerryVersion string    `json:"ferry_version"`
-	Labels       []Label   `json:"labels,omitempty"`
+	TransferID   string    `json:"transfer_id" desc:"Transfer id: derived from the idempotency key, or time-ordered and random"`
+	Method       string    `json:"method" desc:"Method name of the request, compared across runs"`
+	Tier         string    `json:"tier" desc:"Size tier of the seeds: small (< 50 MB), medium (< 600 MB) or large"`
+	Source       string    `json:"source" desc:"Source paths, comma-separated"`
+	Destination  string    `json:"destination" desc:"gs://bucket/prefix of the final objects"`
+	Files        int       `json:"files" desc:"Files transferred"`
+	SizeBytes    int64     `json:"size_bytes" desc:"Raw bytes of all files"`
+	WireBytes    int64     `json:"wire_bytes" desc:"Compressed bytes stored in GCS"`
+	Ratio        float64   `json:"ratio" desc:"size_bytes / wire_bytes"`
+	Codec        string    `json:"codec" desc:"zstd, gzip or none"`
+	Level        int       `json:"level" desc:"Compression level"`
+	ChunkSize    int64     `json:"chunk_size" desc:"Requested chunk size in raw bytes"`
+	Chunks       int       `json:"chunks" desc:"Chunks of all files"`
+	Workers      int       `json:"workers" desc:"Distinct workers that uploaded chunks"`
+	CompressMS   int64     `json:"compress_ms" desc:"Producer: read and compress, milliseconds"`
+	UploadMS     int64     `json:"upload_ms" desc:"Workers: first upload start to last chunk stored, milliseconds"`
+	ComposeMS    int64     `json:"compose_ms" desc:"Merger: compose trees, milliseconds"`
+	VerifyMS     int64     `json:"verify_ms" desc:"Merger: final size and CRC32C checks, milliseconds"`
+	TotalMS      int64     `json:"total_ms" desc:"Request start to done, milliseconds"`
+	RawMBps      float64   `json:"raw_mbps" desc:"size_bytes / total, MB/s (10^6 bytes)"`
+	WireMBps     float64   `json:"wire_mbps" desc:"wire_bytes / upload stage, MB/s (10^6 bytes)"`
+	Status       string    `json:"status" desc:"ok or failed"`
+	Error        string    `json:"error,omitempty" desc:"Why the transfer failed"`
+	StartedAt    time.Time `json:"started_at" desc:"When the producer started the transfer"`
+	FinishedAt   time.Time `json:"finished_at" desc:"When the merger finished it"`
+	FerryVersion string    `json:"ferry_version" desc:"Version of the merger that wrote the row"`
+	Labels       []Label   `json:"labels,omitempty" desc:"Free-form labels of the request"`
 }
 
 // Label is one free-form key/value label of a request.
 type Label struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Key   string `json:"key" desc:"Label key"`
+	Value string `json:"value" desc:"Label value"`
+}
+
+// ChunkRow is one chunk's record: a row of the BigQuery table chunks, for
+// finding stragglers and slow workers.
+type ChunkRow struct {
+	TransferID string    `json:"transfer_id" desc:"Transfer the chunk belongs to"`
+	File       string    `json:"file" desc:"Relative path of the file"`
+	Index      int       `json:"chunk" desc:"Chunk index within the file"`
+	Bytes      int64     `json:"bytes" desc:"Raw bytes of the chunk"`
+	WireBytes  int64     `json:"wire_bytes" desc:"Compressed bytes uploaded"`
+	Worker     string    `json:"worker" desc:"Worker that uploaded it"`
+	Attempts   int       `json:"attempts" desc:"Delivery attempt that uploaded it (1: first)"`
+	UploadMS   int64     `json:"upload_ms" desc:"Upload start to object stored, milliseconds"`
+	UploadedAt time.Time `json:"uploaded_at" desc:"When the chunk object was stored"`
 }
 
 // MBps is bytes per millisecond expressed in MB/s (10^6 bytes), as the seeds
@@ -60,13 +77,23 @@ func MBps(bytes, ms int64) float64 {
 	return float64(bytes) / 1e6 / (float64(ms) / 1000)
 }
 
-// File is a sink that appends rows to a local NDJSON file. A transfer's row
-// is written once even when the merger retries: rows already in the file are
-// remembered by transfer id. It is safe for concurrent use.
+// File is a sink that appends rows to a local NDJSON file, and chunk rows to
+// a second one beside it (ChunksPath). A transfer's rows are written once
+// even when the merger retries: rows already in the file are remembered by
+// transfer id. It is safe for concurrent use.
 type File struct {
 	path string
 	mu   sync.Mutex
 	seen map[string]bool
+}
+
+// ChunksPath is where File keeps the chunk rows of the transfers in path:
+// ferry-results.ndjson → ferry-results.chunks.ndjson.
+func ChunksPath(path string) string {
+	if strings.HasSuffix(path, ".ndjson") {
+		return strings.TrimSuffix(path, ".ndjson") + ".chunks.ndjson"
+	}
+	return path + ".chunks"
 }
 
 // OpenFile opens (or creates) the NDJSON file at path.
@@ -82,51 +109,80 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
-// Write appends r unless a row of its transfer is already there, and syncs.
-func (f *File) Write(_ context.Context, r Row) error {
+// Write appends r and its chunk rows unless r's transfer is already there,
+// and syncs. The chunk rows go first: the transfer row marks the pair written.
+func (f *File) Write(_ context.Context, r Row, chunks []ChunkRow) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.seen[r.TransferID] {
 		return nil
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
+	if err := appendLines(ChunksPath(f.path), chunks); err != nil {
 		return err
 	}
-	fh, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("results file: %w", err)
-	}
-	if _, err := fh.Write(append(b, '\n')); err != nil {
-		fh.Close()
-		return fmt.Errorf("results file %s: %w", f.path, err)
-	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return fmt.Errorf("results file %s: %w", f.path, err)
-	}
-	if err := fh.Close(); err != nil {
-		return fmt.Errorf("results file %s: %w", f.path, err)
+	if err := appendLines(f.path, []Row{r}); err != nil {
+		return err
 	}
 	f.seen[r.TransferID] = true
 	return nil
 }
 
+// NDJSON encodes rows one JSON object per line.
+func NDJSON[T any](rows []T) ([]byte, error) {
+	var b []byte
+	for _, r := range rows {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, line...), '\n')
+	}
+	return b, nil
+}
+
+func appendLines[T any](path string, rows []T) error {
+	b, err := NDJSON(rows)
+	if err != nil || len(b) == 0 {
+		return err
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("results file: %w", err)
+	}
+	if _, err := fh.Write(b); err != nil {
+		fh.Close()
+		return fmt.Errorf("results file %s: %w", path, err)
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return fmt.Errorf("results file %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("results file %s: %w", path, err)
+	}
+	return nil
+}
+
 // ReadFile reads every row of an NDJSON results file; errors name the line.
-func ReadFile(path string) ([]Row, error) {
+func ReadFile(path string) ([]Row, error) { return readNDJSON[Row](path) }
+
+// ReadChunkFile reads every chunk row of an NDJSON file.
+func ReadChunkFile(path string) ([]ChunkRow, error) { return readNDJSON[ChunkRow](path) }
+
+func readNDJSON[T any](path string) ([]T, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	var rows []Row
+	var rows []T
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for n := 1; sc.Scan(); n++ {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
-		var r Row
+		var r T
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -70,7 +71,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	if m.DeliveryAttempt > 1 {
 		metrics.Redeliveries.Inc()
 	}
-	a, dup, err := w.upload(ctx, &c)
+	a, dup, err := w.upload(ctx, &c, max(1, m.DeliveryAttempt))
 	if errors.Is(err, errFinished) {
 		log.Info("chunk of a finished transfer; dropped")
 		return nil
@@ -118,7 +119,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 var errFinished = errors.New("transfer already finished")
 
 // upload stores the chunk; dup reports that it was there already.
-func (w *Worker) upload(ctx context.Context, c *message.Chunk) (a gcs.Attrs, dup bool, err error) {
+func (w *Worker) upload(ctx context.Context, c *message.Chunk, attempt int) (a gcs.Attrs, dup bool, err error) {
 	where := fmt.Sprintf("file %s chunk %d", c.Path, c.Index)
 	a, err = w.store.Attrs(ctx, c.Bucket, c.Object)
 	switch {
@@ -158,6 +159,7 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk) (a gcs.Attrs, dup
 	}
 	meta[message.MetaWorker] = w.id
 	meta[message.MetaUploadAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	meta[message.MetaAttempt] = strconv.Itoa(attempt)
 	if !c.Final {
 		meta[message.MetaTransfer] = c.TransferID
 	}

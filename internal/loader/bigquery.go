@@ -1,0 +1,89 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"cloud.google.com/go/bigquery"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// BigQuery runs load jobs into one dataset. It is safe for concurrent use.
+type BigQuery struct {
+	c       *bigquery.Client
+	dataset string
+}
+
+var _ warehouse = (*BigQuery)(nil)
+
+// NewBigQuery returns a BigQuery for dataset in project.
+func NewBigQuery(ctx context.Context, project, dataset string, opts ...option.ClientOption) (*BigQuery, error) {
+	c, err := bigquery.NewClient(ctx, project, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bigquery client for project %s: %w", project, err)
+	}
+	return &BigQuery{c: c, dataset: dataset}, nil
+}
+
+// Close releases the client.
+func (b *BigQuery) Close() error { return b.c.Close() }
+
+// JobState asks BigQuery for job id.
+func (b *BigQuery) JobState(ctx context.Context, id string) (JobState, error) {
+	j, err := b.c.JobFromID(ctx, id)
+	var ge *googleapi.Error
+	if errors.As(err, &ge) && ge.Code == http.StatusNotFound {
+		return JobNotFound, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("get job %s: %w", id, err)
+	}
+	st := j.LastStatus()
+	switch {
+	case st == nil || !st.Done():
+		return JobRunning, nil
+	case st.Err() != nil:
+		return JobFailed, nil
+	}
+	return JobSucceeded, nil
+}
+
+// Load runs load job id: the NDJSON objects uris appended to table, which is
+// created with schema if it does not exist. It waits for the job.
+func (b *BigQuery) Load(ctx context.Context, id, table string, uris []string, schema []result.Field) error {
+	ref := bigquery.NewGCSReference(uris...)
+	ref.SourceFormat = bigquery.JSON
+	ref.Schema = toBigQuery(schema)
+	ld := b.c.Dataset(b.dataset).Table(table).LoaderFrom(ref)
+	ld.JobID = id
+	ld.WriteDisposition = bigquery.WriteAppend
+	ld.CreateDisposition = bigquery.CreateIfNeeded
+	job, err := ld.Run(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := job.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Err()
+}
+
+func toBigQuery(fields []result.Field) bigquery.Schema {
+	if len(fields) == 0 {
+		return nil
+	}
+	out := make(bigquery.Schema, len(fields))
+	for i, f := range fields {
+		out[i] = &bigquery.FieldSchema{
+			Name: f.Name, Type: bigquery.FieldType(f.Type), Description: f.Description,
+			Required: f.Mode == "REQUIRED", Repeated: f.Mode == "REPEATED", Schema: toBigQuery(f.Fields),
+		}
+	}
+	return out
+}

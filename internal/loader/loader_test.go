@@ -1,0 +1,281 @@
+package loader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/api/option"
+
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
+
+// fakeBigQuery answers the two REST calls a load makes — jobs.insert and
+// jobs.get — keeps the jobs it was given, and records every request, so tests
+// assert what the real client library sends.
+type fakeBigQuery struct {
+	mu       sync.Mutex
+	jobs     map[string]map[string]any // job id → job resource
+	inserts  []map[string]any
+	failLoad int // the next failLoad loads end DONE with an errorResult
+	down     int // the next down requests answer 503
+	paths    []string
+}
+
+func newFakeBigQuery(t *testing.T) (*fakeBigQuery, *BigQuery) {
+	f := &fakeBigQuery{jobs: map[string]map[string]any{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	bq, err := NewBigQuery(context.Background(), "proj", "ferry", option.WithEndpoint(srv.URL+"/bigquery/v2/"),
+		option.WithoutAuthentication(), option.WithHTTPClient(srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bq.Close() })
+	return f, bq
+}
+
+func (f *fakeBigQuery) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paths = append(f.paths, r.Method+" "+r.URL.Path)
+	w.Header().Set("Content-Type", "application/json")
+	if f.down > 0 {
+		f.down--
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"backend unavailable (injected)"}}`)
+		return
+	}
+	const prefix = "/bigquery/v2/projects/proj/jobs"
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == prefix:
+		var job map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		id := job["jobReference"].(map[string]any)["jobId"].(string)
+		if _, dup := f.jobs[id]; dup {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error":{"code":409,"message":"Already Exists: Job proj:`+id+`"}}`)
+			return
+		}
+		f.inserts = append(f.inserts, job)
+		job["status"] = map[string]any{"state": "DONE"}
+		if f.failLoad > 0 {
+			f.failLoad--
+			job["status"] = map[string]any{"state": "DONE", "errorResult": map[string]any{"reason": "invalid", "message": "injected load failure"}}
+		}
+		f.jobs[id] = job
+		_ = json.NewEncoder(w).Encode(job)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, prefix+"/"):
+		job, ok := f.jobs[strings.TrimPrefix(r.URL.Path, prefix+"/")]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":404,"message":"Not found: Job"}}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(job)
+	default:
+		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotImplemented)
+	}
+}
+
+func (f *fakeBigQuery) loads() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]any(nil), f.inserts...)
+}
+
+func stage(t *testing.T, s *Staged, n int) []string {
+	t.Helper()
+	var tids []string
+	for i := 0; i < n; i++ {
+		tid := fmt.Sprintf("t%02d", i)
+		tids = append(tids, tid)
+		row := result.Row{TransferID: tid, Method: "ferry", Status: "ok", StartedAt: time.Now(), FinishedAt: time.Now()}
+		chunks := []result.ChunkRow{{TransferID: tid, File: "f.csv", Index: 0, Bytes: 10}}
+		if err := s.Write(context.Background(), row, chunks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tids
+}
+
+func staged(t *testing.T, store *gcs.Store, bucket, table string) []string {
+	t.Helper()
+	var names []string
+	if err := store.List(context.Background(), bucket, stagedPrefix(table), func(a gcs.Attrs) error {
+		names = append(names, a.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
+	store := teststack.Bucket(t, "l-requests")
+	fake, bq := newFakeBigQuery(t)
+	s := NewStaged(store, "l-requests")
+	stage(t, s, 3)
+	l := New(Options{Store: store, Warehouse: bq, Bucket: "l-requests", Batch: 10, MaxAge: time.Hour})
+
+	// Three rows, a batch of ten, an hour to wait: nothing is due yet.
+	if n, err := l.Once(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Once = %d, %v; want nothing loaded before the batch is due", n, err)
+	}
+	l.o.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if n, err := l.Once(context.Background()); err != nil || n != 6 {
+		t.Fatalf("Once = %d, %v; want 3 chunk and 3 transfer objects loaded", n, err)
+	}
+	loads := fake.loads()
+	if len(loads) != 2 {
+		t.Fatalf("%d load jobs, want 2 (chunks, then transfers)", len(loads))
+	}
+	for i, table := range []string{ChunksTable, TransfersTable} {
+		job := loads[i]
+		cfg := job["configuration"].(map[string]any)["load"].(map[string]any)
+		id := job["jobReference"].(map[string]any)["jobId"].(string)
+		if !strings.HasPrefix(id, "ferry_"+table+"_") || !strings.HasSuffix(id, "_1") {
+			t.Errorf("job id %s, want ferry_%s_<hash>_1", id, table)
+		}
+		if cfg["sourceFormat"] != "NEWLINE_DELIMITED_JSON" || cfg["writeDisposition"] != "WRITE_APPEND" || cfg["createDisposition"] != "CREATE_IF_NEEDED" {
+			t.Errorf("load config %v", cfg)
+		}
+		dest := cfg["destinationTable"].(map[string]any)
+		if dest["projectId"] != "proj" || dest["datasetId"] != "ferry" || dest["tableId"] != table {
+			t.Errorf("destination %v", dest)
+		}
+		uris := cfg["sourceUris"].([]any)
+		if len(uris) != 3 || uris[0] != "gs://l-requests/.ferry/results/"+table+"/t00.ndjson" {
+			t.Errorf("source URIs %v", uris)
+		}
+		want := result.TransfersSchema()
+		if table == ChunksTable {
+			want = result.ChunksSchema()
+		}
+		fields := cfg["schema"].(map[string]any)["fields"].([]any)
+		if len(fields) != len(want) {
+			t.Fatalf("%s schema has %d fields, want %d", table, len(fields), len(want))
+		}
+		for j, f := range fields {
+			fm := f.(map[string]any)
+			if fm["name"] != want[j].Name || fm["type"] != want[j].Type {
+				t.Errorf("%s field %d = %v %v, want %s %s", table, j, fm["name"], fm["type"], want[j].Name, want[j].Type)
+			}
+		}
+	}
+	if left := staged(t, store, "l-requests", TransfersTable); len(left) != 0 {
+		t.Fatalf("loaded objects left staged: %v", left)
+	}
+	// A merger retrying after the load must not stage the row again.
+	stage(t, s, 1)
+	if left := staged(t, store, "l-requests", TransfersTable); len(left) != 0 {
+		t.Fatalf("a loaded transfer was staged again: %v", left)
+	}
+}
+
+func TestFailedLoadIsRetriedUnderANewJobID(t *testing.T) {
+	store := teststack.Bucket(t, "l-fail")
+	fake, bq := newFakeBigQuery(t)
+	stage(t, NewStaged(store, "l-fail"), 2)
+	l := New(Options{Store: store, Warehouse: bq, Bucket: "l-fail", Batch: 2})
+	fake.failLoad = 1
+	if _, err := l.Once(context.Background()); err == nil || !strings.Contains(err.Error(), "injected load failure") {
+		t.Fatalf("Once = %v, want the load failure", err)
+	}
+	if left := staged(t, store, "l-fail", ChunksTable); len(left) != 2 {
+		t.Fatalf("after a failed load %d objects are staged, want both kept", len(left))
+	}
+	if _, err := l.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range fake.loads() {
+		ids = append(ids, j["jobReference"].(map[string]any)["jobId"].(string))
+	}
+	if len(ids) != 3 || !strings.HasSuffix(ids[0], "_1") || !strings.HasSuffix(ids[1], "_2") || ids[1][:len(ids[1])-2] != ids[0][:len(ids[0])-2] {
+		t.Fatalf("job ids %v: want the failed chunks load retried as _2, then the transfers load", ids)
+	}
+}
+
+// deleteFails makes cleanup fail once, as a loader crashing right after a
+// successful load would.
+type deleteFails struct {
+	*gcs.Store
+	once sync.Once
+}
+
+func (d *deleteFails) Delete(ctx context.Context, bucket, name string) error {
+	var fail bool
+	d.once.Do(func() { fail = true })
+	if fail {
+		return errors.New("injected: crashed before cleaning up")
+	}
+	return d.Store.Delete(ctx, bucket, name)
+}
+
+func TestRetryAfterALoadDoesNotLoadTwice(t *testing.T) {
+	store := teststack.Bucket(t, "l-dedup")
+	fake, bq := newFakeBigQuery(t)
+	stage(t, NewStaged(store, "l-dedup"), 2)
+	l := New(Options{Store: &deleteFails{Store: store}, Warehouse: bq, Bucket: "l-dedup", Batch: 2})
+	if _, err := l.Once(context.Background()); err == nil {
+		t.Fatal("want the injected cleanup failure")
+	}
+	if n := len(fake.loads()); n != 1 {
+		t.Fatalf("%d loads before the retry, want 1", n)
+	}
+	// A fresh loader finds the job done and only cleans up.
+	l2 := New(Options{Store: store, Warehouse: bq, Bucket: "l-dedup", Batch: 2})
+	if _, err := l2.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	loads := fake.loads()
+	if len(loads) != 2 {
+		t.Fatalf("%d load jobs, want 2: chunks once (not again after the crash), transfers once", len(loads))
+	}
+	if left := staged(t, store, "l-dedup", ChunksTable); len(left) != 0 {
+		t.Fatalf("objects still staged: %v", left)
+	}
+}
+
+func TestOutageLosesNoRow(t *testing.T) {
+	store := teststack.Bucket(t, "l-outage")
+	fake, bq := newFakeBigQuery(t)
+	stage(t, NewStaged(store, "l-outage"), 1)
+	l := New(Options{Store: store, Warehouse: bq, Bucket: "l-outage", Batch: 1})
+	fake.down = 1000 // every request fails until the outage ends
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err := l.Once(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Once succeeded during an outage")
+	}
+	if left := staged(t, store, "l-outage", TransfersTable); len(left) != 1 {
+		t.Fatalf("the staged row is gone after an outage: %v", left)
+	}
+	fake.mu.Lock()
+	fake.down = 0
+	fake.mu.Unlock()
+	if n, err := l.Once(context.Background()); err != nil || n != 2 {
+		t.Fatalf("after the outage: %d, %v", n, err)
+	}
+	if len(fake.loads()) != 2 {
+		t.Fatalf("%d loads, want 2", len(fake.loads()))
+	}
+}
