@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/config"
@@ -19,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/setup"
 )
 
 const about = `merger — finish ferry transfers.
@@ -37,21 +36,7 @@ It keeps no state GCS does not have: restart it at any time.
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-func main() {
-	if len(os.Args) > 1 {
-		fmt.Fprint(os.Stderr, about+config.Usage(&config.Merger{}))
-		if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-			return
-		}
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := realMain(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "merger: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { setup.Main("merger", about, &config.Merger{}, realMain) }
 
 func realMain(ctx context.Context) error {
 	var cfg config.Merger
@@ -59,20 +44,16 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
-	store, err := gcs.New(ctx)
+	c, err := setup.Connect(ctx, cfg.PubSub.Project, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer c.Close()
+	store, q := c.Store, c.Queue
 	sink, err := rowSink(ctx, cfg, store, log)
 	if err != nil {
 		return err
 	}
-	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
-	if err != nil {
-		return err
-	}
-	defer q.Close()
 	m := merger.New(merger.Options{
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Log: log,

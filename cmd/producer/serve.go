@@ -8,11 +8,11 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/setup"
 )
 
 func serve(ctx context.Context, args []string) error {
@@ -28,16 +28,12 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
-	store, err := gcs.New(ctx)
+	c, err := setup.Connect(ctx, cfg.PubSub.Project, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
-	if err != nil {
-		return err
-	}
-	defer q.Close()
+	defer c.Close()
+	store, q := c.Store, c.Queue
 	p := producer.New(producer.Options{
 		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
 		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.Spool.InlineMax), Concurrency: cfg.Concurrency,

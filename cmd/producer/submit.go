@@ -11,12 +11,11 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
-	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/setup"
 )
 
 type labels map[string]string
@@ -85,16 +84,12 @@ func submit(ctx context.Context, args []string) error {
 		logLevel = "warn"
 	}
 	log := logging.New(os.Stderr, logLevel, cfg.Log.Format)
-	store, err := gcs.New(ctx)
+	clients, err := setup.Connect(ctx, cfg.PubSub.Project, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
-	if err != nil {
-		return err
-	}
-	defer q.Close()
+	defer clients.Close()
+	store, q := clients.Store, clients.Queue
 
 	var w *producer.Waiter
 	if *wait {

@@ -4,16 +4,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
 
@@ -29,21 +26,7 @@ through PUBSUB_EMULATOR_HOST and STORAGE_EMULATOR_HOST when they are set.
 
 `
 
-func main() {
-	if len(os.Args) > 1 {
-		fmt.Fprint(os.Stderr, about+config.Usage(&config.Worker{}))
-		if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-			return
-		}
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := realMain(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { setup.Main("worker", about, &config.Worker{}, realMain) }
 
 func realMain(ctx context.Context) error {
 	var cfg config.Worker
@@ -51,24 +34,19 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format).With("worker", cfg.ID)
-	store, err := gcs.New(ctx)
+	c, err := setup.Connect(ctx, cfg.PubSub.Project, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	q, err := queue.Dial(ctx, cfg.PubSub.Project, log)
-	if err != nil {
-		return err
-	}
-	defer q.Close()
-	w := worker.New(store, q.Publisher(cfg.PubSub.EventsTopic), cfg.ID, 5, log)
+	defer c.Close()
+	w := worker.New(c.Store, c.Queue.Publisher(cfg.PubSub.EventsTopic), cfg.ID, cfg.MaxAttempts, log)
 	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
 	if err != nil {
 		return err
 	}
 	health.SetReady(true)
 	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency)
-	err = q.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
+	err = c.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
 	}, w.Handle)
 	log.Info("worker stopped")

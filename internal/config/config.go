@@ -142,6 +142,7 @@ type Worker struct {
 	ID             string        `env:"FERRY_WORKER_ID" help:"name in logs, events and benchmark rows (default: host name and process id)"`
 	Concurrency    int           `env:"FERRY_WORKER_CONCURRENCY, default=8" help:"chunks uploaded at once (Pub/Sub MaxOutstandingMessages)"`
 	MaxOutstanding Bytes         `env:"FERRY_WORKER_MAX_OUTSTANDING_BYTES, default=64MiB" help:"Pub/Sub flow control on message bytes held at once"`
+	MaxAttempts    int           `env:"FERRY_MAX_DELIVERY_ATTEMPTS, default=5" help:"the chunks subscription's dead-letter threshold; on that delivery a failing chunk fails its transfer instead of waiting forever"`
 	ShutdownGrace  time.Duration `env:"FERRY_SHUTDOWN_GRACE, default=30s" help:"on SIGTERM, how long running uploads may take before they are abandoned to redelivery"`
 }
 
@@ -155,6 +156,9 @@ func (w *Worker) Validate() error {
 	}
 	if w.MaxOutstanding < 1<<20 {
 		return fmt.Errorf("FERRY_WORKER_MAX_OUTSTANDING_BYTES=%d: want at least 1MiB", w.MaxOutstanding)
+	}
+	if w.MaxAttempts < 5 || w.MaxAttempts > 100 {
+		return fmt.Errorf("FERRY_MAX_DELIVERY_ATTEMPTS=%d: want 5 to 100, as Pub/Sub dead-letter policies allow", w.MaxAttempts)
 	}
 	if w.ShutdownGrace < 0 {
 		return fmt.Errorf("FERRY_SHUTDOWN_GRACE=%s: want 0 or more", w.ShutdownGrace)

@@ -1,0 +1,62 @@
+// Package setup is what every ferry binary does before its real work: handle
+// --help, catch SIGINT and SIGTERM, and connect to GCS and Pub/Sub. It keeps
+// the mains thin and alike.
+package setup
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+// Main runs a service that takes no arguments: any argument prints about and
+// the environment variables of cfg (exit 0 for --help, 2 otherwise); run gets
+// a context cancelled by SIGINT or SIGTERM, and its error exits 1.
+func Main(name, about string, cfg any, run func(ctx context.Context) error) {
+	if len(os.Args) > 1 {
+		fmt.Fprint(os.Stderr, about+config.Usage(cfg))
+		if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+			return
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// Clients are the connections a service uses.
+type Clients struct {
+	Store *gcs.Store
+	Queue *queue.Client
+}
+
+// Connect opens GCS and Pub/Sub (the emulators, when their variables are set).
+func Connect(ctx context.Context, project string, log *slog.Logger) (*Clients, error) {
+	store, err := gcs.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.Dial(ctx, project, log)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &Clients{Store: store, Queue: q}, nil
+}
+
+// Close flushes publishers and closes both clients, Pub/Sub first.
+func (c *Clients) Close() {
+	c.Queue.Close()
+	c.Store.Close()
+}
