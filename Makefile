@@ -46,6 +46,17 @@ lint: fmt-check vet
 	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 	$(GOLANGCI) run ./...
 
+## report: seed-style tables and an HTML report of the rows make run wrote
+.PHONY: report
+report: build
+	$(BIN)/report --html .run/report.html .run/results.ndjson
+	@echo "report: .run/report.html"
+
+## report-check: HTML report of sample rows, screenshot in headless Chromium
+.PHONY: report-check
+report-check:
+	scripts/report-check.sh
+
 ## bench: compression against zstd -T2, and other measurements
 .PHONY: bench
 bench: build
