@@ -83,6 +83,7 @@ type transfer struct {
 	mu       sync.Mutex // one event of a transfer at a time
 	id       string
 	checked  bool // done marker looked for
+	finished bool // ended by this process; later events are late
 	manifest *message.Manifest
 	scanned  bool
 	present  map[chunkKey]gcs.Attrs
@@ -131,6 +132,10 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 	defer t.mu.Unlock()
 	log := m.log.With("transfer_id", ev.TransferID)
 
+	if t.finished {
+		// Another event of this transfer ended it while this one waited.
+		return m.deleteStaging(ctx, ev.Bucket, t.id)
+	}
 	if !t.checked {
 		_, err := m.o.Store.Attrs(ctx, ev.Bucket, message.DoneMarker(t.id))
 		if err == nil {
@@ -307,7 +312,7 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 		Objects: objs, StartedAt: man.StartedAt, FinishedAt: time.Now().UTC()}
 	done.Timings = message.StageTimingMS{Compress: man.CompressMS, Upload: uploadMS(t.present), Compose: composeMS, Verify: verifyMS,
 		Total: done.FinishedAt.Sub(man.StartedAt).Milliseconds()}
-	if err := m.record(ctx, man.Bucket, done, man, t.present); err != nil {
+	if err := m.record(ctx, t, man.Bucket, done, man); err != nil {
 		return err
 	}
 	log.Info("transfer done", "files", len(man.Files), "total_ms", done.Timings.Total)
@@ -402,13 +407,14 @@ func (m *Merger) fail(ctx context.Context, t *transfer, bucket string, cause err
 		done.Timings.Total = now.Sub(man.StartedAt).Milliseconds()
 	}
 	log.Error("transfer failed", "err", cause)
-	return m.record(ctx, bucket, done, man, t.present)
+	return m.record(ctx, t, bucket, done, man)
 }
 
 // record makes the end of a transfer durable and visible, in an order that
 // is safe to repeat: row (idempotent per transfer), done event, done marker,
 // staging removed.
-func (m *Merger) record(ctx context.Context, bucket string, done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attrs) error {
+func (m *Merger) record(ctx context.Context, t *transfer, bucket string, done message.Done, man *message.Manifest) error {
+	present := t.present
 	if err := m.o.Sink.Write(ctx, Row(done, man, present, m.o.Version), ChunkRows(man, present)); err != nil {
 		return fmt.Errorf("write benchmark row: %w", err)
 	}
@@ -422,6 +428,7 @@ func (m *Merger) record(ctx context.Context, bucket string, done message.Done, m
 	if err := m.deleteStaging(ctx, bucket, done.TransferID); err != nil {
 		return err
 	}
+	t.finished = true
 	m.forget(done.TransferID)
 	metrics.Transfers.WithLabelValues(done.Status).Inc()
 	return nil

@@ -240,3 +240,26 @@ func TestWrongChunkChecksumFailsTransfer(t *testing.T) {
 		t.Fatalf("done events %+v", d)
 	}
 }
+
+// TestConcurrentEventsEndATransferOnce: events of one transfer that wait for
+// each other while it finishes must not finish it again.
+func TestConcurrentEventsEndATransferOnce(t *testing.T) {
+	f := newFixture(t, "m-concurrent", 6)
+	for i := range f.chunks {
+		f.upload(i)
+	}
+	f.seal()
+	errs := make(chan error, 7)
+	for i := 0; i < 6; i++ {
+		go func() { errs <- f.event(message.EventChunk, i, f.m) }()
+	}
+	go func() { errs <- f.event(message.EventSealed, 0, f.m) }()
+	for i := 0; i < 7; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := f.dones(); len(d) != 1 {
+		t.Fatalf("%d done events for one transfer, want 1", len(d))
+	}
+}

@@ -314,8 +314,8 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	return m, nil
 }
 
-// fail tells the merger that the transfer cannot complete, and removes the
-// spool directory. It runs even when ctx is cancelled.
+// fail tells the merger that the transfer cannot complete, and removes its
+// spool files. It runs even when ctx is cancelled.
 func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -323,6 +323,13 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 		Error: cause.Error(), At: time.Now().UTC()}
 	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type}); err != nil {
 		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)
+	}
+	// Chunks spooled for a transfer that cannot complete are garbage; a
+	// worker that still gets one of their messages finds the transfer over.
+	if files, _ := filepath.Glob(filepath.Join(p.o.SpoolDir, m.TransferID+"-*")); len(files) > 0 {
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
 	}
 	log.Error("transfer failed", "err", cause)
 }

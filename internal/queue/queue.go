@@ -19,9 +19,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/ferry-dev/ferry/internal/logging"
 )
@@ -117,7 +119,7 @@ func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]s
 type ReceiveSettings struct {
 	// MaxMessages is how many messages are handled at once.
 	MaxMessages int
-	// MaxBytes bounds the message bytes held at once.
+	// MaxBytes bounds the message bytes held at once; 0 means no bound.
 	MaxBytes int
 	// Grace is how long running handlers may go on after ctx is cancelled;
 	// after it their context is cancelled and their messages are left to
@@ -130,70 +132,180 @@ type ReceiveSettings struct {
 	DeadLetterTopic string
 }
 
+// Lease timing: a message being handled is kept leased in steps of
+// leaseDeadline, renewed every leaseRenew, so that the message of a process
+// that died comes back within leaseDeadline.
+const (
+	leaseDeadline = 20 * time.Second
+	leaseRenew    = 7 * time.Second
+	emptyPause    = 100 * time.Millisecond
+)
+
 // Receive runs h on messages of subscription until ctx is cancelled, then
 // stops pulling, waits up to Grace for running handlers and returns nil.
+//
+// It pulls with unary Pull calls, never more messages than it can start at
+// once: a message it holds is always being handled. (With streaming pull the
+// client buffers messages it has not started, does not release them on
+// shutdown, and the Java emulator was seen to sit on such messages for
+// minutes.)
 func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
-	sub := c.ps.Subscriber(subscription)
-	sub.ReceiveSettings.MaxOutstandingMessages = s.MaxMessages
-	sub.ReceiveSettings.MaxOutstandingBytes = s.MaxBytes
-	sub.ReceiveSettings.NumGoroutines = 1
-	// Extend leases in short steps, so that a message held by a process
-	// that died comes back within this long rather than the usual minute.
-	sub.ReceiveSettings.MaxDurationPerAckExtension = 15 * time.Second
-	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{
-		Timeout:  s.Grace + 5*time.Second,
-		Behavior: pubsub.ShutdownBehaviorWaitForProcessing,
-	}
+	name := c.SubscriptionName(subscription)
+	admin := c.ps.SubscriptionAdminClient
+	slots := make(chan struct{}, max(1, s.MaxMessages))
+	var held atomic.Int64 // message bytes held
 
 	// Handlers outlive ctx by the grace period, so that an upload in flight
 	// when SIGTERM arrives can finish and be acked.
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		time.AfterFunc(s.Grace, cancel)
-	})
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(s.Grace, cancel) })
 	defer stop()
 
-	err := sub.Receive(ctx, func(_ context.Context, pm *pubsub.Message) {
-		if ctx.Err() != nil {
-			// Shutting down: messages not started yet go back at once,
-			// to be redelivered to a process that stays.
-			pm.Nack()
-			return
+	var running sync.WaitGroup
+	defer running.Wait() // bounded: handlers' context ends Grace after ctx
+	failures := 0
+	for {
+		// Wait for a free slot, and room under the byte bound.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
 		}
-		m := Message{ID: pm.ID, Data: pm.Data, Attributes: pm.Attributes}
-		if pm.DeliveryAttempt != nil {
-			m.DeliveryAttempt = *pm.DeliveryAttempt
-		}
-		err := h(hctx, m)
-		switch {
-		case err == nil:
-			pm.Ack()
-		case errors.Is(err, ErrPermanent):
-			if s.DeadLetterTopic != "" {
-				attrs := map[string]string{"ferry_error": truncate(err.Error(), 1000), "ferry_subscription": subscription}
-				for k, v := range pm.Attributes {
-					attrs[k] = v
-				}
-				if perr := c.Publisher(s.DeadLetterTopic).Publish(hctx, pm.Data, attrs); perr != nil {
-					c.log.Warn("could not dead-letter a failed message; will be redelivered", "message_id", m.ID, "err", perr)
-					pm.Nack()
-					return
-				}
+		for s.MaxBytes > 0 && held.Load() >= int64(s.MaxBytes) {
+			if !sleep(ctx, emptyPause) {
+				<-slots
+				return nil
 			}
-			c.log.Error("message failed permanently; acked", "subscription", subscription, "message_id", m.ID,
-				"dead_letter_topic", s.DeadLetterTopic, "err", err)
-			pm.Ack()
-		default:
-			c.log.Warn("message failed; will be redelivered", "subscription", subscription, "message_id", m.ID,
-				"attempt", m.DeliveryAttempt, "err", err)
-			pm.Nack()
 		}
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("receive from %s: %w", subscription, err)
+		want := 1
+		for want < cap(slots) {
+			select {
+			case slots <- struct{}{}:
+				want++
+				continue
+			default:
+			}
+			break
+		}
+		resp, err := admin.Pull(ctx, &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want)})
+		got := 0
+		if err == nil {
+			got = len(resp.ReceivedMessages)
+		}
+		for i := got; i < want; i++ {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			failures++
+			if failures > 10 {
+				return fmt.Errorf("receive from %s: %w", subscription, err)
+			}
+			c.log.Warn("pull failed; retrying", "subscription", subscription, "err", err)
+			sleep(ctx, time.Duration(failures)*time.Second)
+			continue
+		}
+		failures = 0
+		if got == 0 {
+			sleep(ctx, emptyPause)
+			continue
+		}
+		for _, rm := range resp.ReceivedMessages {
+			size := int64(len(rm.GetMessage().GetData()))
+			held.Add(size)
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				defer func() { held.Add(-size); <-slots }()
+				c.handle(ctx, hctx, name, subscription, s, rm, h)
+			}()
+		}
 	}
-	return nil
+}
+
+// handle runs h on one message, keeps its lease while h runs, and settles it.
+func (c *Client) handle(ctx, hctx context.Context, name, subscription string, s ReceiveSettings, rm *pubsubpb.ReceivedMessage, h Handler) {
+	admin := c.ps.SubscriptionAdminClient
+	ackIDs := []string{rm.GetAckId()}
+	modack := func(d time.Duration) error {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return admin.ModifyAckDeadline(mctx, &pubsubpb.ModifyAckDeadlineRequest{Subscription: name, AckIds: ackIDs, AckDeadlineSeconds: int32(d / time.Second)})
+	}
+	settle := func(ack bool) {
+		var err error
+		if ack {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err = admin.Acknowledge(actx, &pubsubpb.AcknowledgeRequest{Subscription: name, AckIds: ackIDs})
+			cancel()
+		} else {
+			err = modack(0) // a nack: deliver again now
+		}
+		if err != nil {
+			c.log.Warn("could not settle a message; it will be redelivered", "subscription", subscription, "ack", ack, "err", err)
+		}
+	}
+	_ = modack(leaseDeadline)
+	leased := make(chan struct{})
+	defer close(leased)
+	go func() {
+		t := time.NewTicker(leaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-leased:
+				return
+			case <-t.C:
+				_ = modack(leaseDeadline)
+			}
+		}
+	}()
+
+	pm := rm.GetMessage()
+	m := Message{ID: pm.GetMessageId(), Data: pm.GetData(), Attributes: pm.GetAttributes(), DeliveryAttempt: int(rm.GetDeliveryAttempt())}
+	if ctx.Err() != nil {
+		settle(false) // shutting down: to another process, now
+		return
+	}
+	err := h(hctx, m)
+	switch {
+	case err == nil:
+		settle(true)
+	case errors.Is(err, ErrPermanent):
+		if s.DeadLetterTopic != "" {
+			attrs := map[string]string{"ferry_error": truncate(err.Error(), 1000), "ferry_subscription": subscription}
+			for k, v := range m.Attributes {
+				attrs[k] = v
+			}
+			if perr := c.Publisher(s.DeadLetterTopic).Publish(hctx, m.Data, attrs); perr != nil {
+				c.log.Warn("could not dead-letter a failed message; will be redelivered", "message_id", m.ID, "err", perr)
+				settle(false)
+				return
+			}
+		}
+		c.log.Error("message failed permanently; acked", "subscription", subscription, "message_id", m.ID,
+			"dead_letter_topic", s.DeadLetterTopic, "err", err)
+		settle(true)
+	default:
+		c.log.Warn("message failed; will be redelivered", "subscription", subscription, "message_id", m.ID,
+			"attempt", m.DeliveryAttempt, "err", err)
+		settle(false)
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func truncate(s string, n int) string {
