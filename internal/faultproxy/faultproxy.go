@@ -225,10 +225,11 @@ func (p *Proxy) reset(w http.ResponseWriter, r *http.Request) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0) // Close sends RST, not FIN
 	}
-	_ = conn.Close()
+	// Count before closing: a client that sees the reset may ask at once.
 	if midBody {
 		p.mu.Lock()
 		p.counts.ResetMidBody++
 		p.mu.Unlock()
 	}
+	_ = conn.Close()
 }
