@@ -27,8 +27,10 @@ Usage: merger
 Receives events from FERRY_EVENTS_SUBSCRIPTION. When a transfer's manifest is
 sealed and every chunk object is present with the CRC32C it names, composes
 each file (a tree of at most 32 sources per compose), checks the final size and
-CRC32C against the prediction, appends a benchmark row to FERRY_RESULTS_FILE,
-publishes the done event to FERRY_DONE_TOPIC and deletes the staging objects.
+CRC32C against the prediction, appends a benchmark row to FERRY_RESULTS_FILE
+(or, with FERRY_BQ_DATASET, stages it in FERRY_RESULTS_BUCKET and loads it into
+BigQuery with load jobs), publishes the done event to FERRY_DONE_TOPIC and
+deletes the staging objects.
 It keeps no state GCS does not have: restart it at any time.
 
 `
