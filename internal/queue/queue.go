@@ -138,7 +138,7 @@ type ReceiveSettings struct {
 const (
 	leaseDeadline = 20 * time.Second
 	leaseRenew    = 7 * time.Second
-	emptyPause    = 100 * time.Millisecond
+	emptyPause    = 25 * time.Millisecond // the emulator answers an empty Pull at once; Pub/Sub waits
 )
 
 // Receive runs h on messages of subscription until ctx is cancelled, then
