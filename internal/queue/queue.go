@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,12 @@ type Client struct {
 
 	mu   sync.Mutex
 	pubs map[string]*pubsub.Publisher
+	// emulator: the Java emulator keeps a cancelled long-polling Pull
+	// alive and leases the next messages to it, so that a stopped process
+	// holds them for a whole ack deadline (seen: 20 s stalls after a worker
+	// stopped). Against it, Pull returns at once instead; Pub/Sub itself
+	// deprecates that flag, so it is used only there.
+	emulator bool
 }
 
 // Dial connects to Pub/Sub for project.
@@ -71,7 +78,8 @@ func Dial(ctx context.Context, project string, log *slog.Logger) (*Client, error
 	if err != nil {
 		return nil, fmt.Errorf("pubsub client for project %s: %w", project, err)
 	}
-	return &Client{ps: ps, log: logging.OrDiscard(log), pubs: map[string]*pubsub.Publisher{}}, nil
+	return &Client{ps: ps, log: logging.OrDiscard(log), pubs: map[string]*pubsub.Publisher{},
+		emulator: os.Getenv("PUBSUB_EMULATOR_HOST") != ""}, nil
 }
 
 // Close flushes every publisher, then closes the connection.
@@ -188,7 +196,7 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 			}
 			break
 		}
-		resp, err := admin.Pull(ctx, &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want)})
+		resp, err := admin.Pull(ctx, &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want), ReturnImmediately: c.emulator})
 		got := 0
 		if err == nil {
 			got = len(resp.ReceivedMessages)
