@@ -196,7 +196,9 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 			}
 			break
 		}
-		resp, err := admin.Pull(ctx, &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want), ReturnImmediately: c.emulator})
+		req := &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want)}
+		req.ReturnImmediately = c.emulator //nolint:staticcheck // deprecated, and needed by the emulator (see Client.emulator)
+		resp, err := admin.Pull(ctx, req)
 		got := 0
 		if err == nil {
 			got = len(resp.ReceivedMessages)
