@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,11 @@ func (f *fakeBigQuery) loads() []map[string]any {
 	return append([]map[string]any(nil), f.inserts...)
 }
 
+var seq atomic.Int64
+
+// unique names a fresh bucket: the fake server outlives one test (-count).
+func unique(name string) string { return fmt.Sprintf("%s-%d", name, seq.Add(1)) }
+
 func stage(t *testing.T, s *Staged, n int) []string {
 	t.Helper()
 	var tids []string
@@ -128,11 +134,12 @@ func staged(t *testing.T, store *gcs.Store, bucket, table string) []string {
 }
 
 func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
-	store := teststack.Bucket(t, "l-requests")
+	bucket := unique("l-requests")
+	store := teststack.Bucket(t, bucket)
 	fake, bq := newFakeBigQuery(t)
-	s := NewStaged(store, "l-requests")
+	s := NewStaged(store, bucket)
 	stage(t, s, 3)
-	l := New(Options{Store: store, Warehouse: bq, Bucket: "l-requests", Batch: 10, MaxAge: time.Hour})
+	l := New(Options{Store: store, Warehouse: bq, Bucket: bucket, Batch: 10, MaxAge: time.Hour})
 
 	// Three rows, a batch of ten, an hour to wait: nothing is due yet.
 	if n, err := l.Once(context.Background()); err != nil || n != 0 {
@@ -161,7 +168,7 @@ func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
 			t.Errorf("destination %v", dest)
 		}
 		uris := cfg["sourceUris"].([]any)
-		if len(uris) != 3 || uris[0] != "gs://l-requests/.ferry/results/"+table+"/t00.ndjson" {
+		if len(uris) != 3 || uris[0] != "gs://"+bucket+"/.ferry/results/"+table+"/t00.ndjson" {
 			t.Errorf("source URIs %v", uris)
 		}
 		want := result.TransfersSchema()
@@ -179,26 +186,27 @@ func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
 			}
 		}
 	}
-	if left := staged(t, store, "l-requests", TransfersTable); len(left) != 0 {
+	if left := staged(t, store, bucket, TransfersTable); len(left) != 0 {
 		t.Fatalf("loaded objects left staged: %v", left)
 	}
 	// A merger retrying after the load must not stage the row again.
 	stage(t, s, 1)
-	if left := staged(t, store, "l-requests", TransfersTable); len(left) != 0 {
+	if left := staged(t, store, bucket, TransfersTable); len(left) != 0 {
 		t.Fatalf("a loaded transfer was staged again: %v", left)
 	}
 }
 
 func TestFailedLoadIsRetriedUnderANewJobID(t *testing.T) {
-	store := teststack.Bucket(t, "l-fail")
+	bucket := unique("l-fail")
+	store := teststack.Bucket(t, bucket)
 	fake, bq := newFakeBigQuery(t)
-	stage(t, NewStaged(store, "l-fail"), 2)
-	l := New(Options{Store: store, Warehouse: bq, Bucket: "l-fail", Batch: 2})
+	stage(t, NewStaged(store, bucket), 2)
+	l := New(Options{Store: store, Warehouse: bq, Bucket: bucket, Batch: 2})
 	fake.failLoad = 1
 	if _, err := l.Once(context.Background()); err == nil || !strings.Contains(err.Error(), "injected load failure") {
 		t.Fatalf("Once = %v, want the load failure", err)
 	}
-	if left := staged(t, store, "l-fail", ChunksTable); len(left) != 2 {
+	if left := staged(t, store, bucket, ChunksTable); len(left) != 2 {
 		t.Fatalf("after a failed load %d objects are staged, want both kept", len(left))
 	}
 	if _, err := l.Once(context.Background()); err != nil {
@@ -230,10 +238,11 @@ func (d *deleteFails) Delete(ctx context.Context, bucket, name string) error {
 }
 
 func TestRetryAfterALoadDoesNotLoadTwice(t *testing.T) {
-	store := teststack.Bucket(t, "l-dedup")
+	bucket := unique("l-dedup")
+	store := teststack.Bucket(t, bucket)
 	fake, bq := newFakeBigQuery(t)
-	stage(t, NewStaged(store, "l-dedup"), 2)
-	l := New(Options{Store: &deleteFails{Store: store}, Warehouse: bq, Bucket: "l-dedup", Batch: 2})
+	stage(t, NewStaged(store, bucket), 2)
+	l := New(Options{Store: &deleteFails{Store: store}, Warehouse: bq, Bucket: bucket, Batch: 2})
 	if _, err := l.Once(context.Background()); err == nil {
 		t.Fatal("want the injected cleanup failure")
 	}
@@ -241,7 +250,7 @@ func TestRetryAfterALoadDoesNotLoadTwice(t *testing.T) {
 		t.Fatalf("%d loads before the retry, want 1", n)
 	}
 	// A fresh loader finds the job done and only cleans up.
-	l2 := New(Options{Store: store, Warehouse: bq, Bucket: "l-dedup", Batch: 2})
+	l2 := New(Options{Store: store, Warehouse: bq, Bucket: bucket, Batch: 2})
 	if _, err := l2.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -249,16 +258,17 @@ func TestRetryAfterALoadDoesNotLoadTwice(t *testing.T) {
 	if len(loads) != 2 {
 		t.Fatalf("%d load jobs, want 2: chunks once (not again after the crash), transfers once", len(loads))
 	}
-	if left := staged(t, store, "l-dedup", ChunksTable); len(left) != 0 {
+	if left := staged(t, store, bucket, ChunksTable); len(left) != 0 {
 		t.Fatalf("objects still staged: %v", left)
 	}
 }
 
 func TestOutageLosesNoRow(t *testing.T) {
-	store := teststack.Bucket(t, "l-outage")
+	bucket := unique("l-outage")
+	store := teststack.Bucket(t, bucket)
 	fake, bq := newFakeBigQuery(t)
-	stage(t, NewStaged(store, "l-outage"), 1)
-	l := New(Options{Store: store, Warehouse: bq, Bucket: "l-outage", Batch: 1})
+	stage(t, NewStaged(store, bucket), 1)
+	l := New(Options{Store: store, Warehouse: bq, Bucket: bucket, Batch: 1})
 	fake.down = 1000 // every request fails until the outage ends
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, err := l.Once(ctx)
@@ -266,7 +276,7 @@ func TestOutageLosesNoRow(t *testing.T) {
 	if err == nil {
 		t.Fatal("Once succeeded during an outage")
 	}
-	if left := staged(t, store, "l-outage", TransfersTable); len(left) != 1 {
+	if left := staged(t, store, bucket, TransfersTable); len(left) != 1 {
 		t.Fatalf("the staged row is gone after an outage: %v", left)
 	}
 	fake.mu.Lock()

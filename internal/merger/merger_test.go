@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
+
+var fixtureSeq atomic.Int64
 
 type fixture struct {
 	t      *testing.T
@@ -35,6 +38,8 @@ type fixture struct {
 // newFixture stages a transfer of one file of n chunks, as workers would have
 // uploaded it, without writing the manifest yet.
 func newFixture(t *testing.T, bucket string, n int) *fixture {
+	// A fresh bucket per run: the fake server outlives one test (-count).
+	bucket = fmt.Sprintf("%s-%d", bucket, fixtureSeq.Add(1))
 	f := &fixture{t: t, bucket: bucket, store: teststack.Bucket(t, bucket), done: &teststack.Recorder{},
 		rows: filepath.Join(t.TempDir(), "rows.ndjson")}
 	f.m = f.newMerger()
