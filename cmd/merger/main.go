@@ -6,15 +6,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader"
-	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/merger"
-	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
@@ -42,16 +39,12 @@ func main() { setup.Main("merger", about, &config.Merger{}, realMain) }
 
 func realMain(ctx context.Context) error {
 	var cfg config.Merger
-	if err := config.FromEnvironment(ctx, &cfg); err != nil {
-		return err
-	}
-	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
-	c, err := setup.Connect(ctx, cfg.PubSub.Project, log)
+	svc, err := setup.Start(ctx, &cfg)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	store, q := c.Store, c.Queue
+	defer svc.Close()
+	store, q, log := svc.Store, svc.Queue, svc.Log
 	sink, err := rowSink(ctx, cfg, store, log)
 	if err != nil {
 		return err
@@ -60,11 +53,7 @@ func realMain(ctx context.Context) error {
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Log: log,
 	})
-	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
-	if err != nil {
-		return err
-	}
-	health.SetReady(true)
+	svc.Health.SetReady(true)
 	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)
 	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,

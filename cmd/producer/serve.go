@@ -4,12 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/logging"
-	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/setup"
@@ -24,16 +21,12 @@ func serve(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := config.FromEnvironment(ctx, &cfg); err != nil {
-		return err
-	}
-	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
-	c, err := setup.Connect(ctx, cfg.PubSub.Project, log)
+	svc, err := setup.Start(ctx, &cfg)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	store, q := c.Store, c.Queue
+	defer svc.Close()
+	store, q, log := svc.Store, svc.Queue, svc.Log
 	p := producer.New(producer.Options{
 		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
 		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.Spool.InlineMax), Concurrency: cfg.Concurrency,
@@ -42,11 +35,7 @@ func serve(ctx context.Context, args []string) error {
 	srv := producer.NewServer(p, q.Publisher(cfg.PubSub.DoneTopic), producer.Defaults{
 		Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method,
 	})
-	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
-	if err != nil {
-		return err
-	}
-	health.SetReady(true)
+	svc.Health.SetReady(true)
 	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription)
 	err = q.Receive(ctx, cfg.PubSub.RequestsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Requests, MaxBytes: 16 << 20, DeadLetterTopic: cfg.PubSub.RequestsDeadLetter,

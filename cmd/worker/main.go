@@ -4,11 +4,8 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/logging"
-	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/worker"
@@ -30,23 +27,16 @@ func main() { setup.Main("worker", about, &config.Worker{}, realMain) }
 
 func realMain(ctx context.Context) error {
 	var cfg config.Worker
-	if err := config.FromEnvironment(ctx, &cfg); err != nil {
-		return err
-	}
-	log := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format).With("worker", cfg.ID)
-	c, err := setup.Connect(ctx, cfg.PubSub.Project, log)
+	svc, err := setup.Start(ctx, &cfg)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	w := worker.New(c.Store, c.Queue.Publisher(cfg.PubSub.EventsTopic), cfg.ID, cfg.MaxAttempts, log)
-	health, err := metrics.Start(ctx, cfg.HTTP.Addr, log)
-	if err != nil {
-		return err
-	}
-	health.SetReady(true)
+	defer svc.Close()
+	log := svc.Log.With("worker", cfg.ID)
+	w := worker.New(svc.Store, svc.Queue.Publisher(cfg.PubSub.EventsTopic), cfg.ID, cfg.MaxAttempts, log)
+	svc.Health.SetReady(true)
 	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency)
-	err = c.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
+	err = svc.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
 	}, w.Handle)
 	log.Info("worker stopped")

@@ -304,3 +304,12 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
+
+// Shared returns the parts every service's configuration has.
+func (p *Producer) Shared() (PubSub, Log, HTTP) { return p.PubSub, p.Log, p.HTTP }
+
+// Shared returns the parts every service's configuration has.
+func (w *Worker) Shared() (PubSub, Log, HTTP) { return w.PubSub, w.Log, w.HTTP }
+
+// Shared returns the parts every service's configuration has.
+func (m *Merger) Shared() (PubSub, Log, HTTP) { return m.PubSub, m.Log, m.HTTP }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
 )
 
@@ -33,6 +35,42 @@ func Main(name, about string, cfg any, run func(ctx context.Context) error) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+// serviceConfig is a service's configuration: it checks itself and has the
+// shared parts.
+type serviceConfig interface {
+	Validate() error
+	Shared() (config.PubSub, config.Log, config.HTTP)
+}
+
+// Service is what a long-running service starts with: its configuration
+// loaded, a logger, clients, and /metrics, /healthz and /readyz served.
+type Service struct {
+	*Clients
+	Log    *slog.Logger
+	Health *metrics.Health
+}
+
+// Start loads cfg from the environment (and FERRY_ENV_FILE), builds the
+// logger, connects and serves the health endpoints. Close the Service when
+// done; mark it ready once it receives.
+func Start(ctx context.Context, cfg serviceConfig) (*Service, error) {
+	if err := config.FromEnvironment(ctx, cfg); err != nil {
+		return nil, err
+	}
+	ps, lc, hc := cfg.Shared()
+	log := logging.New(os.Stderr, lc.Level, lc.Format)
+	c, err := Connect(ctx, ps.Project, log)
+	if err != nil {
+		return nil, err
+	}
+	h, err := metrics.Start(ctx, hc.Addr, log)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Service{Clients: c, Log: log, Health: h}, nil
 }
 
 // Clients are the connections a service uses.
