@@ -29,7 +29,7 @@ func serve(ctx context.Context, args []string) error {
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	p := producer.New(producer.Options{
 		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
-		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.Spool.InlineMax), Concurrency: cfg.Concurrency,
+		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax), Concurrency: cfg.Concurrency,
 		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
 	})
 	srv := producer.NewServer(p, q.Publisher(cfg.PubSub.DoneTopic), producer.Defaults{

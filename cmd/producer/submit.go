@@ -100,7 +100,7 @@ func submit(ctx context.Context, args []string) error {
 	}
 	p := producer.New(producer.Options{
 		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
-		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.Spool.InlineMax), Concurrency: cfg.Concurrency,
+		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax), Concurrency: cfg.Concurrency,
 		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
 	})
 	fmt.Println(req.TransferID)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -74,47 +75,111 @@ type HTTP struct {
 	Addr string `env:"FERRY_HTTP_ADDR, default=:8080" help:"listen address of /metrics, /healthz and /readyz; empty turns them off"`
 }
 
-// Spool is the directory chunks wait in between producer and workers: local
-// disk on one machine, a shared file system for a fleet.
+// Spool says how chunk bytes travel from the producer to the workers: in a
+// directory both see (local disk on one machine, a shared file system for a
+// fleet), or inside the chunk messages themselves.
 type Spool struct {
-	Dir       string `env:"FERRY_SPOOL_DIR" help:"directory for compressed chunks, readable by every worker (default: ferry-spool in the system temp dir)"`
-	InlineMax Bytes  `env:"FERRY_INLINE_MAX, default=256KiB" help:"chunks up to this many compressed bytes travel inside the message instead of the spool"`
+	Transport string `env:"FERRY_TRANSPORT, default=spool" help:"how chunk bytes reach the workers: spool (a directory the producer and workers share) or pubsub (inside each chunk message; nothing shared but Pub/Sub)"`
+	Dir       string `env:"FERRY_SPOOL_DIR" help:"spool directory for compressed chunks with FERRY_TRANSPORT=spool; workers read only inside theirs (default: ferry-spool in the system temp dir)"`
 }
+
+// Transports ferry knows.
+const (
+	TransportSpool  = "spool"
+	TransportPubSub = "pubsub"
+)
 
 // Validate names the variable at fault and fills in the default directory.
 func (s *Spool) Validate() error {
+	switch s.Transport {
+	case TransportSpool, TransportPubSub:
+	default:
+		return fmt.Errorf("FERRY_TRANSPORT=%q: want spool or pubsub", s.Transport)
+	}
 	if s.Dir == "" {
 		s.Dir = filepath.Join(os.TempDir(), "ferry-spool")
 	}
-	if s.InlineMax < 0 || s.InlineMax > 4<<20 {
-		return fmt.Errorf("FERRY_INLINE_MAX=%d: want 0 to 4MiB (Pub/Sub messages are at most 10 MB)", s.InlineMax)
+	if !filepath.IsAbs(s.Dir) {
+		abs, err := filepath.Abs(s.Dir)
+		if err != nil {
+			return fmt.Errorf("FERRY_SPOOL_DIR=%q: %w", s.Dir, err)
+		}
+		s.Dir = abs
 	}
 	return nil
 }
 
+// Buckets is what ferry may write to, and how.
+type Buckets struct {
+	Allowed []string `env:"FERRY_BUCKETS" help:"comma-separated buckets ferry may write to; a message or request naming another fails permanently (empty: any bucket, for the local stack)"`
+	KMSKey  string   `env:"FERRY_KMS_KEY" help:"Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) that encrypts every object ferry writes (empty: the bucket's default encryption)"`
+}
+
+// Validate names the variable at fault.
+func (b *Buckets) Validate() error {
+	for _, name := range b.Allowed {
+		if !bucketName.MatchString(name) {
+			return fmt.Errorf("FERRY_BUCKETS: %q is not a bucket name", name)
+		}
+	}
+	if b.KMSKey != "" && !kmsKey.MatchString(b.KMSKey) {
+		return fmt.Errorf("FERRY_KMS_KEY=%q: want projects/P/locations/L/keyRings/R/cryptoKeys/K", b.KMSKey)
+	}
+	return nil
+}
+
+// Allows reports whether ferry may write to bucket.
+func (b Buckets) Allows(bucket string) bool {
+	if len(b.Allowed) == 0 {
+		return true
+	}
+	for _, a := range b.Allowed {
+		if a == bucket {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)
+	kmsKey     = regexp.MustCompile(`^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$`)
+)
+
 // Producer is the producer's configuration.
 type Producer struct {
-	PubSub PubSub
-	Spool  Spool
-	Log    Log
-	HTTP   HTTP
+	PubSub  PubSub
+	Spool   Spool
+	Buckets Buckets
+	Log     Log
+	HTTP    HTTP
 
-	ChunkSize   Bytes  `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than 1000 chunks"`
-	Codec       string `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
-	Level       int    `env:"FERRY_LEVEL, default=0" help:"default compression level; 0 means the codec's own (zstd 3, gzip 6)"`
-	Concurrency int    `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
-	MemoryLimit Bytes  `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
-	Method      string `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
-	Requests    int    `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
+	ChunkSize   Bytes    `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than FERRY_MAX_CHUNKS chunks (with FERRY_TRANSPORT=pubsub it is capped so that a chunk fits a message)"`
+	MaxChunks   int      `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
+	Codec       string   `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
+	Level       int      `env:"FERRY_LEVEL, default=0" help:"default compression level; 0 means the codec's own (zstd 3, gzip 6)"`
+	Concurrency int      `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
+	MemoryLimit Bytes    `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
+	InlineMax   Bytes    `env:"FERRY_INLINE_MAX, default=256KiB" help:"with FERRY_TRANSPORT=spool, chunks up to this many compressed bytes travel inside the message instead of the spool"`
+	SpoolMax    Bytes    `env:"FERRY_SPOOL_MAX, default=4GiB" help:"most bytes this producer keeps in the spool at once; it waits while the spool is full"`
+	MessageMax  Bytes    `env:"FERRY_MESSAGE_MAX, default=9MiB" help:"largest chunk message; Pub/Sub allows 10 MB (the in-process pstest server 4 MiB)"`
+	BundleMax   Bytes    `env:"FERRY_BUNDLE_MAX, default=4MiB" help:"small files travel together in one chunk message of up to this many raw bytes; 0 sends every file on its own"`
+	MaxRate     Bytes    `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this process may send (chunk messages with FERRY_TRANSPORT=pubsub); 0: no limit"`
+	Method      string   `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
+	Requests    int      `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
+	SourceRoots []string `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
 }
 
 // Validate names the variable at fault.
 func (p *Producer) Validate() error {
-	if err := firstErr(p.PubSub.Validate(), p.Spool.Validate(), p.Log.Validate()); err != nil {
+	if err := firstErr(p.PubSub.Validate(), p.Spool.Validate(), p.Buckets.Validate(), p.Log.Validate()); err != nil {
 		return err
 	}
 	if p.ChunkSize < 1<<20 || p.ChunkSize > 1<<30 {
 		return fmt.Errorf("FERRY_CHUNK_SIZE=%d: want 1MiB to 1GiB", p.ChunkSize)
+	}
+	if p.MaxChunks < 1 || p.MaxChunks > 1_000_000 {
+		return fmt.Errorf("FERRY_MAX_CHUNKS=%d: want 1 to 1000000", p.MaxChunks)
 	}
 	switch p.Codec {
 	case "zstd", "gzip", "none":
@@ -130,25 +195,45 @@ func (p *Producer) Validate() error {
 	if p.MemoryLimit < 16<<20 {
 		return fmt.Errorf("FERRY_PRODUCER_MEMORY=%d: want at least 16MiB", p.MemoryLimit)
 	}
+	if p.InlineMax < 0 || p.InlineMax > 4<<20 {
+		return fmt.Errorf("FERRY_INLINE_MAX=%d: want 0 to 4MiB (Pub/Sub messages are at most 10 MB)", p.InlineMax)
+	}
+	if p.MessageMax < 1<<20 || p.MessageMax > 10_000_000 {
+		return fmt.Errorf("FERRY_MESSAGE_MAX=%d: want 1MiB to 10MB (Pub/Sub's limit)", p.MessageMax)
+	}
+	if p.SpoolMax < 64<<20 {
+		return fmt.Errorf("FERRY_SPOOL_MAX=%d: want at least 64MiB", p.SpoolMax)
+	}
+	if p.BundleMax < 0 || p.BundleMax > p.MessageMax/2 {
+		return fmt.Errorf("FERRY_BUNDLE_MAX=%d: want 0 to half of FERRY_MESSAGE_MAX (%d)", p.BundleMax, p.MessageMax/2)
+	}
+	for _, r := range p.SourceRoots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("FERRY_SOURCE_ROOTS: %q is not an absolute path", r)
+		}
+	}
 	return nil
 }
 
 // Worker is the worker's configuration.
 type Worker struct {
-	PubSub PubSub
-	Log    Log
-	HTTP   HTTP
+	PubSub  PubSub
+	Spool   Spool
+	Buckets Buckets
+	Log     Log
+	HTTP    HTTP
 
 	ID             string        `env:"FERRY_WORKER_ID" help:"name in logs, events and benchmark rows (default: host name and process id)"`
 	Concurrency    int           `env:"FERRY_WORKER_CONCURRENCY, default=8" help:"chunks uploaded at once (Pub/Sub MaxOutstandingMessages)"`
 	MaxOutstanding Bytes         `env:"FERRY_WORKER_MAX_OUTSTANDING_BYTES, default=64MiB" help:"Pub/Sub flow control on message bytes held at once"`
 	MaxAttempts    int           `env:"FERRY_MAX_DELIVERY_ATTEMPTS, default=5" help:"the chunks subscription's dead-letter threshold; on that delivery a failing chunk fails its transfer instead of waiting forever"`
 	ShutdownGrace  time.Duration `env:"FERRY_SHUTDOWN_GRACE, default=30s" help:"on SIGTERM, how long running uploads may take before they are abandoned to redelivery"`
+	MaxRate        Bytes         `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this worker may upload to GCS; 0: no limit"`
 }
 
 // Validate names the variable at fault and fills in the default ID.
 func (w *Worker) Validate() error {
-	if err := firstErr(w.PubSub.Validate(), w.Log.Validate()); err != nil {
+	if err := firstErr(w.PubSub.Validate(), w.Spool.Validate(), w.Buckets.Validate(), w.Log.Validate()); err != nil {
 		return err
 	}
 	if w.Concurrency < 1 || w.Concurrency > 1000 {
@@ -182,6 +267,7 @@ type BigQuery struct {
 // Merger is the merger's configuration.
 type Merger struct {
 	PubSub   PubSub
+	Buckets  Buckets
 	Log      Log
 	HTTP     HTTP
 	BigQuery BigQuery
@@ -189,11 +275,14 @@ type Merger struct {
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
 	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose calls in flight at once"`
 	Concurrency        int    `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
+
+	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"a transfer with no progress for this long ends failed, with its staging removed (a producer that died and was never resubmitted)"`
+	DoneRetention   time.Duration `env:"FERRY_DONE_RETENTION, default=720h" help:"how long done markers (.ferry-done/) are kept; while one exists, a request with the same idempotency key is answered, not run again"`
 }
 
 // Validate names the variable at fault.
 func (m *Merger) Validate() error {
-	if err := firstErr(m.PubSub.Validate(), m.Log.Validate()); err != nil {
+	if err := firstErr(m.PubSub.Validate(), m.Buckets.Validate(), m.Log.Validate()); err != nil {
 		return err
 	}
 	if b := m.BigQuery; b.Dataset != "" {
@@ -215,6 +304,12 @@ func (m *Merger) Validate() error {
 	}
 	if m.Concurrency < 1 || m.Concurrency > 1000 {
 		return fmt.Errorf("FERRY_MERGER_CONCURRENCY=%d: want 1 to 1000", m.Concurrency)
+	}
+	if m.TransferTimeout < time.Minute {
+		return fmt.Errorf("FERRY_TRANSFER_TIMEOUT=%s: want at least 1m", m.TransferTimeout)
+	}
+	if m.DoneRetention < 24*time.Hour {
+		return fmt.Errorf("FERRY_DONE_RETENTION=%s: want at least 24h", m.DoneRetention)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ func TestDefaultsLoad(t *testing.T) {
 	if err := Load(ctx, &p, envconfig.MapLookuper(nil)); err != nil {
 		t.Fatal(err)
 	}
-	if p.ChunkSize != 32<<20 || p.Codec != "zstd" || p.PubSub.ChunksTopic != "ferry-chunks" || p.Spool.InlineMax != 256<<10 {
+	if p.ChunkSize != 32<<20 || p.Codec != "zstd" || p.PubSub.ChunksTopic != "ferry-chunks" || p.InlineMax != 256<<10 {
 		t.Fatalf("unexpected defaults: %+v", p)
 	}
 	var w Worker
