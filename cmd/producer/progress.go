@@ -58,9 +58,11 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if k := [2]int{ev.File, ev.Index}; !seen[k] { // duplicates count once
-				seen[k] = true
-				b.uploaded.Add(ev.RawBytes)
+			for _, p := range ev.Parts {
+				if k := [2]int{p.File, p.Index}; !seen[k] { // duplicates count once
+					seen[k] = true
+					b.uploaded.Add(p.RawBytes)
+				}
 			}
 			return nil
 		})

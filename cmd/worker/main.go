@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/queue"
@@ -33,7 +34,16 @@ func realMain(ctx context.Context) error {
 	}
 	defer svc.Close()
 	log := svc.Log.With("worker", cfg.ID)
-	w := worker.New(svc.Store, svc.Queue.Publisher(cfg.PubSub.EventsTopic), cfg.ID, cfg.MaxAttempts, log)
+	spool := ""
+	if cfg.Spool.Transport == config.TransportSpool {
+		spool = cfg.Spool.Dir
+	}
+	w, err := worker.New(worker.Options{Store: svc.Store, Events: svc.Queue.Publisher(cfg.PubSub.EventsTopic),
+		ID: cfg.ID, MaxAttempts: cfg.MaxAttempts, SpoolDir: spool, Log: log})
+	if err != nil {
+		return fmt.Errorf("FERRY_SPOOL_DIR=%s: %w", cfg.Spool.Dir, err)
+	}
+	defer w.Close()
 	svc.Health.SetReady(true)
 	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency)
 	err = svc.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{

@@ -48,18 +48,20 @@ func TestEveryChunkPublishedTwice(t *testing.T) {
 // would.
 type corruptingPublisher struct {
 	p      publisher
+	spool  string
 	target int // chunk index whose spool file to corrupt
 }
 
 func (c corruptingPublisher) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
-	var m message.Chunk
-	if err := message.Decode(data, &m); err == nil && m.Index == c.target && m.Spool != "" {
-		b, err := os.ReadFile(m.Spool)
+	m, _, err := message.DecodeChunk(data)
+	if err == nil && m.Parts[0].Index == c.target && m.Spool != "" {
+		path := filepath.Join(c.spool, m.Spool)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
 		b[len(b)/2] ^= 0x40
-		if err := os.WriteFile(m.Spool, b, 0o644); err != nil {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -73,7 +75,7 @@ func (c corruptingPublisher) Publish(ctx context.Context, data []byte, attrs map
 func TestCorruptSpoolChunkFailsTheTransfer(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	s.prod = producer.New(producer.Options{Store: s.store, Events: s.q.Publisher(s.ps.EventsTopic),
-		Chunks: corruptingPublisher{p: s.q.Publisher(s.ps.ChunksTopic), target: 7}, SpoolDir: s.spool, InlineMax: 4 << 10})
+		Chunks: corruptingPublisher{p: s.q.Publisher(s.ps.ChunksTopic), spool: s.spool, target: 7}, SpoolDir: s.spool, InlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "victim.csv")
 	writeCSV(t, src, 1_000_000, 23)
 	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/bad", Codec: codec.Zstd, ChunkSize: 64 << 10})

@@ -116,7 +116,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Cleanup(func() { workerStore.Close() })
 	}
 	for i := 0; i < o.workers; i++ {
-		w := worker.New(workerStore, events, fmt.Sprintf("w%d", i), 5, nil)
+		w, err := worker.New(worker.Options{Store: workerStore, Events: events, ID: fmt.Sprintf("w%d", i), MaxAttempts: 5, SpoolDir: s.spool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
 		go func() {
 			defer func() { running <- struct{}{} }()
 			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.ChunksDeadLetter}, w.Handle)
@@ -214,9 +218,7 @@ func (s *stack) staging() []string {
 	s.t.Helper()
 	var left []string
 	err := s.store.List(context.Background(), s.bucket, message.StagingRoot, func(a gcs.Attrs) error {
-		if !strings.HasPrefix(a.Name, message.StagingRoot+"done/") {
-			left = append(left, a.Name)
-		}
+		left = append(left, a.Name)
 		return nil
 	})
 	if err != nil {

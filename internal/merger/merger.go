@@ -154,15 +154,11 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 	case message.EventFailed:
 		return m.fail(ctx, t, ev.Bucket, errors.New(ev.Error), log)
 	case message.EventChunk:
-		a, err := m.o.Store.Attrs(ctx, ev.Bucket, ev.Object)
-		if errors.Is(err, gcs.ErrNotFound) {
-			log.Warn("chunk event for a missing object", "object", ev.Object)
-			return nil
+		// What the worker stored, as GCS reported it after the upload
+		// committed; ready() holds it against the manifest.
+		for _, p := range ev.Parts {
+			t.present[chunkKey{p.File, p.Index}] = storedAttrs(ev, p)
 		}
-		if err != nil {
-			return err
-		}
-		t.present[chunkKey{ev.File, ev.Index}] = a
 	case message.EventSealed:
 	default:
 		return queue.Permanent(fmt.Errorf("event %s: unknown type %q", msg.ID, ev.Type))
@@ -233,6 +229,15 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 		}
 	}
 	return nil
+}
+
+// storedAttrs is a part of a chunk event in the shape a listing gives.
+func storedAttrs(ev message.Event, p message.EventPart) gcs.Attrs {
+	return gcs.Attrs{Name: p.Object, Size: p.Size, CRC32C: p.CRC32C, Generation: p.Generation, Created: p.Created,
+		Metadata: map[string]string{
+			message.MetaTransfer: ev.TransferID, message.MetaWorker: ev.Worker,
+			message.MetaUploadAt: p.Started.Format(time.RFC3339Nano), message.MetaAttempt: strconv.Itoa(p.Attempt),
+		}}
 }
 
 func parseChunkObject(tid, name string) (chunkKey, bool) {

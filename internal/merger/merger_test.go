@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ type fixture struct {
 	m      *Merger
 	man    message.Manifest
 	chunks [][]byte
+	mu     sync.Mutex
+	stored map[int]gcs.Attrs // what upload stored, as a worker reports it
 }
 
 // newFixture stages a transfer of one file of n chunks, as workers would have
@@ -41,7 +44,7 @@ func newFixture(t *testing.T, bucket string, n int) *fixture {
 	// A fresh bucket per run: the fake server outlives one test (-count).
 	bucket = fmt.Sprintf("%s-%d", bucket, fixtureSeq.Add(1))
 	f := &fixture{t: t, bucket: bucket, store: teststack.Bucket(t, bucket), done: &teststack.Recorder{},
-		rows: filepath.Join(t.TempDir(), "rows.ndjson")}
+		rows: filepath.Join(t.TempDir(), "rows.ndjson"), stored: map[int]gcs.Attrs{}}
 	f.m = f.newMerger()
 	tid := "tid-" + bucket
 	file := message.File{Path: "data.csv", Object: "out/data.csv.zst"}
@@ -73,13 +76,16 @@ func (f *fixture) newMerger() *Merger {
 func (f *fixture) upload(i int) {
 	f.t.Helper()
 	b := f.chunks[i]
-	_, err := f.store.Upload(context.Background(), f.bucket, f.man.Files[0].Chunks[i].Object, bytes.NewReader(b), gcs.UploadOptions{
+	a, err := f.store.Upload(context.Background(), f.bucket, f.man.Files[0].Chunks[i].Object, bytes.NewReader(b), gcs.UploadOptions{
 		Size: int64(len(b)), CRC32C: crc32c.Checksum(b), IfAbsent: true,
 		Metadata: map[string]string{message.MetaTransfer: f.man.TransferID, message.MetaWorker: "w1", message.MetaUploadAt: time.Now().UTC().Format(time.RFC3339Nano)},
 	})
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.mu.Lock()
+	f.stored[i] = a
+	f.mu.Unlock()
 }
 
 func (f *fixture) seal() {
@@ -90,9 +96,15 @@ func (f *fixture) seal() {
 }
 
 func (f *fixture) event(typ string, i int, m *Merger) error {
-	ev := message.Event{V: message.Version, Type: typ, TransferID: f.man.TransferID, Bucket: f.bucket, File: 0, Index: i, At: time.Now()}
+	ev := message.Event{V: message.Version, Type: typ, TransferID: f.man.TransferID, Bucket: f.bucket, Worker: "w1", At: time.Now()}
 	if typ == message.EventChunk {
-		ev.Object = f.man.Files[0].Chunks[i].Object
+		// What the worker reports: the object as GCS stored it.
+		c := f.man.Files[0].Chunks[i]
+		f.mu.Lock()
+		a := f.stored[i]
+		f.mu.Unlock()
+		ev.Parts = []message.EventPart{{File: 0, Index: i, Object: c.Object, Generation: a.Generation, Size: a.Size,
+			CRC32C: a.CRC32C, RawBytes: c.RawSize, Created: a.Created}}
 	}
 	if typ == message.EventFailed {
 		ev.Error = "file data.csv chunk 2: spool bytes are corrupt"

@@ -11,47 +11,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/seektable"
 )
 
 // Version is the schema version ferry writes and reads.
 const Version = 1
 
-// Chunk asks a worker to upload one compressed frame.
-type Chunk struct {
-	V          int    `json:"v"`
-	TransferID string `json:"transfer_id"`
-	Bucket     string `json:"bucket"`
-	// Object is where the worker writes: a staging object, or the final
-	// object itself when Final is set (a file of one chunk).
-	Object    string `json:"object"`
-	Final     bool   `json:"final,omitempty"`
-	Overwrite bool   `json:"overwrite,omitempty"`
-	// File is the file's index in the manifest, Path its relative path.
-	File  int    `json:"file"`
-	Path  string `json:"path"`
-	Index int    `json:"index"`
-	// Chunks is how many chunks the file has.
-	Chunks     int    `json:"chunks"`
-	RawOffset  int64  `json:"raw_offset"`
-	RawSize    int64  `json:"raw_size"`
-	RawCRC32C  uint32 `json:"raw_crc32c"`
-	WireSize   int64  `json:"wire_size"`
-	WireCRC32C uint32 `json:"wire_crc32c"`
-	Codec      string `json:"codec"`
-	// ContentType and Metadata are set on the object when Final is set.
-	ContentType string            `json:"content_type,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	// Spool is the path of the wire bytes in the spool; when it is empty the
-	// bytes are Inline.
-	Spool  string `json:"spool,omitempty"`
-	Inline []byte `json:"inline,omitempty"`
-}
-
 // Event types on the events topic.
 const (
-	EventChunk  = "chunk"  // a worker uploaded and verified a chunk
+	EventChunk  = "chunk"  // a worker stored and verified the parts of one chunk message
 	EventSealed = "sealed" // the producer wrote the sealed manifest
 	EventFailed = "failed" // a producer or worker hit a permanent error
+	EventCancel = "cancel" // a user asked to cancel the transfer
 )
 
 // Event tells the merger that something about a transfer changed.
@@ -60,16 +32,31 @@ type Event struct {
 	Type       string `json:"type"`
 	TransferID string `json:"transfer_id"`
 	Bucket     string `json:"bucket"`
-	File       int    `json:"file,omitempty"`
-	Index      int    `json:"index,omitempty"`
-	Object     string `json:"object,omitempty"`
-	CRC32C     uint32 `json:"crc32c,omitempty"`
-	// RawBytes is how many source bytes an uploaded chunk holds, for
-	// progress reports.
-	RawBytes int64     `json:"raw_bytes,omitempty"`
-	Error    string    `json:"error,omitempty"`
-	Worker   string    `json:"worker,omitempty"`
-	At       time.Time `json:"at"`
+	// Parts are what a chunk event's worker stored: one per part of the
+	// chunk message, so one event per message, also for a bundle.
+	Parts  []EventPart `json:"parts,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	Worker string      `json:"worker,omitempty"`
+	At     time.Time   `json:"at"`
+}
+
+// EventPart is one object a worker stored and verified: what GCS reported
+// after the upload committed.
+type EventPart struct {
+	File       int    `json:"file"`
+	Index      int    `json:"index"`
+	Object     string `json:"object"`
+	Generation int64  `json:"generation"`
+	Size       int64  `json:"size"`
+	CRC32C     uint32 `json:"crc32c"`
+	// RawBytes is how many source bytes the part holds, for progress
+	// reports.
+	RawBytes int64 `json:"raw_bytes"`
+	// Started is when the upload began, Created when GCS created the
+	// object, Attempt the delivery attempt that wrote it: the chunk rows.
+	Started time.Time `json:"started"`
+	Created time.Time `json:"created"`
+	Attempt int       `json:"attempt"`
 }
 
 // Manifest is what the producer read, written once it has read everything.
@@ -113,12 +100,20 @@ type ChunkInfo struct {
 	RawCRC32C  uint32 `json:"raw_crc32c"`
 	WireSize   int64  `json:"wire_size"`
 	WireCRC32C uint32 `json:"wire_crc32c"`
+	// Frames are the chunk's compressed frames (zstd), in order: the
+	// merger builds the final object's seek table from them.
+	Frames []Frame `json:"frames,omitempty"`
 }
+
+// Frame is one independent compressed frame: its compressed (wire) and
+// decompressed (raw) sizes.
+type Frame = seektable.Frame
 
 // Status values of a finished transfer.
 const (
-	StatusOK     = "ok"
-	StatusFailed = "failed"
+	StatusOK        = "ok"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
 )
 
 // Done is the one message a transfer ends with, on the done topic.

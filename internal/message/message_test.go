@@ -1,6 +1,7 @@
 package message
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"strings"
@@ -61,13 +62,34 @@ func FuzzDecodeRequest(f *testing.F) {
 }
 
 func FuzzDecodeChunk(f *testing.F) {
-	f.Add(Encode(Chunk{V: 1, TransferID: "t", Bucket: "b", Object: "o", Path: "p", Index: 3, Chunks: 5, WireSize: 9, WireCRC32C: 7, Codec: "zstd", Inline: []byte("abc")}))
-	f.Add(Encode(Chunk{V: 1, Spool: "/spool/x", Final: true, Metadata: map[string]string{"k": "v"}}))
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip[Chunk](t, data) })
+	f.Add(EncodeChunk(goodChunk(), [][]byte{[]byte("abc")}))
+	spooled := goodChunk()
+	spooled.Spool = "t1-000001-00002"
+	f.Add(EncodeChunk(spooled, nil))
+	f.Add([]byte("FRYC\x00\x00\x00\x02{}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, payload, err := DecodeChunk(data)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not marked malformed: %v", err)
+			}
+			return
+		}
+		again, p2, err := DecodeChunk(EncodeChunk(c, [][]byte{payload}))
+		if err != nil {
+			t.Fatalf("re-encoded chunk does not decode: %v", err)
+		}
+		if normal(c) != normal(again) || !bytes.Equal(payload, p2) {
+			t.Fatalf("round trip changed the chunk:\n%+v\n%+v", c, again)
+		}
+		if c.Spool != "" && (strings.ContainsAny(c.Spool, "/\\") || strings.Contains(c.Spool, "..")) {
+			t.Fatalf("decoded a spool name that is a path: %q", c.Spool)
+		}
+	})
 }
 
 func FuzzDecodeEvent(f *testing.F) {
-	f.Add(Encode(Event{V: 1, Type: EventChunk, TransferID: "t", Bucket: "b", File: 1, Index: 2, Object: "o", CRC32C: 5}))
+	f.Add(Encode(Event{V: 1, Type: EventChunk, TransferID: "t", Bucket: "b", Parts: []EventPart{{File: 1, Index: 2, Object: "o", Generation: 7, Size: 9, CRC32C: 5}}}))
 	f.Add(Encode(Event{V: 1, Type: EventFailed, Error: "boom"}))
 	f.Fuzz(func(t *testing.T, data []byte) { roundTrip[Event](t, data) })
 }

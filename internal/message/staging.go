@@ -28,10 +28,21 @@ func IntermediateObject(transferID string, file, level, group int) string {
 	return fmt.Sprintf("%si/%06d/%d-%05d", StagingPrefix(transferID), file, level, group)
 }
 
+// DoneRoot is the prefix of done markers. It is not under StagingRoot: the
+// lifecycle rule that removes what a crash left in staging after a few days
+// must not expire the markers, which are kept for FERRY_DONE_RETENTION.
+const DoneRoot = ".ferry-done/"
+
 // DoneMarker is the record a finished transfer leaves behind: the done event.
 // It outlives the staging prefix, so late or duplicate messages of a finished
 // transfer are recognised, and a repeated request can be answered.
-func DoneMarker(transferID string) string { return StagingRoot + "done/" + transferID + ".json" }
+func DoneMarker(transferID string) string { return DoneRoot + transferID + ".json" }
+
+// SeekTableObject is the staging object holding the seek table of file, the
+// last component of its composed final object.
+func SeekTableObject(transferID string, file int) string {
+	return fmt.Sprintf("%ss/%06d", StagingPrefix(transferID), file)
+}
 
 // Metadata keys ferry sets on the objects it writes.
 const (

@@ -363,7 +363,7 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan job)
-	out := make(chan message.Chunk, p.o.Publishers)
+	out := make(chan outMsg, p.o.Publishers)
 
 	g.Go(func() error {
 		defer close(jobs)
@@ -405,9 +405,10 @@ func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool
 	for w := 0; w < p.o.Publishers; w++ {
 		g.Go(func() error {
 			for msg := range out {
-				attrs := map[string]string{"transfer_id": msg.TransferID}
-				if err := p.o.Chunks.Publish(ctx, message.Encode(msg), attrs); err != nil {
-					return fmt.Errorf("publish chunk %d of %s: %w", msg.Index, msg.Path, err)
+				attrs := map[string]string{"transfer_id": msg.c.TransferID}
+				if err := p.o.Chunks.Publish(ctx, msg.data, attrs); err != nil {
+					pt := msg.c.Parts[0]
+					return fmt.Errorf("publish chunk %d of %s: %w", pt.Index, pt.Path, err)
 				}
 				metrics.ChunksPublished.Inc()
 			}
@@ -467,14 +468,20 @@ func (p *Producer) read(ctx context.Context, fi int, f sourceFile, chunk int64, 
 	return nil
 }
 
+// outMsg is a chunk message ready to publish.
+type outMsg struct {
+	c    message.Chunk
+	data []byte
+}
+
 // compress turns one job into a chunk message, with its bytes in the spool or
 // inline, and records it in the manifest.
-func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j job, spool string) (message.Chunk, error) {
+func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j job, spool string) (outMsg, error) {
 	f := &m.Files[j.file]
 	rawCRC := crc32c.Checksum(j.raw)
 	frames, err := enc.Frames(j.raw)
 	if err != nil {
-		return message.Chunk{}, fmt.Errorf("compress chunk %d of %s: %w", j.index, f.Path, err)
+		return outMsg{}, fmt.Errorf("compress chunk %d of %s: %w", j.index, f.Path, err)
 	}
 	p.doneBytes.Add(int64(len(j.raw)))
 	var wireCRC uint32
@@ -486,33 +493,35 @@ func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j 
 	metrics.BytesCompressed.Add(float64(wireSize))
 	tid := m.TransferID
 	single := len(f.Chunks) == 1
-	c := message.Chunk{
-		V: message.Version, TransferID: tid, Bucket: m.Bucket, Final: single, Overwrite: pl.req.Overwrite,
-		File: j.file, Path: f.Path, Index: j.index, Chunks: len(f.Chunks),
+	part := message.Part{
+		Final: single, File: j.file, Path: f.Path, Index: j.index, Chunks: len(f.Chunks),
 		RawOffset: j.offset, RawSize: int64(len(j.raw)), RawCRC32C: rawCRC,
-		WireSize: wireSize, WireCRC32C: wireCRC, Codec: string(pl.codec),
+		WireSize: wireSize, WireCRC32C: wireCRC,
 	}
 	if single {
 		// A file of one chunk is written straight to its final name.
-		c.Object = f.Object
-		c.ContentType = pl.codec.ContentType()
-		c.Metadata = message.FinalMetadata(tid, int64(len(j.raw)), rawCRC, string(pl.codec))
+		part.Object = f.Object
+		part.ContentType = pl.codec.ContentType()
+		part.Metadata = message.FinalMetadata(tid, int64(len(j.raw)), rawCRC, string(pl.codec))
 	} else {
-		c.Object = message.ChunkObject(tid, j.file, j.index)
+		part.Object = message.ChunkObject(tid, j.file, j.index)
 	}
+	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: m.Bucket, Codec: string(pl.codec),
+		Overwrite: pl.req.Overwrite, Parts: []message.Part{part}}
+	var data []byte
 	if wireSize <= p.o.InlineMax {
-		c.Inline = make([]byte, 0, wireSize)
-		for _, fr := range frames {
-			c.Inline = append(c.Inline, fr...)
-		}
+		data = message.EncodeChunk(c, frames)
 	} else {
-		c.Spool = filepath.Join(spool, fmt.Sprintf("%s-%06d-%05d", tid, j.file, j.index))
-		if err := writeFrames(c.Spool, frames); err != nil {
-			return message.Chunk{}, fmt.Errorf("spool chunk %d of %s: %w", j.index, f.Path, err)
+		// The spool file's name is relative to the spool directory: a
+		// worker resolves it inside its own.
+		c.Spool = fmt.Sprintf("%s-%06d-%05d", tid, j.file, j.index)
+		if err := writeFrames(filepath.Join(spool, c.Spool), frames); err != nil {
+			return outMsg{}, fmt.Errorf("spool chunk %d of %s: %w", j.index, f.Path, err)
 		}
+		data = message.EncodeChunk(c, nil)
 	}
-	f.Chunks[j.index] = message.ChunkInfo{Object: c.Object, RawSize: c.RawSize, RawCRC32C: rawCRC, WireSize: c.WireSize, WireCRC32C: wireCRC}
-	return c, nil
+	f.Chunks[j.index] = message.ChunkInfo{Object: part.Object, RawSize: part.RawSize, RawCRC32C: rawCRC, WireSize: wireSize, WireCRC32C: wireCRC}
+	return outMsg{c: c, data: data}, nil
 }
 
 // writeFrames writes a spool file under a temporary name and renames it into

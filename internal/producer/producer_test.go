@@ -112,25 +112,31 @@ func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
 	if len(man.Files) != 2 || man.Files[0].Object != "pre/src/a.csv.gz" || man.Files[1].Object != "pre/src/sub/empty.csv.gz" {
 		t.Fatalf("files %+v", man.Files)
 	}
-	var msgs []message.Chunk
+	type msg struct {
+		c       message.Chunk
+		payload []byte
+	}
+	var msgs []msg
 	for _, m := range chunks.Messages() {
-		var c message.Chunk
-		if err := message.Decode(m.Data, &c); err != nil {
+		c, payload, err := message.DecodeChunk(m.Data)
+		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, c)
+		msgs = append(msgs, msg{c, payload})
 	}
 	want := len(man.Files[0].Chunks) + 1
 	if len(msgs) != want || len(man.Files[0].Chunks) != 5 {
 		t.Fatalf("%d chunk messages for %d chunks", len(msgs), want)
 	}
-	for _, c := range msgs {
-		var wire []byte
-		if c.Spool != "" {
-			wire, _ = os.ReadFile(c.Spool)
-		} else {
-			wire = c.Inline
+	for _, m := range msgs {
+		wire := m.payload
+		if m.c.Spool != "" {
+			if strings.Contains(m.c.Spool, "/") {
+				t.Fatalf("spool name %q is a path; want a name relative to the spool", m.c.Spool)
+			}
+			wire, _ = os.ReadFile(filepath.Join(spool, m.c.Spool))
 		}
+		c := m.c.Parts[0]
 		if crc32c.Checksum(wire) != c.WireCRC32C || int64(len(wire)) != c.WireSize {
 			t.Fatalf("chunk %d of %s: spooled bytes do not match the message", c.Index, c.Path)
 		}

@@ -1,9 +1,13 @@
 // Package worker uploads chunks. Its handler takes one chunk message, checks
-// the CRC32C of the bytes it reads from the spool, uploads them to their
-// object under a DoesNotExist precondition with the CRC32C sent, compares what
-// GCS stored, publishes a chunk-uploaded event and only then lets the message
-// be acked. Every step is idempotent: a chunk object already present with the
-// right CRC32C is a duplicate delivery, not an error.
+// the CRC32C of each part's bytes (from the message itself, or from a file
+// inside this worker's own spool directory), uploads each part to its object
+// under a DoesNotExist precondition with the CRC32C sent, compares what GCS
+// stored, publishes one chunk-uploaded event for the message and only then
+// lets it be acked. Every step is idempotent: an object already present with
+// the right CRC32C is a duplicate delivery, not an error.
+//
+// A message never chooses a path: a spool name is one file name, resolved
+// inside the worker's spool directory without following links out of it.
 package worker
 
 import (
@@ -16,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -41,42 +46,74 @@ type publisher interface {
 
 var _ publisher = (*queue.Publisher)(nil)
 
-// Worker handles chunk messages. It is safe for concurrent use.
-type Worker struct {
-	store  objectStore
-	events publisher
-	id     string
-	// maxAttempts is the subscription's dead-letter threshold: on the last
+// Options configure a Worker.
+type Options struct {
+	Store  objectStore
+	Events publisher
+	// ID names the worker in logs, events and object metadata.
+	ID string
+	// MaxAttempts is the subscription's dead-letter threshold: on the last
 	// delivery a transient error is reported as a failure of the transfer,
 	// so the transfer ends instead of waiting for a chunk that is gone.
-	maxAttempts int
-	log         *slog.Logger
+	MaxAttempts int
+	// SpoolDir is the only directory spool files are read from and
+	// removed in. Empty: this worker has no spool (FERRY_TRANSPORT=pubsub)
+	// and refuses messages that name one.
+	SpoolDir string
+	Log      *slog.Logger
 }
 
-// New returns a Worker named id that publishes to events.
-func New(store objectStore, events publisher, id string, maxAttempts int, log *slog.Logger) *Worker {
-	return &Worker{store: store, events: events, id: id, maxAttempts: maxAttempts, log: logging.OrDiscard(log)}
+// Worker handles chunk messages. It is safe for concurrent use.
+type Worker struct {
+	o     Options
+	spool *os.Root
+	log   *slog.Logger
+}
+
+// New returns a Worker. It creates the spool directory if it is missing.
+func New(o Options) (*Worker, error) {
+	w := &Worker{o: o, log: logging.OrDiscard(o.Log)}
+	if o.SpoolDir != "" {
+		if err := os.MkdirAll(o.SpoolDir, 0o755); err != nil {
+			return nil, fmt.Errorf("spool directory: %w", err)
+		}
+		root, err := os.OpenRoot(o.SpoolDir)
+		if err != nil {
+			return nil, fmt.Errorf("spool directory: %w", err)
+		}
+		w.spool = root
+	}
+	return w, nil
+}
+
+// Close releases the spool directory.
+func (w *Worker) Close() error {
+	if w.spool != nil {
+		return w.spool.Close()
+	}
+	return nil
 }
 
 // Handle is the queue.Handler for chunk messages.
 func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
-	var c message.Chunk
-	if err := message.Decode(m.Data, &c); err != nil {
+	c, payload, err := message.DecodeChunk(m.Data)
+	if err != nil {
 		return queue.Permanent(fmt.Errorf("chunk message %s: %w", m.ID, err))
 	}
-	log := w.log.With("transfer_id", c.TransferID, "object", c.Object, "chunk", c.Index, "file", c.Path)
+	first := c.Parts[0]
+	log := w.log.With("transfer_id", c.TransferID, "object", first.Object, "chunk", first.Index, "file", first.Path, "parts", len(c.Parts))
 	start := time.Now()
 	metrics.InFlight.WithLabelValues("uploads").Inc()
 	defer metrics.InFlight.WithLabelValues("uploads").Dec()
 	if m.DeliveryAttempt > 1 {
 		metrics.Redeliveries.Inc()
 	}
-	a, dup, err := w.upload(ctx, &c, max(1, m.DeliveryAttempt))
+	parts, dup, err := w.store(ctx, &c, payload, max(1, m.DeliveryAttempt))
 	if errors.Is(err, errFinished) {
 		log.Info("chunk of a finished transfer; dropped")
 		return nil
 	}
-	if err != nil && !errors.Is(err, queue.ErrPermanent) && w.maxAttempts > 0 && m.DeliveryAttempt >= w.maxAttempts {
+	if err != nil && !errors.Is(err, queue.ErrPermanent) && w.o.MaxAttempts > 0 && m.DeliveryAttempt >= w.o.MaxAttempts {
 		err = queue.Permanent(fmt.Errorf("gave up after %d attempts: %w", m.DeliveryAttempt, err))
 	}
 	if errors.Is(err, queue.ErrPermanent) {
@@ -84,11 +121,11 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		// Tell the merger, so the transfer ends failed and its staging is
 		// removed. Only then may the message be acked.
 		ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: c.TransferID, Bucket: c.Bucket,
-			File: c.File, Index: c.Index, Object: c.Object, Worker: w.id, Error: err.Error(), At: time.Now().UTC()}
-		if perr := w.events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); perr != nil {
+			Worker: w.o.ID, Error: err.Error(), At: time.Now().UTC()}
+		if perr := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); perr != nil {
 			return fmt.Errorf("report failure (%v): %w", err, perr)
 		}
-		removeSpool(c.Spool)
+		w.removeSpool(c.Spool)
 		return err
 	}
 	if err != nil {
@@ -96,87 +133,110 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	ev := message.Event{V: message.Version, Type: message.EventChunk, TransferID: c.TransferID, Bucket: c.Bucket,
-		File: c.File, Index: c.Index, Object: c.Object, CRC32C: a.CRC32C, RawBytes: c.RawSize, Worker: w.id, At: time.Now().UTC()}
-	if err := w.events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
+		Parts: parts, Worker: w.o.ID, At: time.Now().UTC()}
+	if err := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
 		metrics.Uploads.WithLabelValues("retry").Inc()
 		return err
 	}
+	_, wire := c.Offsets()
 	if dup {
 		metrics.Uploads.WithLabelValues("duplicate").Inc()
 	} else {
 		metrics.Uploads.WithLabelValues("ok").Inc()
-		metrics.BytesUploaded.Add(float64(c.WireSize))
+		metrics.BytesUploaded.Add(float64(wire))
 		metrics.UploadSeconds.Observe(time.Since(start).Seconds())
 	}
-	// The object is durable and announced; a redelivery after this point
-	// finds it present and only announces it again.
-	removeSpool(c.Spool)
-	log.Debug("chunk uploaded", "bytes", c.WireSize, "ms", time.Since(start).Milliseconds(), "worker", w.id)
+	// The objects are durable and announced; a redelivery after this point
+	// finds them present and only announces them again.
+	w.removeSpool(c.Spool)
+	log.Debug("chunk uploaded", "bytes", wire, "ms", time.Since(start).Milliseconds(), "worker", w.o.ID)
 	return nil
 }
 
 // errFinished: the chunk belongs to a transfer that already ended.
 var errFinished = errors.New("transfer already finished")
 
-// upload stores the chunk; dup reports that it was there already.
-func (w *Worker) upload(ctx context.Context, c *message.Chunk, attempt int) (a gcs.Attrs, dup bool, err error) {
-	where := fmt.Sprintf("file %s chunk %d", c.Path, c.Index)
-	a, err = w.store.Attrs(ctx, c.Bucket, c.Object)
+// store uploads every part of c; dup reports that all were there already.
+func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, attempt int) ([]message.EventPart, bool, error) {
+	var src io.ReaderAt = bytes.NewReader(payload)
+	if c.Spool != "" {
+		f, err := w.openSpool(c)
+		if errors.Is(err, fs.ErrNotExist) {
+			return w.gone(ctx, c)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		defer f.Close()
+		src = f
+	}
+	offs, _ := c.Offsets()
+	out := make([]message.EventPart, len(c.Parts))
+	allDup := true
+	for i := range c.Parts {
+		p := &c.Parts[i]
+		a, dup, err := w.upload(ctx, c, p, io.NewSectionReader(src, offs[i], p.WireSize), attempt)
+		if err != nil {
+			return nil, false, err
+		}
+		allDup = allDup && dup
+		out[i] = eventPart(p, a)
+	}
+	return out, allDup, nil
+}
+
+// upload stores one part; dup reports that it was there already.
+func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, body io.ReadSeeker, attempt int) (a gcs.Attrs, dup bool, err error) {
+	where := fmt.Sprintf("file %s chunk %d", p.Path, p.Index)
+	a, err = w.o.Store.Attrs(ctx, c.Bucket, p.Object)
 	switch {
-	case err == nil && w.same(c, a):
+	case err == nil && same(c, p, a):
 		return a, true, nil // a duplicate delivery: already done
-	case err == nil && c.Final && !c.Overwrite:
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where, c.Bucket, c.Object))
+	case err == nil && p.Final && !c.Overwrite:
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where, c.Bucket, p.Object))
 	case err != nil && !errors.Is(err, gcs.ErrNotFound):
 		return gcs.Attrs{}, false, err
 	}
 	exists := err == nil
 
-	body, err := w.open(ctx, c)
-	if err != nil {
-		return gcs.Attrs{}, false, err
-	}
-	if cl, ok := body.(io.Closer); ok {
-		defer cl.Close()
-	}
-	// Check the spool bytes before sending them: a corrupt spool file can
-	// never succeed, and must not reach GCS.
+	// Check the bytes before sending them: a corrupt spool file can never
+	// succeed, and must not reach GCS.
 	h := crc32c.New()
 	n, err := io.Copy(h, body)
 	if err != nil {
 		return gcs.Attrs{}, false, fmt.Errorf("%s: read spool %s: %w", where, c.Spool, err)
 	}
-	if n != c.WireSize || h.Sum32() != c.WireCRC32C {
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: spool bytes are corrupt: %d bytes with crc32c %08x, the producer wrote %d bytes with crc32c %08x: %w",
-			where, n, h.Sum32(), c.WireSize, c.WireCRC32C, gcs.ErrChecksum))
+	if n != p.WireSize || h.Sum32() != p.WireCRC32C {
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: chunk bytes are corrupt: %d bytes with crc32c %08x, the producer wrote %d bytes with crc32c %08x: %w",
+			where, n, h.Sum32(), p.WireSize, p.WireCRC32C, gcs.ErrChecksum))
 	}
 	if _, err := body.Seek(0, io.SeekStart); err != nil {
 		return gcs.Attrs{}, false, err
 	}
 	meta := map[string]string{}
-	for k, v := range c.Metadata {
+	for k, v := range p.Metadata {
 		meta[k] = v
 	}
-	meta[message.MetaWorker] = w.id
+	meta[message.MetaWorker] = w.o.ID
 	meta[message.MetaUploadAt] = time.Now().UTC().Format(time.RFC3339Nano)
 	meta[message.MetaAttempt] = strconv.Itoa(attempt)
-	if !c.Final {
+	if !p.Final {
 		meta[message.MetaTransfer] = c.TransferID
 	}
 	// Staging objects and new final objects are written only if absent;
 	// an existing object is replaced only when it is a staging object left
 	// by an earlier attempt, or when the request says overwrite.
-	a, err = w.store.Upload(ctx, c.Bucket, c.Object, body, gcs.UploadOptions{
-		Size: c.WireSize, CRC32C: c.WireCRC32C, IfAbsent: !exists, ContentType: c.ContentType, Metadata: meta,
+	a, err = w.o.Store.Upload(ctx, c.Bucket, p.Object, body, gcs.UploadOptions{
+		Size: p.WireSize, CRC32C: p.WireCRC32C, IfAbsent: !exists, ContentType: p.ContentType, Metadata: meta,
 	})
 	if errors.Is(err, gcs.ErrPrecondition) {
 		// Someone else wrote it meanwhile: a duplicate delivery, or a
 		// final object that appeared under our feet.
-		if b, aerr := w.store.Attrs(ctx, c.Bucket, c.Object); aerr == nil && w.same(c, b) {
+		if b, aerr := w.o.Store.Attrs(ctx, c.Bucket, p.Object); aerr == nil && same(c, p, b) {
 			return b, true, nil
 		}
-		if c.Final {
-			return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists: %w", where, c.Bucket, c.Object, err))
+		if p.Final {
+			return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists: %w", where, c.Bucket, p.Object, err))
 		}
 	}
 	if err != nil {
@@ -185,34 +245,71 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, attempt int) (a g
 	return a, false, nil
 }
 
-// same reports whether a is the object c describes, written by c's transfer.
-func (w *Worker) same(c *message.Chunk, a gcs.Attrs) bool {
-	return a.Size == c.WireSize && a.CRC32C == c.WireCRC32C && a.Metadata[message.MetaTransfer] == c.TransferID
+// same reports whether a is the object p describes, written by c's transfer.
+func same(c *message.Chunk, p *message.Part, a gcs.Attrs) bool {
+	return a.Size == p.WireSize && a.CRC32C == p.WireCRC32C && a.Metadata[message.MetaTransfer] == c.TransferID
 }
 
-// open returns the chunk's wire bytes.
-func (w *Worker) open(ctx context.Context, c *message.Chunk) (io.ReadSeeker, error) {
-	if c.Spool == "" {
-		return bytes.NewReader(c.Inline), nil
+// openSpool opens the chunk's spool file inside the spool directory. The
+// name was checked when the message was decoded; the root refuses anything
+// that would resolve outside the directory, and the file itself must not be
+// a link. A missing file is fs.ErrNotExist.
+func (w *Worker) openSpool(c *message.Chunk) (*os.File, error) {
+	first := c.Parts[0]
+	where := fmt.Sprintf("file %s chunk %d", first.Path, first.Index)
+	if w.spool == nil {
+		return nil, queue.Permanent(fmt.Errorf("%s: message names spool file %s, but this worker has no spool (FERRY_TRANSPORT=pubsub)", where, c.Spool))
 	}
-	f, err := os.Open(c.Spool)
+	f, err := w.spool.OpenFile(c.Spool, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		// Gone after a successful upload whose object was since cleaned
-		// up with its finished transfer, or lost.
-		if _, derr := w.store.Attrs(ctx, c.Bucket, message.DoneMarker(c.TransferID)); derr == nil {
-			return nil, errFinished
-		}
-		return nil, queue.Permanent(fmt.Errorf("file %s chunk %d: spool file %s is missing", c.Path, c.Index, c.Spool))
+		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file %s chunk %d: open spool: %w", c.Path, c.Index, err)
+		return nil, queue.Permanent(fmt.Errorf("%s: spool file %s: %w", where, c.Spool, err))
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, queue.Permanent(fmt.Errorf("%s: spool file %s is not a regular file", where, c.Spool))
 	}
 	return f, nil
 }
 
-// removeSpool deletes a spool file.
-func removeSpool(path string) {
-	if path != "" {
-		_ = os.Remove(path)
+// gone handles a chunk whose spool file is missing: removed after its
+// objects were stored (a redelivery), or by the end of its transfer, or
+// lost.
+func (w *Worker) gone(ctx context.Context, c *message.Chunk) ([]message.EventPart, bool, error) {
+	out := make([]message.EventPart, len(c.Parts))
+	for i := range c.Parts {
+		p := &c.Parts[i]
+		a, err := w.o.Store.Attrs(ctx, c.Bucket, p.Object)
+		if err != nil && !errors.Is(err, gcs.ErrNotFound) {
+			return nil, false, err
+		}
+		if err != nil || !same(c, p, a) {
+			if _, derr := w.o.Store.Attrs(ctx, c.Bucket, message.DoneMarker(c.TransferID)); derr == nil {
+				return nil, false, errFinished
+			}
+			return nil, false, queue.Permanent(fmt.Errorf("file %s chunk %d: spool file %s is missing", p.Path, p.Index, c.Spool))
+		}
+		out[i] = eventPart(p, a)
+	}
+	return out, true, nil
+}
+
+// eventPart reports a stored part as GCS described it, with what the chunk
+// rows need from its metadata.
+func eventPart(p *message.Part, a gcs.Attrs) message.EventPart {
+	ep := message.EventPart{File: p.File, Index: p.Index, Object: p.Object, Generation: a.Generation,
+		Size: a.Size, CRC32C: a.CRC32C, RawBytes: p.RawSize, Created: a.Created.UTC()}
+	ep.Started, _ = time.Parse(time.RFC3339Nano, a.Metadata[message.MetaUploadAt])
+	ep.Attempt, _ = strconv.Atoi(a.Metadata[message.MetaAttempt])
+	return ep
+}
+
+// removeSpool deletes a spool file, inside the spool directory only.
+func (w *Worker) removeSpool(name string) {
+	if name != "" && w.spool != nil {
+		_ = w.spool.Remove(name)
 	}
 }

@@ -18,24 +18,34 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
 
-// chunkMsg spools wire bytes and returns the message a producer would send.
-func chunkMsg(t *testing.T, bucket string, wire []byte, final bool) (message.Chunk, queue.Message) {
+// chunkMsg spools wire bytes and returns the spool directory, the spool
+// file's path and the message a producer would send.
+func chunkMsg(t *testing.T, bucket string, wire []byte, final bool) (message.Chunk, string, queue.Message) {
 	t.Helper()
-	spool := filepath.Join(t.TempDir(), "tid1", "000000-00003")
-	if err := os.MkdirAll(filepath.Dir(spool), 0o755); err != nil {
+	dir := t.TempDir()
+	c := message.Chunk{V: message.Version, TransferID: "tid1", Bucket: bucket, Codec: "zstd", Spool: "tid1-000000-00003",
+		Parts: []message.Part{{Object: message.ChunkObject("tid1", 0, 3), File: 0, Path: "dir/data.csv", Index: 3, Chunks: 5,
+			WireSize: int64(len(wire)), WireCRC32C: crc32c.Checksum(wire)}}}
+	if err := os.WriteFile(filepath.Join(dir, c.Spool), wire, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(spool, wire, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := message.Chunk{V: message.Version, TransferID: "tid1", Bucket: bucket, Object: message.ChunkObject("tid1", 0, 3),
-		File: 0, Path: "dir/data.csv", Index: 3, Chunks: 5, WireSize: int64(len(wire)), WireCRC32C: crc32c.Checksum(wire),
-		Codec: "zstd", Spool: spool}
 	if final {
-		c.Object, c.Final, c.Chunks, c.Index = "out/data.csv.zst", true, 1, 0
-		c.Metadata = message.FinalMetadata("tid1", 10, 1, "zstd")
+		p := &c.Parts[0]
+		p.Object, p.Final, p.Chunks, p.Index = "out/data.csv.zst", true, 1, 0
+		p.Metadata = message.FinalMetadata("tid1", 10, 1, "zstd")
 	}
-	return c, queue.Message{ID: "m1", Data: message.Encode(c)}
+	return c, dir, queue.Message{ID: "m1", Data: message.EncodeChunk(c, nil)}
+}
+
+// newWorker returns a worker with spool directory dir ("" for none).
+func newWorker(t *testing.T, store objectStore, events publisher, dir string) *Worker {
+	t.Helper()
+	w, err := New(Options{Store: store, Events: events, ID: "w1", MaxAttempts: 5, SpoolDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
 }
 
 func events(t *testing.T, r *teststack.Recorder) []message.Event {
@@ -54,29 +64,33 @@ func events(t *testing.T, r *teststack.Recorder) []message.Event {
 func TestUploadsVerifiesAnnouncesAndRemovesSpool(t *testing.T) {
 	store := teststack.Bucket(t, "w-upload")
 	rec := &teststack.Recorder{}
-	w := New(store, rec, "w1", 5, nil)
 	wire := bytes.Repeat([]byte("frame-bytes "), 5000)
-	c, m := chunkMsg(t, "w-upload", wire, false)
+	c, dir, m := chunkMsg(t, "w-upload", wire, false)
+	w := newWorker(t, store, rec, dir)
+	p := c.Parts[0]
 
 	if err := w.Handle(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	a, err := store.Attrs(context.Background(), "w-upload", c.Object)
+	a, err := store.Attrs(context.Background(), "w-upload", p.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.CRC32C != c.WireCRC32C || a.Size != c.WireSize || a.Metadata[message.MetaWorker] != "w1" {
+	if a.CRC32C != p.WireCRC32C || a.Size != p.WireSize || a.Metadata[message.MetaWorker] != "w1" {
 		t.Fatalf("object attrs %+v", a)
 	}
-	got, _ := store.ReadAll(context.Background(), "w-upload", c.Object)
+	got, _ := store.ReadAll(context.Background(), "w-upload", p.Object)
 	if !bytes.Equal(got, wire) {
 		t.Fatal("stored bytes differ from the spooled bytes")
 	}
 	ev := events(t, rec)
-	if len(ev) != 1 || ev[0].Type != message.EventChunk || ev[0].CRC32C != c.WireCRC32C || ev[0].Index != 3 {
+	if len(ev) != 1 || ev[0].Type != message.EventChunk || len(ev[0].Parts) != 1 {
 		t.Fatalf("events %+v", ev)
 	}
-	if _, err := os.Stat(c.Spool); !os.IsNotExist(err) {
+	if ep := ev[0].Parts[0]; ep.CRC32C != p.WireCRC32C || ep.Index != 3 || ep.Generation != a.Generation || ep.Size != a.Size {
+		t.Fatalf("event part %+v, stored %+v", ep, a)
+	}
+	if _, err := os.Stat(filepath.Join(dir, c.Spool)); !os.IsNotExist(err) {
 		t.Fatalf("spool file still there: %v", err)
 	}
 }
@@ -84,18 +98,19 @@ func TestUploadsVerifiesAnnouncesAndRemovesSpool(t *testing.T) {
 func TestDuplicateDeliveryIsDone(t *testing.T) {
 	store := teststack.Bucket(t, "w-dup")
 	rec := &teststack.Recorder{}
-	w := New(store, rec, "w1", 5, nil)
-	c, m := chunkMsg(t, "w-dup", []byte("some compressed frame"), false)
+	c, dir, m := chunkMsg(t, "w-dup", []byte("some compressed frame"), false)
+	w := newWorker(t, store, rec, dir)
 	if err := w.Handle(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := store.Attrs(context.Background(), "w-dup", c.Object)
+	obj := c.Parts[0].Object
+	first, _ := store.Attrs(context.Background(), "w-dup", obj)
 	// Redelivered after the spool file is gone: the object is there, so it
 	// is only announced again.
 	if err := w.Handle(context.Background(), m); err != nil {
 		t.Fatalf("second delivery: %v", err)
 	}
-	second, _ := store.Attrs(context.Background(), "w-dup", c.Object)
+	second, _ := store.Attrs(context.Background(), "w-dup", obj)
 	if first.Generation != second.Generation {
 		t.Fatalf("object rewritten on a duplicate delivery: generation %d→%d", first.Generation, second.Generation)
 	}
@@ -107,11 +122,11 @@ func TestDuplicateDeliveryIsDone(t *testing.T) {
 func TestCorruptSpoolFailsPermanentlyAndUploadsNothing(t *testing.T) {
 	store := teststack.Bucket(t, "w-corrupt")
 	rec := &teststack.Recorder{}
-	w := New(store, rec, "w1", 5, nil)
-	c, m := chunkMsg(t, "w-corrupt", []byte("bytes the producer compressed"), false)
-	b, _ := os.ReadFile(c.Spool)
+	c, dir, m := chunkMsg(t, "w-corrupt", []byte("bytes the producer compressed"), false)
+	w := newWorker(t, store, rec, dir)
+	b, _ := os.ReadFile(filepath.Join(dir, c.Spool))
 	b[4] ^= 0x01 // one flipped bit after publishing
-	if err := os.WriteFile(c.Spool, b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, c.Spool), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -119,7 +134,7 @@ func TestCorruptSpoolFailsPermanentlyAndUploadsNothing(t *testing.T) {
 	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "file dir/data.csv chunk 3") {
 		t.Fatalf("error = %v, want a permanent one naming file and chunk", err)
 	}
-	if _, err := store.Attrs(context.Background(), "w-corrupt", c.Object); !errors.Is(err, gcs.ErrNotFound) {
+	if _, err := store.Attrs(context.Background(), "w-corrupt", c.Parts[0].Object); !errors.Is(err, gcs.ErrNotFound) {
 		t.Fatalf("corrupt chunk reached GCS: %v", err)
 	}
 	ev := events(t, rec)
@@ -134,8 +149,8 @@ func TestExistingFinalObjectIsNotReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &teststack.Recorder{}
-	w := New(store, rec, "w1", 5, nil)
-	_, m := chunkMsg(t, "w-exists", []byte("new content"), true)
+	_, dir, m := chunkMsg(t, "w-exists", []byte("new content"), true)
+	w := newWorker(t, store, rec, dir)
 	err := w.Handle(context.Background(), m)
 	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "gs://w-exists/out/data.csv.zst already exists") {
 		t.Fatalf("error = %v", err)
@@ -147,7 +162,7 @@ func TestExistingFinalObjectIsNotReplaced(t *testing.T) {
 }
 
 func TestMalformedMessageIsPermanent(t *testing.T) {
-	w := New(teststack.Bucket(t, "w-bad"), &teststack.Recorder{}, "w1", 5, nil)
+	w := newWorker(t, teststack.Bucket(t, "w-bad"), &teststack.Recorder{}, t.TempDir())
 	for _, data := range []string{"not json", `{"v":1,"surprise":true}`, `{"v":2}`} {
 		if err := w.Handle(context.Background(), queue.Message{ID: "x", Data: []byte(data)}); !errors.Is(err, queue.ErrPermanent) {
 			t.Errorf("Handle(%s) = %v, want permanent", data, err)
@@ -158,13 +173,100 @@ func TestMalformedMessageIsPermanent(t *testing.T) {
 func TestPublishFailureIsRetried(t *testing.T) {
 	store := teststack.Bucket(t, "w-pubfail")
 	rec := &teststack.Recorder{Err: errors.New("pubsub unavailable")}
-	w := New(store, rec, "w1", 5, nil)
-	c, m := chunkMsg(t, "w-pubfail", []byte("frame"), false)
+	c, dir, m := chunkMsg(t, "w-pubfail", []byte("frame"), false)
+	w := newWorker(t, store, rec, dir)
 	err := w.Handle(context.Background(), m)
 	if err == nil || errors.Is(err, queue.ErrPermanent) {
 		t.Fatalf("error = %v, want a transient one so the message is redelivered", err)
 	}
-	if _, err := os.Stat(c.Spool); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, c.Spool)); err != nil {
 		t.Fatalf("spool removed before the event was published: %v", err)
+	}
+}
+
+// The attacks of issue 8: a chunk message published by hand that names a
+// file outside the spool must neither upload it nor delete it.
+func TestMessageCannotReachOutsideTheSpool(t *testing.T) {
+	store := teststack.Bucket(t, "w-confine")
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	secretBytes := []byte("the worker's private key")
+	if err := os.WriteFile(secret, secretBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, dir, _ := chunkMsg(t, "w-confine", secretBytes, false)
+	if err := os.Remove(filepath.Join(dir, c.Spool)); err != nil {
+		t.Fatal(err)
+	}
+	// A link inside the spool that points at the secret.
+	if err := os.Symlink(secret, filepath.Join(dir, c.Spool)); err != nil {
+		t.Fatal(err)
+	}
+	rec := &teststack.Recorder{}
+	w := newWorker(t, store, rec, dir)
+	rel, _ := filepath.Rel(dir, secret)
+	for name, spool := range map[string]string{
+		"absolute path":       secret,
+		"relative path up":    rel,
+		"link in the spool":   c.Spool,
+		"directory traversal": "tid1-../../" + filepath.Base(outside) + "/secret.txt",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.Spool = spool
+			// Encoded by hand, as an attacker would: the envelope with
+			// any header it likes.
+			data := message.EncodeChunk(c, nil)
+			err := w.Handle(context.Background(), queue.Message{ID: "evil", Data: data})
+			if !errors.Is(err, queue.ErrPermanent) {
+				t.Fatalf("Handle = %v, want a permanent error", err)
+			}
+			got, rerr := os.ReadFile(secret)
+			if rerr != nil || !bytes.Equal(got, secretBytes) {
+				t.Fatalf("the file outside the spool was touched: %v", rerr)
+			}
+			if _, err := store.Attrs(context.Background(), "w-confine", c.Parts[0].Object); !errors.Is(err, gcs.ErrNotFound) {
+				t.Fatalf("a file outside the spool reached the bucket: %v", err)
+			}
+		})
+	}
+}
+
+func TestWorkerWithoutSpoolRefusesSpoolMessages(t *testing.T) {
+	store := teststack.Bucket(t, "w-nospool")
+	c, dir, m := chunkMsg(t, "w-nospool", []byte("frame"), false)
+	w := newWorker(t, store, &teststack.Recorder{}, "")
+	err := w.Handle(context.Background(), m)
+	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "no spool") {
+		t.Fatalf("Handle = %v, want a permanent error saying the worker has no spool", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, c.Spool)); err != nil {
+		t.Fatalf("spool file removed by a worker without a spool: %v", err)
+	}
+}
+
+// Chunks that travel inside the message need no spool: a bundle of two
+// parts lands as two objects and one event.
+func TestInlineBundleUploadsEveryPart(t *testing.T) {
+	store := teststack.Bucket(t, "w-inline")
+	rec := &teststack.Recorder{}
+	w := newWorker(t, store, rec, "")
+	a, b := []byte("first small file"), []byte("second")
+	c := message.Chunk{V: message.Version, TransferID: "tid2", Bucket: "w-inline", Codec: "none", Parts: []message.Part{
+		{Object: "p/a", Final: true, File: 0, Path: "a", Chunks: 1, RawSize: int64(len(a)), WireSize: int64(len(a)), WireCRC32C: crc32c.Checksum(a),
+			Metadata: message.FinalMetadata("tid2", int64(len(a)), crc32c.Checksum(a), "none")},
+		{Object: "p/b", Final: true, File: 1, Path: "b", Chunks: 1, RawSize: int64(len(b)), WireSize: int64(len(b)), WireCRC32C: crc32c.Checksum(b),
+			Metadata: message.FinalMetadata("tid2", int64(len(b)), crc32c.Checksum(b), "none")},
+	}}
+	if err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, [][]byte{a, b})}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]byte{"p/a": a, "p/b": b} {
+		got, err := store.ReadAll(context.Background(), "w-inline", name)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if ev := events(t, rec); len(ev) != 1 || len(ev[0].Parts) != 2 {
+		t.Fatalf("events %+v, want one event with two parts", ev)
 	}
 }
