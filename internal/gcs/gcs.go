@@ -166,6 +166,16 @@ func (s *Store) NewReader(ctx context.Context, bucket, name string) (io.ReadClos
 	return r, nil
 }
 
+// NewRangeReader opens length bytes of an object from offset (length < 0:
+// to the end). A missing object is ErrNotFound.
+func (s *Store) NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error) {
+	r, err := s.c.Bucket(bucket).Object(name).NewRangeReader(ctx, offset, length)
+	if err != nil {
+		return nil, fmt.Errorf("read gs://%s/%s bytes %d+%d: %w", bucket, name, offset, length, translate(err))
+	}
+	return r, nil
+}
+
 // ComposeOptions describe a compose.
 type ComposeOptions struct {
 	// IfAbsent makes the compose fail when dst exists. fake-gcs-server
