@@ -1,8 +1,10 @@
-// Package faultproxy is a small HTTP reverse proxy for tests that injects
-// faults between a client and a server on loopback: connections reset in the
-// middle of a request body, 503 responses, and slow forwarding. A Plan chooses
-// which requests are hit; every fault injected is counted, so a test can
-// assert that the faults it asked for really happened.
+// Package faultproxy is a small HTTP reverse proxy for tests and benchmarks
+// that injects faults between a client and a server on loopback: connections
+// reset in the middle of a request body, 503 responses, slow forwarding, and
+// a link of limited bandwidth (Plan.Rate). A Plan chooses which requests are
+// hit; every fault injected and every body byte forwarded is counted, so a
+// test can assert that the faults it asked for really happened, and a
+// benchmark can show the rate the link really had.
 //
 // It is meant to sit between ferry's workers and fake-gcs-server, pointed at
 // with option.WithEndpoint(p.URL() + "/storage/v1/"), but knows nothing of
@@ -10,6 +12,8 @@
 package faultproxy
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Fault is what happens to one request.
@@ -72,6 +78,11 @@ type Plan struct {
 	// connection; default half the Content-Length, or 4 KiB when the
 	// length is unknown (a chunked body).
 	ResetAfter int64
+	// Rate, when positive, limits the link to Rate bytes per second in
+	// each direction: request bodies (client to server) share one limit
+	// over all connections, response bodies another, as on one full-duplex
+	// link.
+	Rate int64
 }
 
 // Uploads matches GCS JSON API media uploads (paths under /upload/), and
@@ -88,6 +99,33 @@ type Counts struct {
 	ResetMidBody int
 	Status503    int
 	Slow         int
+	// Up and Down are the request and response body bytes forwarded.
+	Up, Down Flow
+}
+
+// Flow is what crossed the link in one direction.
+type Flow struct {
+	Bytes int64
+	// First and Last are when the first and the last byte were forwarded.
+	First, Last time.Time
+}
+
+// MBps is the rate the flow had from its first byte to its last, in MB/s
+// (10^6 bytes); 0 before two reads.
+func (f Flow) MBps() float64 {
+	d := f.Last.Sub(f.First).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(f.Bytes) / 1e6 / d
+}
+
+func (f *Flow) add(n int, at time.Time) {
+	if f.Bytes == 0 && f.First.IsZero() {
+		f.First = at
+	}
+	f.Bytes += int64(n)
+	f.Last = at
 }
 
 // Faults is the number of faults injected.
@@ -100,6 +138,8 @@ type Proxy struct {
 	srv       *http.Server
 	rp        *httputil.ReverseProxy
 	tr        *http.Transport
+	up, down  *rate.Limiter // nil: no Rate
+	tlsSrv    *http.Server
 	closed    chan struct{} // closed by Close: ends pending delays
 	closeOnce sync.Once
 
@@ -121,8 +161,26 @@ func Start(target string, plan Plan) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: %w", err)
 	}
-	p := &Proxy{plan: plan, ln: ln, tr: &http.Transport{MaxIdleConnsPerHost: 16}, closed: make(chan struct{})}
-	p.rp = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: p.tr}
+	p := &Proxy{plan: plan, ln: ln, tr: &http.Transport{MaxIdleConnsPerHost: 64}, closed: make(chan struct{})}
+	if plan.Rate > 0 {
+		p.up = rate.NewLimiter(rate.Limit(plan.Rate), rateBurst)
+		p.down = rate.NewLimiter(rate.Limit(plan.Rate), rateBurst)
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			// The server sees the host and scheme the client used, so
+			// the URLs it hands out (a resumable upload's Location)
+			// lead back through the proxy.
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+		},
+		Transport: p.tr,
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Body = &flowReader{r: resp.Body, c: resp.Body, lim: p.down, ctx: resp.Request.Context(), count: p.countDown}
+			return nil
+		},
+	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
@@ -130,6 +188,62 @@ func Start(target string, plan Plan) (*Proxy, error) {
 
 // URL is the proxy's base URL, "http://127.0.0.1:PORT".
 func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// ServeTLS also serves the proxy over HTTPS, on a free loopback port, with
+// cfg's certificate, and returns that listener's host:port. Call it once.
+func (p *Proxy) ServeTLS(cfg *tls.Config) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("faultproxy: %w", err)
+	}
+	p.tlsSrv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.tlsSrv.Serve(tls.NewListener(ln, cfg)) }()
+	return ln.Addr().String(), nil
+}
+
+// rateBurst is the most bytes one read may forward at once under a Rate:
+// small enough that the rate holds over a few milliseconds.
+const rateBurst = 32 << 10
+
+func (p *Proxy) countUp(n int) {
+	p.mu.Lock()
+	p.counts.Up.add(n, time.Now())
+	p.mu.Unlock()
+}
+
+func (p *Proxy) countDown(n int) {
+	p.mu.Lock()
+	p.counts.Down.add(n, time.Now())
+	p.mu.Unlock()
+}
+
+// flowReader forwards a body at most lim allows (nil: at once) and counts
+// what it forwarded.
+type flowReader struct {
+	r     io.Reader
+	c     io.Closer
+	lim   *rate.Limiter
+	ctx   context.Context
+	count func(int)
+}
+
+func (f *flowReader) Read(b []byte) (int, error) {
+	if f.lim != nil && len(b) > rateBurst {
+		b = b[:rateBurst]
+	}
+	n, err := f.r.Read(b)
+	if n > 0 {
+		if f.lim != nil {
+			if werr := f.lim.WaitN(f.ctx, n); werr != nil {
+				return 0, werr
+			}
+		}
+		f.count(n)
+	}
+	return n, err
+}
+
+func (f *flowReader) Close() error { return f.c.Close() }
 
 // Counts returns a snapshot of the counters.
 func (p *Proxy) Counts() Counts {
@@ -142,6 +256,9 @@ func (p *Proxy) Counts() Counts {
 func (p *Proxy) Close() error {
 	p.closeOnce.Do(func() { close(p.closed) })
 	err := p.srv.Close()
+	if p.tlsSrv != nil {
+		_ = p.tlsSrv.Close()
+	}
 	p.tr.CloseIdleConnections()
 	return err
 }
@@ -200,6 +317,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		case <-p.closed:
 			return
 		}
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &flowReader{r: r.Body, c: r.Body, lim: p.up, ctx: r.Context(), count: p.countUp}
 	}
 	p.rp.ServeHTTP(w, r)
 }

@@ -92,8 +92,78 @@ func TestUnmatchedRequestsPassUntouched(t *testing.T) {
 	if len(a) != 1 || a[0].method != http.MethodPost || a[0].uri != "/storage/v1/b/bkt/o?name=x&alt=json" || !bytes.Equal(a[0].body, body) {
 		t.Fatalf("backend saw %d requests, first %s %s", len(a), a[0].method, a[0].uri)
 	}
-	if c := p.Counts(); c != (Counts{Requests: 1}) {
+	c := p.Counts()
+	if c.Up.Bytes != int64(len(body)) || c.Down.Bytes != int64(len(got)) {
+		t.Errorf("counted %d bytes up and %d down, want %d and %d", c.Up.Bytes, c.Down.Bytes, len(body), len(got))
+	}
+	c.Up, c.Down = Flow{}, Flow{}
+	if c != (Counts{Requests: 1}) {
 		t.Fatalf("counts %+v", c)
+	}
+}
+
+// A Rate holds over all connections together, in both directions, and the
+// counts show it. Only lower bounds on time are checked: a busy machine can
+// make the link slower, never faster.
+func TestRateLimitsTheLink(t *testing.T) {
+	b := newBackend(t)
+	const rateBps = 4 << 20
+	p := start(t, b.URL, Plan{Rate: rateBps})
+	body := payload(1 << 20)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Post(p.URL()+"/upload/storage/v1/b/bkt/o", "application/octet-stream", bytes.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !bytes.Equal(got, append([]byte("echo:"), body...)) {
+				t.Errorf("response of %d bytes is not the echo", len(got))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	c := p.Counts()
+	if c.Up.Bytes != 2<<20 || c.Down.Bytes != 2<<20+10 {
+		t.Fatalf("forwarded %d bytes up and %d down, want %d and %d", c.Up.Bytes, c.Down.Bytes, 2<<20, 2<<20+10)
+	}
+	// 2 MiB each way at 4 MiB/s: at least ~0.5 s up, then ~0.5 s down,
+	// less the first burst of each.
+	minUp := time.Duration(float64(c.Up.Bytes-rateBurst) / rateBps * float64(time.Second))
+	if up := c.Up.Last.Sub(c.Up.First); up < minUp*9/10 {
+		t.Errorf("2 MiB went up in %v, faster than the %d B/s limit allows (%v)", up, rateBps, minUp)
+	}
+	if elapsed < 2*minUp*9/10 {
+		t.Errorf("both requests took %v, faster than the limit allows in each direction", elapsed)
+	}
+	if got := c.Up.MBps(); got > 1.1*rateBps/1e6 {
+		t.Errorf("achieved %.2f MB/s up, above the limit of %.2f", got, float64(rateBps)/1e6)
+	}
+}
+
+// Behind the proxy the server sees the client's host and scheme, so the
+// URLs it hands out lead back through the proxy.
+func TestHostAndSchemeReachTheServer(t *testing.T) {
+	var host, proto string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, proto = r.Host, r.Header.Get("X-Forwarded-Proto")
+	}))
+	t.Cleanup(srv.Close)
+	p := start(t, srv.URL, Plan{})
+	resp, err := http.Get(p.URL() + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if "http://"+host != p.URL() || proto != "http" {
+		t.Errorf("server saw host %q, proto %q; want the proxy's %q over http", host, proto, p.URL())
 	}
 }
 

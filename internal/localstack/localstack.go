@@ -8,11 +8,13 @@ package localstack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,14 +187,34 @@ func tail(s string, n int) string {
 type GCS struct {
 	// Host is the host:port to put in STORAGE_EMULATOR_HOST.
 	Host string
-	srv  *fakestorage.Server
+	// TLSHost is the host:port of the same server over HTTPS, with the
+	// self-signed certificate CertPEM; empty unless GCSOptions.TLS.
+	TLSHost string
+	CertPEM []byte
+	srv     *fakestorage.Server
+	shim    *shim
+	servers []*http.Server
 }
 
 // Stop ends the server.
-func (g *GCS) Stop() { g.srv.Stop() }
+func (g *GCS) Stop() {
+	for _, s := range g.servers {
+		_ = s.Close()
+	}
+	g.srv.Stop()
+}
+
+// Stats returns what the shim in front of the server has counted; zero
+// for a server started with StartGCS.
+func (g *GCS) Stats() Stats {
+	if g.shim == nil {
+		return Stats{}
+	}
+	return g.shim.Stats()
+}
 
 // StartGCS starts fake-gcs-server in this process, on loopback, keeping
-// objects in memory.
+// objects in memory, as it comes: no shim in front of it.
 func StartGCS(port uint16) (*GCS, error) {
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
 		Scheme: "http", Host: "127.0.0.1", Port: port,
@@ -203,6 +225,61 @@ func StartGCS(port uint16) (*GCS, error) {
 	}
 	u := strings.TrimPrefix(srv.URL(), "http://")
 	return &GCS{Host: u, srv: srv}, nil
+}
+
+// GCSOptions configure StartGCSWith.
+type GCSOptions struct {
+	// Port is the HTTP port on 127.0.0.1; 0 picks a free one.
+	Port uint16
+	// TLS also serves the server over HTTPS on a free port, with a
+	// self-signed certificate (gsutil speaks nothing else).
+	TLS bool
+	// StockCompose leaves compose to fake-gcs-server instead of the shim's
+	// fast path (for comparing the two).
+	StockCompose bool
+}
+
+// StartGCSWith starts fake-gcs-server in this process, on loopback, keeping
+// objects in memory, behind a shim that composes without the fake's waste
+// (unless StockCompose), answers an object DELETE with 204 as GCS does, and
+// counts compose time (Stats, also served as JSON on StatsPath).
+func StartGCSWith(o GCSOptions) (*GCS, error) {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.Port))
+	if err != nil {
+		return nil, fmt.Errorf("fake-gcs-server: %w", err)
+	}
+	host := ln.Addr().String()
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme: "http", Host: "127.0.0.1", NoListener: true,
+		ExternalURL: "http://" + host, Writer: io.Discard,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("fake-gcs-server: %w", err)
+	}
+	g := &GCS{Host: host, srv: srv, shim: newShim(srv, !o.StockCompose)}
+	g.serve(ln)
+	if o.TLS {
+		cert, certPEM, err := SelfSignedCert()
+		if err != nil {
+			g.Stop()
+			return nil, err
+		}
+		tln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			g.Stop()
+			return nil, fmt.Errorf("fake-gcs-server over TLS: %w", err)
+		}
+		g.TLSHost, g.CertPEM = tln.Addr().String(), certPEM
+		g.serve(tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	}
+	return g, nil
+}
+
+func (g *GCS) serve(ln net.Listener) {
+	s := &http.Server{Handler: g.shim, ReadHeaderTimeout: 30 * time.Second}
+	g.servers = append(g.servers, s)
+	go func() { _ = s.Serve(ln) }()
 }
 
 // CreateBucket creates bucket on the fake server.

@@ -1,0 +1,336 @@
+package localstack
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+)
+
+// StatsPath is where the shim in front of fake-gcs-server answers with its
+// Stats as JSON (GET), on the same port as the storage API.
+const StatsPath = "/_ferry/stats"
+
+// Stats are what the shim has counted since the server started.
+type Stats struct {
+	// Requests is every request the server received.
+	Requests int64 `json:"requests"`
+	// ComposeCalls, ComposeMS and ComposeBytes add up every compose the
+	// server answered: calls, milliseconds spent in them (summed over
+	// calls, so concurrent calls count twice), and bytes written.
+	ComposeCalls int64 `json:"compose_calls"`
+	ComposeMS    int64 `json:"compose_ms"`
+	ComposeBytes int64 `json:"compose_bytes"`
+	// FastCompose is true when the shim composes (FastCompose), false
+	// when fake-gcs-server does.
+	FastCompose bool `json:"fast_compose"`
+}
+
+// shim is an http.Handler in front of fake-gcs-server that
+//   - answers a successful object DELETE with 204 No Content, as GCS does
+//     (the fake answers 200 with a body, which gsutil treats as an error);
+//   - optionally composes objects itself (see composeFast);
+//   - counts requests and the time spent in compose, served on StatsPath.
+type shim struct {
+	fake *fakestorage.Server
+	next http.Handler
+	fast bool
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+func newShim(fake *fakestorage.Server, fast bool) *shim {
+	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, stats: Stats{FastCompose: fast}}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *shim) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == StatsPath && r.Method == http.MethodGet {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Stats())
+		return
+	}
+	s.mu.Lock()
+	s.stats.Requests++
+	s.mu.Unlock()
+	if bucket, dest, ok := composePath(r); ok {
+		t0 := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		n := s.compose(rec, r, bucket, dest)
+		s.mu.Lock()
+		s.stats.ComposeCalls++
+		s.stats.ComposeMS += time.Since(t0).Milliseconds()
+		if rec.status == 0 || rec.status == http.StatusOK {
+			s.stats.ComposeBytes += n
+		}
+		s.mu.Unlock()
+		return
+	}
+	if r.Method == http.MethodDelete && isObjectPath(r) {
+		rec := httptest.NewRecorder()
+		s.next.ServeHTTP(rec, r)
+		if rec.Code == http.StatusOK {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		copyResponse(w, rec)
+		return
+	}
+	s.next.ServeHTTP(w, r)
+}
+
+// statusRecorder remembers the status written through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+const apiPrefix = "/storage/v1/b/"
+
+// composePath matches POST /storage/v1/b/BUCKET/o/OBJECT/compose and
+// returns the bucket and the unescaped destination name.
+func composePath(r *http.Request) (bucket, dest string, ok bool) {
+	if r.Method != http.MethodPost {
+		return "", "", false
+	}
+	p := r.URL.EscapedPath()
+	if !strings.HasPrefix(p, apiPrefix) || !strings.HasSuffix(p, "/compose") {
+		return "", "", false
+	}
+	b, o, found := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(p, apiPrefix), "/compose"), "/o/")
+	if !found || b == "" || o == "" || strings.Contains(b, "/") {
+		return "", "", false
+	}
+	bu, err1 := url.PathUnescape(b)
+	de, err2 := url.PathUnescape(o)
+	if err1 != nil || err2 != nil {
+		return "", "", false
+	}
+	return bu, de, true
+}
+
+// isObjectPath matches /storage/v1/b/BUCKET/o/OBJECT (not its ACLs).
+func isObjectPath(r *http.Request) bool {
+	p := r.URL.EscapedPath()
+	if !strings.HasPrefix(p, apiPrefix) {
+		return false
+	}
+	_, o, found := strings.Cut(strings.TrimPrefix(p, apiPrefix), "/o/")
+	return found && o != "" && !strings.Contains(o, "/acl")
+}
+
+// composeRequest is the part of a compose request fake-gcs-server reads.
+type composeRequest struct {
+	SourceObjects []struct {
+		Name string `json:"name"`
+	} `json:"sourceObjects"`
+	Destination struct {
+		ContentType        string            `json:"contentType"`
+		ContentEncoding    string            `json:"contentEncoding"`
+		ContentDisposition string            `json:"contentDisposition"`
+		ContentLanguage    string            `json:"contentLanguage"`
+		CacheControl       string            `json:"cacheControl"`
+		StorageClass       string            `json:"storageClass"`
+		Metadata           map[string]string `json:"metadata"`
+	} `json:"destination"`
+}
+
+// maxComposeSources is GCS's (and the fake's) limit of sources per call.
+const maxComposeSources = 32
+
+// compose answers one compose request and returns the bytes written.
+//
+// fake-gcs-server's own compose reads every source into a slice that grows
+// by append (copying what it holds at every growth), copies the result again
+// when it stores it, and hashes it all (CRC32C and MD5) while holding the
+// lock every request of the server waits on. composeFast does what it does
+// with one copy: see there. Whatever the fast path does not handle exactly
+// as the fake would (a body it cannot decode, too many sources, a missing
+// source, a request with ACL options), it hands to the fake unchanged, so
+// errors are the fake's own.
+func (s *shim) compose(w http.ResponseWriter, r *http.Request, bucket, dest string) int64 {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "compose: reading the request body: "+err.Error(), http.StatusBadRequest)
+		return 0
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !s.fast || r.URL.Query().Get("destinationPredefinedAcl") != "" {
+		s.next.ServeHTTP(w, r)
+		return 0
+	}
+	var req composeRequest
+	if err := json.Unmarshal(body, &req); err != nil || len(req.SourceObjects) > maxComposeSources {
+		s.next.ServeHTTP(w, r)
+		return 0
+	}
+	gen, n, ok := s.composeFast(bucket, dest, req)
+	if !ok {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.next.ServeHTTP(w, r)
+		return 0
+	}
+	// The response is the fake's own resource JSON for the new generation.
+	q := url.Values{"generation": {strconv.FormatInt(gen, 10)}, "projection": {"full"}}
+	get := r.Clone(r.Context())
+	get.Method = http.MethodGet
+	get.URL.RawQuery = q.Encode()
+	get.URL.Path = strings.TrimSuffix(r.URL.Path, "/compose")
+	get.URL.RawPath = strings.TrimSuffix(r.URL.RawPath, "/compose")
+	get.Body, get.ContentLength = http.NoBody, 0
+	s.next.ServeHTTP(w, get)
+	return n
+}
+
+// composeFast stores the concatenation of the sources under dest, as
+// fake-gcs-server's compose does (same attributes, a new generation, the
+// fake's rules for an existing destination), and returns its generation
+// and size. ok is false when a source is missing or the store refused:
+// the caller then lets the fake answer.
+//
+// The bytes are copied once, into a buffer of the final size. The CRC32C is
+// not recomputed: it is combined from the sources' CRC32Cs and lengths
+// (crc32c.Combine), which the fake computed from their bytes when it stored
+// them (it ignores a client's claimed CRC32C on every write path). The MD5
+// cannot be combined; GCS gives composite objects none, but the fake gives
+// every object one and gsutil checks downloads against it, so it is
+// computed here, over the buffer, outside the server's lock.
+func (s *shim) composeFast(bucket, dest string, req composeRequest) (gen, size int64, ok bool) {
+	be := s.fake.Backend()
+	type source struct {
+		content io.ReadSeekCloser
+		size    int64
+		crc     uint32
+	}
+	srcs := make([]source, 0, len(req.SourceObjects))
+	defer func() {
+		for _, src := range srcs {
+			_ = src.content.Close()
+		}
+	}()
+	var total int64
+	for _, so := range req.SourceObjects {
+		o, err := be.GetObject(bucket, so.Name)
+		if err != nil {
+			return 0, 0, false
+		}
+		crc, err := decodeCRC32C(o.Crc32c)
+		if err != nil {
+			_ = o.Content.Close()
+			return 0, 0, false
+		}
+		srcs = append(srcs, source{content: o.Content, size: o.Size, crc: crc})
+		total += o.Size
+	}
+	buf := make([]byte, total)
+	var crc uint32
+	off := int64(0)
+	for _, src := range srcs {
+		if _, err := io.ReadFull(src.content, buf[off:off+src.size]); err != nil {
+			return 0, 0, false
+		}
+		crc = crc32c.Combine(crc, src.crc, src.size)
+		off += src.size
+	}
+	sum := md5.Sum(buf)
+
+	// The new object starts from the destination's attributes when it
+	// exists (the fake keeps them, taking only metadata from the request),
+	// else from the request's; then it gets the new content and a new
+	// generation.
+	o, err := be.GetObject(bucket, dest)
+	if err != nil {
+		if len(srcs) == 0 {
+			return 0, 0, false
+		}
+		// A value of the backend's object type, to fill in: the first
+		// source's, with every attribute replaced.
+		if o, err = be.GetObject(bucket, req.SourceObjects[0].Name); err != nil {
+			return 0, 0, false
+		}
+		now := time.Now().UTC().Format("2006-01-02T15:04:05.999999Z07:00")
+		o.Name = dest
+		o.ContentType = req.Destination.ContentType
+		o.ContentEncoding = req.Destination.ContentEncoding
+		o.ContentDisposition = req.Destination.ContentDisposition
+		o.ContentLanguage = req.Destination.ContentLanguage
+		o.CacheControl = req.Destination.CacheControl
+		o.StorageClass = req.Destination.StorageClass
+		o.ACL = nil
+		o.Created, o.Updated = now, now
+		o.Deleted, o.CustomTime = "", ""
+		o.RetentionMode, o.RetentionRetainUntil = "", ""
+	}
+	_ = o.Content.Close()
+	o.BucketName = bucket
+	o.Content = nopCloser{bytes.NewReader(buf)}
+	o.Size = total
+	o.Crc32c = encodeCRC32C(crc)
+	o.Md5Hash = base64.StdEncoding.EncodeToString(sum[:])
+	o.Etag = o.Md5Hash
+	o.Metadata = req.Destination.Metadata
+	o.Generation = 0
+	created, err := be.CreateObject(o, noConditions{})
+	if err != nil {
+		return 0, 0, false
+	}
+	_ = created.Content.Close()
+	return created.Generation, total, true
+}
+
+// noConditions lets every write through, as the fake's compose does.
+type noConditions struct{}
+
+func (noConditions) ConditionsMet(int64) bool { return true }
+
+type nopCloser struct{ io.ReadSeeker }
+
+func (nopCloser) Close() error { return nil }
+
+func decodeCRC32C(s string) (uint32, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != 4 {
+		return 0, fmt.Errorf("crc32c %q: want 4 bytes in base64", s)
+	}
+	return binary.BigEndian.Uint32(b), nil
+}
+
+func encodeCRC32C(c uint32) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], c)
+	return base64.StdEncoding.EncodeToString(b[:])
+}
