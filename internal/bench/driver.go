@@ -1,0 +1,430 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// Config is one bench run's configuration.
+type Config struct {
+	Bin     string // ferry's binaries (bin/)
+	Self    string // this program, for the Go upload peers
+	RunDir  string // data, logs and scratch (.run/bench)
+	Rows    string // NDJSON file the rows are appended to
+	Repeats int
+	Sizes   Sizes
+	// Workloads to run, by name; empty: all.
+	Workloads []string
+	LinkMBps  float64
+	RunID     string
+	Version   string
+	Out       io.Writer // tables
+	Log       io.Writer // progress
+}
+
+// Bench runs workloads and keeps their runs.
+type Bench struct {
+	cfg  Config
+	mu   sync.Mutex
+	runs []Run
+	data *Data
+}
+
+// New returns a Bench for cfg.
+func New(cfg Config) *Bench { return &Bench{cfg: cfg} }
+
+func (b *Bench) logf(format string, a ...any) {
+	fmt.Fprintf(b.cfg.Log, "bench: "+format+"\n", a...)
+}
+
+func (b *Bench) wants(workload string) bool {
+	if len(b.cfg.Workloads) == 0 {
+		return true
+	}
+	for _, w := range b.cfg.Workloads {
+		if w == workload {
+			return true
+		}
+	}
+	return false
+}
+
+// record keeps a run and appends its row to the rows file at once, so an
+// interrupted bench keeps what it measured.
+func (b *Bench) record(r Run) error {
+	b.mu.Lock()
+	b.runs = append(b.runs, r)
+	b.mu.Unlock()
+	state := "ok"
+	if r.Err != nil {
+		state = "FAILED: " + oneLine(r.Err.Error(), 300)
+	}
+	b.logf("%s %s %s #%d: %s s %s", r.Workload, r.Tier, r.Method, r.Repeat, secs(r.Wall.Seconds()), state)
+	line, err := result.NDJSON([]result.Row{r.Row(b.cfg.RunID, b.cfg.Version)})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(b.cfg.Rows, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("rows file: %w", err)
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return fmt.Errorf("rows file %s: %w", b.cfg.Rows, err)
+	}
+	return f.Close()
+}
+
+// Run runs the chosen workloads, prints their tables and the goals, and
+// returns an error only when the bench itself could not run (a failed
+// method is a failed row, not an error).
+func (b *Bench) Run(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(b.cfg.Rows), 0o755); err != nil {
+		return err
+	}
+	b.logf("preparing data in %s", filepath.Join(b.cfg.RunDir, "data"))
+	d, err := PrepareData(ctx, b.cfg.Bin, filepath.Join(b.cfg.RunDir, "data"), b.cfg.Sizes)
+	if err != nil {
+		return err
+	}
+	b.data = d
+	b.warmUp(ctx)
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{LargeFile, b.largeFile},
+		{SmallFiles, b.smallFiles},
+		{Shaped, b.shapedLink},
+		{Codecs, b.codecs},
+		{Restore, b.restore},
+	}
+	for _, s := range steps {
+		if !b.wants(s.name) {
+			continue
+		}
+		if err := s.run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	b.Print(b.cfg.Out)
+	return nil
+}
+
+// Print writes every table and the goals.
+func (b *Bench) Print(w io.Writer) {
+	rs := Group(b.runs)
+	for _, tier := range Tiers(rs, LargeFile) {
+		LargeFileTable(rs, tier).Write(w)
+	}
+	for _, tier := range Tiers(rs, SmallFiles) {
+		SmallFilesTable(rs, tier, GcloudRecurse).Write(w)
+	}
+	if len(Select(rs, Shaped, "")) > 0 {
+		ShapedTable(rs, b.cfg.LinkMBps).Write(w)
+	}
+	for _, tier := range Tiers(rs, Codecs) {
+		CodecTable(rs, tier).Write(w)
+	}
+	if b.wants(Restore) && len(Select(rs, Restore, "")) == 0 {
+		fmt.Fprintf(w, "\n== Workload 5: restore\n  skipped: no restore (%s is missing)\n", filepath.Join(b.cfg.Bin, "restore"))
+	}
+	for _, tier := range Tiers(rs, Restore) {
+		RestoreTable(rs, tier).Write(w)
+	}
+	WriteGoals(w, Goals(rs, b.cfg.LinkMBps, b.data.smallTier()))
+	fmt.Fprintf(w, "\nrows appended to %s (bench_run %s); make report shows them beside ferry's own\n", b.cfg.Rows, b.cfg.RunID)
+}
+
+// warmUp runs each CLI once, untimed, so that no method pays for creating
+// gcloud's configuration directory or for a cold page cache of its
+// installation.
+func (b *Bench) warmUp(ctx context.Context) {
+	for _, argv := range [][]string{{"gcloud", "version"}, {"gsutil", "version"}, {"zstd", "--version"}} {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		if _, err := Output(ctx, b.cliEnv(nil), argv...); err != nil {
+			b.logf("warm-up %s: %v", argv[0], err)
+		}
+		cancel()
+	}
+}
+
+// method is one way of doing a workload's job.
+type method struct {
+	name    string
+	role    Role
+	setting string
+	workers int    // ferry
+	codec   string // ferry: --codec; peers: what they store
+	level   int
+	tls     bool // gsutil: needs the HTTPS listener
+	// run does one repeat. It gets a fresh empty bucket.
+	run func(ctx context.Context, e *env) (Run, error)
+}
+
+// env is what one repeat runs against.
+type env struct {
+	stack  *Stack
+	bucket string
+	// gcs is the storage endpoint the method must use (the server, or the
+	// shaped link in front of it): host:port, and the HTTPS one.
+	gcs, gcsTLS string
+	cert        string
+	boto        string
+	dir         string // scratch directory of the repeat
+	logs        string // log file prefix
+	tier        string
+	workload    string
+	rep         int
+}
+
+// plan is one workload × tier: its methods and what to check afterwards.
+type plan struct {
+	workload, tier string
+	methods        []method
+	// verify checks what a successful repeat stored under the bucket.
+	verify func(ctx context.Context, e *env, r *Run) error
+	// link, when positive, puts a rate-limited proxy between every method
+	// and the server (bytes per second).
+	link int64
+}
+
+// runPlan runs every method of p, each in a fresh localstack, each repeat
+// in a new bucket, and records the runs.
+func (b *Bench) runPlan(ctx context.Context, p plan) error {
+	for _, m := range p.methods {
+		if err := b.runMethod(ctx, p, m); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '-'
+	}, s)
+}
+
+func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
+	dir := filepath.Join(b.cfg.RunDir, "work", safeName(p.workload+"-"+p.tier+"-"+m.name))
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	logDir := filepath.Join(b.cfg.RunDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	stackLog, err := os.Create(filepath.Join(logDir, safeName(p.workload+"-"+p.tier+"-"+m.name)+"-localstack.log"))
+	if err != nil {
+		return err
+	}
+	defer stackLog.Close()
+	st, err := StartStack(ctx, StackOptions{Bin: b.cfg.Bin, Dir: filepath.Join(dir, "stack"), PubSub: m.role == Ferry,
+		TLS: m.tls, Compose: "fast", Log: stackLog})
+	if err != nil {
+		// The stack is the bench's, not the method's: still a failed row,
+		// so the table shows it.
+		for rep := 1; rep <= b.cfg.Repeats; rep++ {
+			if rerr := b.record(b.failed(p, m, rep, err)); rerr != nil {
+				return rerr
+			}
+		}
+		return nil
+	}
+	defer func() { _ = st.Stop() }()
+	boto := ""
+	if m.tls {
+		if boto, err = b.writeBoto(dir, st.Env["LOCALSTACK_GCS_TLS_HOST"], st.Env["LOCALSTACK_GCS_CERT"]); err != nil {
+			return err
+		}
+	}
+	for rep := 1; rep <= b.cfg.Repeats; rep++ {
+		r := b.runRepeat(ctx, p, m, st, dir, logDir, boto, rep)
+		if err := b.record(r); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (b *Bench) failed(p plan, m method, rep int, err error) Run {
+	return Run{Workload: p.workload, Tier: p.tier, Method: m.name, Role: m.role, Setting: m.setting, Repeat: rep,
+		Workers: m.workers, Codec: m.codec, Level: m.level, StartedAt: time.Now(), Err: err}
+}
+
+func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir, logDir, boto string, rep int) Run {
+	e := &env{stack: st, bucket: safeName(fmt.Sprintf("b-%s-%d", m.name, rep)), gcs: st.Env["STORAGE_EMULATOR_HOST"],
+		gcsTLS: st.Env["LOCALSTACK_GCS_TLS_HOST"], cert: st.Env["LOCALSTACK_GCS_CERT"], boto: boto,
+		dir: filepath.Join(dir, fmt.Sprintf("rep-%d", rep)), logs: filepath.Join(logDir, safeName(fmt.Sprintf("%s-%s-%s-%d", p.workload, p.tier, m.name, rep))),
+		tier: p.tier, workload: p.workload, rep: rep}
+	fail := func(err error) Run { return b.failed(p, m, rep, err) }
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(e.dir)
+	if err := st.CreateBucket(ctx, e.bucket); err != nil {
+		return fail(err)
+	}
+	var link *linkProxy
+	if p.link > 0 {
+		var err error
+		if link, err = startLink(st.GCS(), p.link, m.tls); err != nil {
+			return fail(err)
+		}
+		defer link.Close()
+		e.gcs, e.gcsTLS = link.host, link.tlsHost
+		if m.tls {
+			if e.boto, err = b.writeBoto(e.dir, link.tlsHost, link.certFile(e.dir)); err != nil {
+				return fail(err)
+			}
+			e.cert = link.certFile(e.dir)
+		}
+	}
+	before, _ := st.Stats(ctx)
+	r, err := m.run(ctx, e)
+	after, _ := st.Stats(ctx)
+	r.Workload, r.Tier, r.Method, r.Role, r.Setting, r.Repeat = p.workload, p.tier, m.name, m.role, m.setting, rep
+	if r.Codec == "" {
+		r.Codec, r.Level = m.codec, m.level
+	}
+	if m.role == Ferry {
+		r.Workers = m.workers
+	}
+	r.ServerComposeMS = after.ComposeMS - before.ComposeMS
+	r.ServerComposeCalls = after.ComposeCalls - before.ComposeCalls
+	if link != nil {
+		c := link.Counts()
+		r.LinkBytes, r.LinkMBps = c.Up.Bytes, c.Up.MBps()
+	}
+	if err == nil && p.verify != nil {
+		err = p.verify(ctx, e, &r)
+	}
+	r.Err = err
+	// Free the server's memory before the next repeat (untimed).
+	if rerr := st.Reset(ctx); rerr != nil && r.Err == nil {
+		r.Err = fmt.Errorf("reset the server after the run: %w", rerr)
+	}
+	return r
+}
+
+// writeBoto writes gsutil's configuration for an HTTPS endpoint with the
+// self-signed certificate, and returns its path.
+func (b *Bench) writeBoto(dir, hostPort, cert string) (string, error) {
+	host, port, ok := strings.Cut(hostPort, ":")
+	if !ok {
+		return "", fmt.Errorf("gsutil endpoint %q: want host:port", hostPort)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "boto.cfg")
+	cfg := fmt.Sprintf(`[Credentials]
+gs_json_host = %[1]s
+gs_json_port = %[2]s
+gs_host = %[1]s
+gs_port = %[2]s
+
+[Boto]
+https_validate_certificates = True
+ca_certificates_file = %[3]s
+num_retries = 2
+max_retry_delay = 2
+
+[GSUtil]
+default_project_id = ferry-local
+prefer_api = json
+software_update_check_period = 0
+`, host, port, cert)
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// cliEnv is the environment of gcloud and gsutil: the fake server as the
+// storage endpoint, no credentials, no prompts, no update checks or usage
+// reports, and a configuration directory of the bench's own.
+func (b *Bench) cliEnv(e *env) []string {
+	vars := []string{
+		"CLOUDSDK_CONFIG=" + filepath.Join(b.cfg.RunDir, "gcloud-config"),
+		"CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true",
+		"CLOUDSDK_CORE_PROJECT=ferry-local",
+		"CLOUDSDK_CORE_DISABLE_PROMPTS=1",
+		"CLOUDSDK_CORE_DISABLE_USAGE_REPORTING=true",
+		"CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK=true",
+		"CLOUDSDK_CORE_PASS_CREDENTIALS_TO_GSUTIL=false",
+		"NO_GCE_CHECK=True",
+	}
+	if e != nil {
+		vars = append(vars, "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=http://"+e.gcs+"/")
+		if e.boto != "" {
+			// gcloud's gsutil wrapper passes its own CA file to gsutil;
+			// this one makes it pass the server's certificate.
+			vars = append(vars, "BOTO_CONFIG="+e.boto, "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE="+e.cert)
+		}
+	}
+	return vars
+}
+
+// measure runs one command as one method's repeat: its wall time and what
+// its process tree used.
+func measure(ctx context.Context, e *env, name string, argv []string, vars []string) (Run, error) {
+	logf, err := os.Create(e.logs + "-" + name + ".log")
+	if err != nil {
+		return Run{}, err
+	}
+	defer logf.Close()
+	t0 := time.Now()
+	wall, proc, err := Measure(ctx, Spec{Name: name, Argv: argv, Env: vars, Log: logf, Stdout: logf})
+	return Run{Wall: wall, Procs: []Proc{proc}, StartedAt: t0}, err
+}
+
+// errVerify marks a run whose result was wrong.
+var errVerify = errors.New("verify")
+
+func verifyf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errVerify}, a...)...)
+}
+
+// decodeDone reads producer submit --wait --json output: the transfer id on
+// the first line, then the done event.
+func decodeDone(out []byte) (id string, status, msg string) {
+	s := strings.TrimSpace(string(out))
+	first, rest, _ := strings.Cut(s, "\n")
+	id = strings.TrimSpace(first)
+	var done struct {
+		TransferID string `json:"transfer_id"`
+		Status     string `json:"status"`
+		Error      string `json:"error"`
+	}
+	if i := strings.Index(rest, "{"); i >= 0 && json.Unmarshal([]byte(rest[i:]), &done) == nil {
+		if done.TransferID != "" {
+			id = done.TransferID
+		}
+		return id, done.Status, done.Error
+	}
+	return id, "", ""
+}

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Method names shared by the workloads, the goals and the README.
+const (
+	ZstdCLI        = "zstd_cli_T2"         // zstd -3 -T2, the compression ceiling
+	GcloudRecurse  = "gcloud_storage_cp_r" // gcloud storage cp -r
+	FerryRestore   = "ferry_restore"
+	GcloudDownZstd = "gcloud_cp_zstd_d"
+	FerryZstd3     = "ferry-zstd3"
+	CodecZstdCLI   = "zstd_cli_3_T2"
+)
+
+// Goal is one goal of issues 10–12 beside what the run measured. Goals are
+// printed, never asserted.
+type Goal struct {
+	Name     string
+	Target   string
+	Measured string
+	// State is "met", "not met" or "not measured".
+	State string
+}
+
+func goal(name, target string, measured string, met, known bool) Goal {
+	g := Goal{Name: name, Target: target, Measured: measured, State: "not measured"}
+	if known {
+		g.State = "not met"
+		if met {
+			g.State = "met"
+		}
+	}
+	return g
+}
+
+// bestFerry is ferry's fastest method among rs.
+func bestFerry(rs []Result) (Result, bool) { return Best(rs, Ferry) }
+
+// Goals evaluates the goals on the results of one bench run. linkMBps is
+// the shaped link's limit; smallTier the tier of the many-small-files set.
+func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
+	var out []Goal
+	for _, tier := range Tiers(rs, LargeFile) {
+		sel := Select(rs, LargeFile, tier)
+		f, okF := bestFerry(sel)
+		p, okP := Best(sel, Peer)
+		z, okZ := Find(sel, ZstdCLI)
+		okZ = okZ && len(z.OK) > 0
+		if okF && okP {
+			q := f.Wall.Median / p.Wall.Median
+			out = append(out, goal("large file "+tier+": ferry wall time / best peer's", "<= 0.50",
+				fmt.Sprintf("%.2f (%s %s s, %s %s s)", q, f.Method, secs(f.Wall.Median), p.Method, secs(p.Wall.Median)), q <= 0.5, true))
+		} else {
+			out = append(out, goal("large file "+tier+": ferry wall time / best peer's", "<= 0.50", "-", false, false))
+		}
+		if okF && okZ {
+			q := f.Wall.Median / z.Wall.Median
+			out = append(out, goal("large file "+tier+": ferry wall time / zstd -3 -T2 alone", "<= 2.0",
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(f.Wall.Median), secs(z.Wall.Median)), q <= 2, true))
+		}
+	}
+
+	if sel := Select(rs, Shaped, ""); len(sel) > 0 {
+		f, ok := bestFerry(sel)
+		if ok {
+			raw := f.MBps()
+			ratio := f.Median(func(r Run) float64 {
+				if r.LinkBytes <= 0 {
+					return 0
+				}
+				return float64(r.Bytes) / float64(r.LinkBytes)
+			})
+			ideal := Ideal(ratio, linkMBps)
+			q := 0.0
+			if ideal > 0 {
+				q = raw / ideal
+			}
+			out = append(out, goal(fmt.Sprintf("shaped link %.1f MB/s: ferry raw MB/s / ideal", linkMBps), ">= 0.90",
+				fmt.Sprintf("%.2f (%.1f of %.1f MB/s)", q, raw, ideal), q >= 0.9, ideal > 0))
+		}
+	}
+
+	if sel := Select(rs, SmallFiles, smallTier); len(sel) > 0 {
+		f, okF := bestFerry(sel)
+		g, okG := Find(sel, GcloudRecurse)
+		okG = okG && len(g.OK) > 0
+		if okF {
+			fps := f.FilesPerSec()
+			out = append(out, goal("small files: ferry files/s", ">= 1000", fmt.Sprintf("%.0f (%s)", fps, f.Method), fps >= 1000, true))
+			if okG {
+				q := fps / g.FilesPerSec()
+				out = append(out, goal("small files: ferry files/s / gcloud storage cp -r", ">= 3.0",
+					fmt.Sprintf("%.2f (%.0f vs %.0f files/s)", q, fps, g.FilesPerSec()), q >= 3, true))
+			}
+		}
+	}
+
+	for _, tier := range Tiers(rs, Codecs) {
+		sel := Select(rs, Codecs, tier)
+		f, okF := Find(sel, FerryZstd3)
+		z, okZ := Find(sel, CodecZstdCLI)
+		if okF && okZ && len(f.OK) > 0 && len(z.OK) > 0 {
+			comp := func(r Run) float64 { return MBps(r.Bytes, float64(r.CompressMS)/1000) }
+			ratio := func(r Run) float64 {
+				if r.Wire <= 0 {
+					return 0
+				}
+				return float64(r.Bytes) / float64(r.Wire)
+			}
+			q := f.Median(comp) / z.Median(comp)
+			out = append(out, goal("codecs "+tier+": producer compress MB/s / zstd -3 -T2", ">= 0.95",
+				fmt.Sprintf("%.2f (%.0f vs %.0f MB/s)", q, f.Median(comp), z.Median(comp)), q >= 0.95, true))
+			rq := f.Median(ratio) / z.Median(ratio)
+			out = append(out, goal("codecs "+tier+": producer ratio / CLI's", ">= 0.98",
+				fmt.Sprintf("%.3f (%.2f vs %.2f)", rq, f.Median(ratio), z.Median(ratio)), rq >= 0.98, true))
+		}
+	}
+
+	for _, tier := range Tiers(rs, Restore) {
+		sel := Select(rs, Restore, tier)
+		f, okF := Find(sel, FerryRestore)
+		if !okF || len(f.OK) == 0 {
+			out = append(out, goal("restore "+tier, "see issue 10", "-", false, false))
+			continue
+		}
+		ref, want, name := GcloudDownZstd, 1.5, "ferry restore speed / gcloud storage cp + zstd -d"
+		if _, ok := Find(sel, GcloudDownZstd); !ok {
+			ref, want, name = GcloudRecurse, 2.0, "ferry restore speed / gcloud storage cp -r"
+		}
+		if g, ok := Find(sel, ref); ok && len(g.OK) > 0 {
+			q := Speedup(g.Wall.Median, f.Wall.Median)
+			out = append(out, goal("restore "+tier+": "+name, fmt.Sprintf(">= %.1f", want),
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(f.Wall.Median), secs(g.Wall.Median)), q >= want, true))
+		}
+	}
+
+	if peaks := ProcessPeaks(rs); len(peaks) > 0 {
+		out = append(out, Goal{Name: "memory: peak RSS per ferry process", Target: "producer <= 512 MiB, worker <= 128 MiB at defaults",
+			Measured: strings.Join(peaks, ", "), State: memoryState(rs)})
+	}
+	return out
+}
+
+// memoryState checks the issue's memory bounds on the largest peaks.
+func memoryState(rs []Result) string {
+	var prod, work int64
+	for _, g := range rs {
+		if g.Role != Ferry {
+			continue
+		}
+		for _, r := range g.OK {
+			for _, p := range r.Procs {
+				switch {
+				case p.Name == "producer":
+					prod = max(prod, p.MaxRSSKB)
+				case strings.HasPrefix(p.Name, "worker"):
+					work = max(work, p.MaxRSSKB)
+				}
+			}
+		}
+	}
+	if prod == 0 && work == 0 {
+		return "not measured"
+	}
+	if prod <= 512*1024 && work <= 128*1024 {
+		return "met"
+	}
+	return "not met"
+}
+
+// WriteGoals prints the goals as a table.
+func WriteGoals(w io.Writer, gs []Goal) {
+	t := Table{Title: "Goals (printed, never asserted)", Header: []string{"goal", "target", "measured", "state"}, Left: true}
+	for _, g := range gs {
+		t.Rows = append(t.Rows, []string{g.Name, g.Target, g.Measured, g.State})
+	}
+	t.Write(w)
+}

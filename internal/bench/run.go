@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// Role says what a method is in a comparison.
+type Role string
+
+// Roles of methods.
+const (
+	// Ferry is one of ferry's own methods.
+	Ferry Role = "ferry"
+	// Peer is a tool a user could choose instead of ferry; the best peer
+	// is the one to beat.
+	Peer Role = "peer"
+	// Ceiling is a reference that is not a transfer, such as zstd -3 -T2
+	// compressing the same file: what ferry's pipeline cannot beat.
+	Ceiling Role = "ceiling"
+)
+
+// Proc is what one process of a run used: CPU seconds (user + system) and
+// peak resident memory. For a process that starts children (gcloud,
+// gsutil -m), the CPU includes the children it waited for and the peak is
+// the largest of the process tree's peaks.
+type Proc struct {
+	Name     string
+	CPU      time.Duration
+	MaxRSSKB int64
+}
+
+// Run is one repeat of one method on one workload.
+type Run struct {
+	Workload string
+	Tier     string
+	Method   string
+	Role     Role
+	// Setting describes the method's settings, as the README's table does.
+	Setting string
+	Repeat  int
+
+	Files int
+	Bytes int64 // raw bytes of the sources
+	Wire  int64 // bytes stored (or sent over the shaped link)
+	Codec string
+	Level int
+	// Workers is the number of ferry workers; 0 for the peers.
+	Workers int
+
+	Wall  time.Duration
+	Procs []Proc
+
+	// Ferry's stage times from the merger's row (zero for the peers).
+	CompressMS, UploadMS, ComposeMS, VerifyMS int64
+	// ServerComposeMS and ServerComposeCalls are what fake-gcs-server
+	// spent composing during the run (summed over calls).
+	ServerComposeMS, ServerComposeCalls int64
+	// LinkMBps is the rate the shaped link carried the run's uploads at,
+	// as the proxy measured it; LinkBytes what it carried up.
+	LinkMBps  float64
+	LinkBytes int64
+	// DecompressMS is the time to decompress the stored object (codecs).
+	DecompressMS int64
+
+	StartedAt time.Time
+	Err       error
+}
+
+// OK reports whether the run succeeded.
+func (r Run) OK() bool { return r.Err == nil }
+
+// CPU is the CPU time of all the run's processes.
+func (r Run) CPU() time.Duration {
+	var d time.Duration
+	for _, p := range r.Procs {
+		d += p.CPU
+	}
+	return d
+}
+
+// PeakRSSKB is the largest peak RSS of the run's processes.
+func (r Run) PeakRSSKB() int64 {
+	var m int64
+	for _, p := range r.Procs {
+		m = max(m, p.MaxRSSKB)
+	}
+	return m
+}
+
+// Row is the run as a benchmark row (result.Row), so make report and the
+// BigQuery queries compare it with ferry's own rows. Extras that have no
+// column (repeat, CPU seconds and peak RSS per process, the server's
+// compose time, the link rate) are labels.
+func (r Run) Row(runID, version string) result.Row {
+	ms := r.Wall.Milliseconds()
+	row := result.Row{
+		TransferID:   runID + "-" + r.Workload + "-" + r.Tier + "-" + r.Method + "-" + itoa(r.Repeat),
+		Method:       r.Method,
+		Tier:         r.Tier,
+		Source:       r.Workload,
+		Destination:  "",
+		Files:        r.Files,
+		SizeBytes:    r.Bytes,
+		WireBytes:    r.Wire,
+		Codec:        r.Codec,
+		Level:        r.Level,
+		Workers:      r.Workers,
+		CompressMS:   r.CompressMS,
+		UploadMS:     r.UploadMS,
+		ComposeMS:    r.ComposeMS,
+		VerifyMS:     r.VerifyMS,
+		TotalMS:      ms,
+		RawMBps:      result.MBps(r.Bytes, ms),
+		Status:       "ok",
+		StartedAt:    r.StartedAt.UTC(),
+		FinishedAt:   r.StartedAt.Add(r.Wall).UTC(),
+		FerryVersion: version,
+	}
+	if r.Wire > 0 {
+		row.Ratio = float64(r.Bytes) / float64(r.Wire)
+	}
+	if r.Role != Ferry && r.Role != Ceiling {
+		row.UploadMS = ms
+	}
+	if row.UploadMS > 0 {
+		row.WireMBps = result.MBps(r.Wire, row.UploadMS)
+	}
+	if r.Err != nil {
+		row.Status, row.Error = "failed", r.Err.Error()
+	}
+	add := func(k, v string) { row.Labels = append(row.Labels, result.Label{Key: k, Value: v}) }
+	add("bench_run", runID)
+	add("workload", r.Workload)
+	add("role", string(r.Role))
+	add("repeat", itoa(r.Repeat))
+	if r.Setting != "" {
+		add("setting", r.Setting)
+	}
+	for _, p := range r.Procs {
+		add("cpu_s."+p.Name, ftoa(p.CPU.Seconds(), 2))
+		add("peak_rss_kb."+p.Name, itoa(int(p.MaxRSSKB)))
+	}
+	if r.ServerComposeCalls > 0 {
+		add("server_compose_ms", itoa(int(r.ServerComposeMS)))
+		add("server_compose_calls", itoa(int(r.ServerComposeCalls)))
+	}
+	if r.LinkBytes > 0 {
+		add("link_mbps", ftoa(r.LinkMBps, 2))
+		add("link_bytes", itoa(int(r.LinkBytes)))
+	}
+	if r.DecompressMS > 0 {
+		add("decompress_ms", itoa(int(r.DecompressMS)))
+	}
+	return row
+}

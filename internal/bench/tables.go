@@ -1,0 +1,379 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Workload names, as they appear in rows (label "workload") and tables.
+const (
+	LargeFile  = "large-file"
+	SmallFiles = "small-files"
+	Shaped     = "shaped-link"
+	Codecs     = "codecs"
+	Restore    = "restore"
+)
+
+// Result is one method's repeats on one workload and tier.
+type Result struct {
+	Workload, Tier, Method string
+	Role                   Role
+	Setting                string
+	Runs                   []Run // every repeat, in order
+	OK                     []Run // the repeats that succeeded
+	Wall                   Summary
+	LastErr                error
+}
+
+// Group gathers runs by workload, tier and method, in the order each was
+// first seen.
+func Group(runs []Run) []Result {
+	var out []Result
+	index := map[string]int{}
+	for _, r := range runs {
+		k := r.Workload + "\x00" + r.Tier + "\x00" + r.Method
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, Result{Workload: r.Workload, Tier: r.Tier, Method: r.Method, Role: r.Role, Setting: r.Setting})
+		}
+		g := &out[i]
+		g.Runs = append(g.Runs, r)
+		if r.OK() {
+			g.OK = append(g.OK, r)
+		} else {
+			g.LastErr = r.Err
+		}
+	}
+	for i := range out {
+		out[i].Wall = Summarize(out[i].each(func(r Run) float64 { return r.Wall.Seconds() }))
+	}
+	return out
+}
+
+func (g Result) each(f func(Run) float64) []float64 {
+	xs := make([]float64, 0, len(g.OK))
+	for _, r := range g.OK {
+		xs = append(xs, f(r))
+	}
+	return xs
+}
+
+// Median is the median of f over the successful repeats.
+func (g Result) Median(f func(Run) float64) float64 { return Summarize(g.each(f)).Median }
+
+// MaxOf is the largest f over the successful repeats.
+func (g Result) MaxOf(f func(Run) float64) float64 { return Summarize(g.each(f)).Max }
+
+// MBps is the median raw throughput.
+func (g Result) MBps() float64 {
+	return g.Median(func(r Run) float64 { return MBps(r.Bytes, r.Wall.Seconds()) })
+}
+
+// FilesPerSec is the median of files per second.
+func (g Result) FilesPerSec() float64 {
+	return g.Median(func(r Run) float64 {
+		if r.Wall <= 0 {
+			return 0
+		}
+		return float64(r.Files) / r.Wall.Seconds()
+	})
+}
+
+// Select returns the results of one workload and tier ("" matches any).
+func Select(rs []Result, workload, tier string) []Result {
+	var out []Result
+	for _, r := range rs {
+		if r.Workload == workload && (tier == "" || r.Tier == tier) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Tiers lists the tiers of a workload's results, in order of appearance.
+func Tiers(rs []Result, workload string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.Workload == workload && !seen[r.Tier] {
+			seen[r.Tier] = true
+			out = append(out, r.Tier)
+		}
+	}
+	return out
+}
+
+// Best returns the result of role with the lowest median wall time among
+// those with a successful repeat.
+func Best(rs []Result, role Role) (Result, bool) {
+	var best Result
+	found := false
+	for _, r := range rs {
+		if r.Role != role || len(r.OK) == 0 {
+			continue
+		}
+		if !found || r.Wall.Median < best.Wall.Median {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// Find returns the result of method.
+func Find(rs []Result, method string) (Result, bool) {
+	for _, r := range rs {
+		if r.Method == method {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+func runsCell(g Result) string {
+	if f := len(g.Runs) - len(g.OK); f > 0 {
+		return fmt.Sprintf("%d (%d failed)", len(g.Runs), f)
+	}
+	return itoa(len(g.Runs))
+}
+
+func cpuCell(g Result) string {
+	if len(g.OK) == 0 {
+		return "-"
+	}
+	return ftoa(g.Median(func(r Run) float64 { return r.CPU().Seconds() }), 1)
+}
+
+func rssCell(g Result) string {
+	v := g.MaxOf(func(r Run) float64 { return float64(r.PeakRSSKB()) })
+	if v <= 0 {
+		return "-"
+	}
+	return ftoa(v/1024, 0)
+}
+
+func speedupCell(ref Result, hasRef bool, g Result) string {
+	if !hasRef || len(g.OK) == 0 || g.Role == Ceiling {
+		return "-"
+	}
+	return fmtX(Speedup(ref.Wall.Median, g.Wall.Median))
+}
+
+// composeCell is ferry's compose stage beside the server's own compose
+// time, medians in seconds: "1.2 / 0.8".
+func composeCell(g Result) string {
+	if g.Role != Ferry || len(g.OK) == 0 {
+		return "-"
+	}
+	stage := g.Median(func(r Run) float64 { return float64(r.ComposeMS) / 1000 })
+	server := g.Median(func(r Run) float64 { return float64(r.ServerComposeMS) / 1000 })
+	return secs(stage) + " / " + secs(server)
+}
+
+func failureNotes(rs []Result) []string {
+	var notes []string
+	for _, g := range rs {
+		if g.LastErr != nil {
+			notes = append(notes, fmt.Sprintf("%s failed %d of %d: %s", g.Method, len(g.Runs)-len(g.OK), len(g.Runs), oneLine(g.LastErr.Error(), 160)))
+		}
+	}
+	return notes
+}
+
+func settingNotes(rs []Result) []string {
+	var notes []string
+	for _, g := range rs {
+		if g.Setting != "" {
+			notes = append(notes, fmt.Sprintf("%-20s %s", g.Method, g.Setting))
+		}
+	}
+	return notes
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n-1] + "…"
+	}
+	return s
+}
+
+// LargeFileTable is workload 1 for one tier: wall time, throughput, bytes
+// stored, the speedup over the best peer (above 1: faster), CPU, peak RSS
+// and, for ferry, its compose stage beside the server's compose time.
+func LargeFileTable(rs []Result, tier string) Table {
+	rs = Select(rs, LargeFile, tier)
+	best, ok := Best(rs, Peer)
+	t := Table{
+		Title:  fmt.Sprintf("Workload 1: one large file, tier %s (%s)", tier, sizeOf(rs)),
+		Header: []string{"method", "runs", "wall s min / med / max", "raw MB/s", "stored MB", "vs best peer", "CPU s", "peak RSS MiB", "compose s ferry / server"},
+	}
+	for _, g := range rs {
+		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), spread(g.Wall), fmtRate(g.MBps()),
+			fmtMB(g.Median(func(r Run) float64 { return float64(r.Wire) })), speedupCell(best, ok, g), cpuCell(g), rssCell(g), composeCell(g)})
+	}
+	if ok {
+		t.Notes = append(t.Notes, fmt.Sprintf("best peer: %s, median %s s; \"vs best peer\" is its median wall time over the method's (above 1x: faster)", best.Method, secs(best.Wall.Median)))
+	}
+	t.Notes = append(t.Notes, settingNotes(rs)...)
+	t.Notes = append(t.Notes, failureNotes(rs)...)
+	return t
+}
+
+// SmallFilesTable is workload 2 for one data set: files/s, MB/s and the
+// speedup in files/s over gcloud storage cp -r.
+func SmallFilesTable(rs []Result, tier, gcloudMethod string) Table {
+	rs = Select(rs, SmallFiles, tier)
+	ref, ok := Find(rs, gcloudMethod)
+	ok = ok && len(ref.OK) > 0
+	t := Table{
+		Title:  fmt.Sprintf("Workload 2: many files, %s (%s)", tier, sizeOf(rs)),
+		Header: []string{"method", "runs", "wall s min / med / max", "files/s", "MB/s", "vs " + gcloudMethod, "CPU s", "peak RSS MiB"},
+	}
+	for _, g := range rs {
+		vs := "-"
+		if ok && len(g.OK) > 0 {
+			vs = fmtX(Speedup(ref.Wall.Median, g.Wall.Median))
+		}
+		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), spread(g.Wall), fmtRate(g.FilesPerSec()), fmtRate(g.MBps()), vs, cpuCell(g), rssCell(g)})
+	}
+	t.Notes = append(t.Notes, settingNotes(rs)...)
+	t.Notes = append(t.Notes, failureNotes(rs)...)
+	return t
+}
+
+// Ideal is the best raw throughput a compressing method can have on a link:
+// its compression ratio times the link rate.
+func Ideal(ratio, linkMBps float64) float64 { return ratio * linkMBps }
+
+// ShapedTable is workload 3: raw throughput through a link of linkMBps,
+// the rate the proxy measured, and each method's share of its ideal.
+func ShapedTable(rs []Result, linkMBps float64) Table {
+	rs = Select(rs, Shaped, "")
+	t := Table{
+		Title:  fmt.Sprintf("Workload 3: a shaped link of %.1f MB/s (%s)", linkMBps, sizeOf(rs)),
+		Header: []string{"method", "runs", "wall s min / med / max", "raw MB/s", "sent MB", "link MB/s", "ideal MB/s", "of ideal"},
+	}
+	for _, g := range rs {
+		raw := g.MBps()
+		ratio := g.Median(func(r Run) float64 {
+			if r.LinkBytes <= 0 {
+				return 0
+			}
+			return float64(r.Bytes) / float64(r.LinkBytes)
+		})
+		ideal := Ideal(ratio, linkMBps)
+		of := "-"
+		if ideal > 0 && raw > 0 {
+			of = ftoa(100*raw/ideal, 0) + "%"
+		}
+		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), spread(g.Wall), fmtRate(raw),
+			fmtMB(g.Median(func(r Run) float64 { return float64(r.LinkBytes) })),
+			fmtRate(g.Median(func(r Run) float64 { return r.LinkMBps })), fmtRate(ideal), of})
+	}
+	t.Notes = append(t.Notes, "ideal = (raw bytes / bytes sent over the link) x link rate; link MB/s is what the proxy measured from first to last byte up")
+	t.Notes = append(t.Notes, failureNotes(rs)...)
+	return t
+}
+
+// CodecTable is workload 4: the seeds' compression table.
+func CodecTable(rs []Result, tier string) Table {
+	rs = Select(rs, Codecs, tier)
+	t := Table{
+		Title:  fmt.Sprintf("Workload 4: codecs, tier %s (%s)", tier, sizeOf(rs)),
+		Header: []string{"method", "codec", "runs", "ratio", "compress MB/s", "decompress MB/s", "transfer s med"},
+	}
+	for _, g := range rs {
+		if len(g.Runs) == 0 {
+			continue
+		}
+		r0 := g.Runs[0]
+		codec := r0.Codec
+		if codec != "none" && codec != "" {
+			codec += " " + itoa(r0.Level)
+		}
+		ratio := g.Median(func(r Run) float64 {
+			if r.Wire <= 0 {
+				return 0
+			}
+			return float64(r.Bytes) / float64(r.Wire)
+		})
+		comp := g.Median(func(r Run) float64 { return MBps(r.Bytes, float64(r.CompressMS)/1000) })
+		dec := g.Median(func(r Run) float64 { return MBps(r.Bytes, float64(r.DecompressMS)/1000) })
+		transfer := "-"
+		if g.Role == Ferry && len(g.OK) > 0 {
+			transfer = secs(g.Wall.Median)
+		}
+		t.Rows = append(t.Rows, []string{g.Method, codec, runsCell(g), fmtX(ratio), fmtRate(comp), fmtRate(dec), transfer})
+	}
+	t.Notes = append(t.Notes,
+		"ferry rows: compress is the producer's compress stage inside a whole transfer (2 workers uploading beside it);",
+		"decompress is the stock CLI (zstd -d / gzip -d) on the object ferry stored, downloaded first, output discarded")
+	t.Notes = append(t.Notes, settingNotes(rs)...)
+	t.Notes = append(t.Notes, failureNotes(rs)...)
+	return t
+}
+
+// RestoreTable is workload 5 for one data set.
+func RestoreTable(rs []Result, tier string) Table {
+	rs = Select(rs, Restore, tier)
+	best, ok := Best(rs, Peer)
+	t := Table{
+		Title:  fmt.Sprintf("Workload 5: restore, %s (%s)", tier, sizeOf(rs)),
+		Header: []string{"method", "runs", "wall s min / med / max", "raw MB/s", "files/s", "vs best peer", "CPU s", "peak RSS MiB"},
+	}
+	for _, g := range rs {
+		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), spread(g.Wall), fmtRate(g.MBps()), fmtRate(g.FilesPerSec()), speedupCell(best, ok, g), cpuCell(g), rssCell(g)})
+	}
+	t.Notes = append(t.Notes, settingNotes(rs)...)
+	t.Notes = append(t.Notes, failureNotes(rs)...)
+	return t
+}
+
+// sizeOf describes the data of a group of results: "1 file, 200.0 MB".
+func sizeOf(rs []Result) string {
+	for _, g := range rs {
+		for _, r := range g.Runs {
+			if r.Bytes > 0 {
+				f := "files"
+				if r.Files == 1 {
+					f = "file"
+				}
+				return fmt.Sprintf("%d %s, %.1f MB", r.Files, f, float64(r.Bytes)/1e6)
+			}
+		}
+	}
+	return "no data"
+}
+
+// ProcessPeaks lists the largest peak RSS of each ferry process name over
+// every successful ferry run, largest first: "producer 212 MiB".
+func ProcessPeaks(rs []Result) []string {
+	peak := map[string]int64{}
+	for _, g := range rs {
+		if g.Role != Ferry {
+			continue
+		}
+		for _, r := range g.OK {
+			for _, p := range r.Procs {
+				name := p.Name
+				if strings.HasPrefix(name, "worker-") {
+					name = "worker"
+				}
+				peak[name] = max(peak[name], p.MaxRSSKB)
+			}
+		}
+	}
+	names := make([]string, 0, len(peak))
+	for n := range peak {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return peak[names[i]] > peak[names[j]] })
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, fmt.Sprintf("%s %.0f MiB", n, float64(peak[n])/1024))
+	}
+	return out
+}

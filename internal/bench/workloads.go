@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// ---- ferry ----
+
+// ferryOpts is one ferry transfer.
+type ferryOpts struct {
+	workers      int
+	codec        string
+	level        int
+	sources      []string
+	prefix       string
+	method, tier string
+}
+
+// ferryMethod is ferry with n workers: producer submit --wait, n workers
+// and the merger, all started inside the clock.
+func (b *Bench) ferryMethod(name string, workers int, codec string, level int, sources func() []string) method {
+	return method{name: name, role: Ferry, workers: workers, codec: codec, level: level,
+		setting: fmt.Sprintf("producer submit --wait --codec %s --level %d, %d workers, merger; all started inside the clock", codec, level, workers),
+		run: func(ctx context.Context, e *env) (Run, error) {
+			return b.runFerry(ctx, e, ferryOpts{workers: workers, codec: codec, level: level, sources: sources(),
+				prefix: "ferry", method: name, tier: e.tier})
+		}}
+}
+
+// runFerry runs one transfer with real processes and reads the merger's
+// row for the stage times. The clock starts before the first process and
+// stops when submit has the done event.
+func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) {
+	spool := filepath.Join(e.dir, "spool")
+	results := filepath.Join(e.dir, "results.ndjson")
+	vars := append(e.stack.Environ(),
+		"STORAGE_EMULATOR_HOST="+e.gcs,
+		"FERRY_SPOOL_DIR="+spool,
+		"FERRY_RESULTS_FILE="+results,
+		"FERRY_HTTP_ADDR=127.0.0.1:0",
+		"FERRY_LOG_FORMAT=json",
+		"FERRY_LOG_LEVEL=warn",
+		"FERRY_SHUTDOWN_GRACE=5s",
+	)
+	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
+	var procs []*Process
+	stopAll := func() []Proc {
+		var used []Proc
+		for _, p := range procs {
+			u, _ := p.Stop(30 * time.Second)
+			used = append(used, u)
+		}
+		return used
+	}
+	t0 := time.Now()
+	start := func(name string, argv []string, extra ...string) error {
+		lf, err := open(name)
+		if err != nil {
+			return err
+		}
+		defer lf.Close() // the child has its own descriptor
+		p, err := Start(ctx, Spec{Name: name, Argv: argv, Env: append(append([]string{}, vars...), extra...), Log: lf})
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		return nil
+	}
+	if err := start("merger", []string{filepath.Join(b.cfg.Bin, "merger")}); err != nil {
+		stopAll()
+		return Run{}, err
+	}
+	for i := 1; i <= o.workers; i++ {
+		name := "worker-" + strconv.Itoa(i)
+		if err := start(name, []string{filepath.Join(b.cfg.Bin, "worker")}, "FERRY_WORKER_ID="+name); err != nil {
+			stopAll()
+			return Run{}, err
+		}
+	}
+	argv := []string{filepath.Join(b.cfg.Bin, "producer"), "submit", "--wait", "--json", "--timeout", "30m",
+		"--method", o.method, "--codec", o.codec, "--level", strconv.Itoa(o.level),
+		"--label", "bench_run=" + b.cfg.RunID, "--label", "tier=" + o.tier}
+	argv = append(append(argv, o.sources...), "gs://"+e.bucket+"/"+o.prefix)
+	var out bytes.Buffer
+	lf, err := open("producer")
+	if err != nil {
+		stopAll()
+		return Run{}, err
+	}
+	defer lf.Close()
+	prod, err := Start(ctx, Spec{Name: "producer", Argv: argv, Env: vars, Stdout: &out, Log: lf})
+	if err != nil {
+		stopAll()
+		return Run{}, err
+	}
+	pu, perr := prod.Wait()
+	wall := time.Since(t0)
+	used := append([]Proc{pu}, stopAll()...)
+	r := Run{Wall: wall, Procs: used, StartedAt: t0}
+	id, status, msg := decodeDone(out.Bytes())
+	if perr != nil {
+		return r, perr
+	}
+	if status != "" && status != "ok" {
+		return r, fmt.Errorf("transfer %s %s: %s", id, status, msg)
+	}
+	row, err := findRow(results, id)
+	if err != nil {
+		return r, err
+	}
+	r.Files, r.Bytes, r.Wire = row.Files, row.SizeBytes, row.WireBytes
+	r.CompressMS, r.UploadMS, r.ComposeMS, r.VerifyMS = row.CompressMS, row.UploadMS, row.ComposeMS, row.VerifyMS
+	r.Codec, r.Level = row.Codec, row.Level
+	if row.Status != "ok" {
+		return r, fmt.Errorf("transfer %s: merger row status %s: %s", id, row.Status, row.Error)
+	}
+	return r, nil
+}
+
+// findRow waits up to 10 s for the merger's row of transfer id.
+func findRow(path, id string) (result.Row, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows, err := result.ReadFile(path)
+		if err == nil {
+			for _, r := range rows {
+				if r.TransferID == id {
+					return r, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return result.Row{}, fmt.Errorf("no row for transfer %q in %s: %v", id, path, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ---- peers ----
+
+// cliMethod runs one command line per repeat; argv gets the bucket.
+func (b *Bench) cliMethod(name string, role Role, setting string, tlsNeeded bool, codec string, level int, extraEnv []string,
+	argv func(e *env) []string) method {
+	return method{name: name, role: role, setting: setting, tls: tlsNeeded, codec: codec, level: level,
+		run: func(ctx context.Context, e *env) (Run, error) {
+			vars := append(b.cliEnv(e), extraEnv...)
+			vars = append(vars, "STORAGE_EMULATOR_HOST="+e.gcs)
+			return measure(ctx, e, name, argv(e), vars)
+		}}
+}
+
+func gsURL(e *env, rest string) string { return "gs://" + e.bucket + "/" + rest }
+
+// uploadPeers are workload 1's peers for one file, at their defaults and
+// at the settings that suit large files best.
+func (b *Bench) uploadPeers(f File) []method {
+	base := filepath.Base(f.Path)
+	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
+	gcloudPCU := []string{"CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED=True"}
+	return []method{
+		b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request (ChunkSize 0)", false, "none", 0, nil,
+			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
+		b.cliMethod("go_resumable", Peer, "cloud.google.com/go/storage Writer, resumable in 16 MiB chunks (the library's default)", false, "none", 0, nil,
+			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "resumable", f.Path, dst(e)} }),
+		b.cliMethod("gsutil_cp", Peer, "gsutil cp (defaults; HTTPS to the server)", true, "none", 0, nil,
+			func(e *env) []string { return []string{"gsutil", "cp", f.Path, dst(e)} }),
+		b.cliMethod("gsutil_parallel", Peer, "gsutil -o GSUtil:parallel_composite_upload_threshold=150M cp", true, "none", 0, nil,
+			func(e *env) []string {
+				return []string{"gsutil", "-o", "GSUtil:parallel_composite_upload_threshold=150M", "cp", f.Path, dst(e)}
+			}),
+		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
+			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
+		b.cliMethod("gcloud_storage_pcu", Peer, "gcloud storage cp with storage/parallel_composite_upload_enabled=True (its threshold 150 MiB)", false, "none", 0, gcloudPCU,
+			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
+		b.cliMethod("gcloud_storage_Z", Peer, "gcloud storage cp -Z (gzip on the wire and at rest)", false, "gzip", 0, nil,
+			func(e *env) []string { return []string{"gcloud", "storage", "cp", "-Z", f.Path, dst(e)} }),
+	}
+}
+
+// zstdCeiling is zstd -3 -T2 compressing the file to a file: what ferry's
+// pipeline is measured against.
+func (b *Bench) zstdCeiling(name string, f File) method {
+	return method{name: name, role: Ceiling, codec: "zstd-cli", level: 3, setting: "zstd -3 -T2 FILE -o FILE.zst (no upload)",
+		run: func(ctx context.Context, e *env) (Run, error) {
+			out := filepath.Join(e.dir, "cli.zst")
+			r, err := measure(ctx, e, "zstd", []string{"zstd", "-3", "-T2", "-q", "-f", "-o", out, f.Path}, nil)
+			if err != nil {
+				return r, err
+			}
+			st, err := os.Stat(out)
+			if err != nil {
+				return r, err
+			}
+			r.Files, r.Bytes, r.Wire, r.CompressMS = 1, f.Size, st.Size(), r.Wall.Milliseconds()
+			dec, derr := decompress(ctx, e, "zstd", out)
+			r.DecompressMS = dec.Milliseconds()
+			return r, derr
+		}}
+}
+
+// decompress times the stock CLI decompressing path to /dev/null.
+func decompress(ctx context.Context, e *env, codec, path string) (time.Duration, error) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer null.Close()
+	argv := []string{"zstd", "-d", "-q", "-c", path}
+	if codec == "gzip" {
+		argv = []string{"gzip", "-d", "-c", path}
+	}
+	wall, _, err := Measure(ctx, Spec{Name: argv[0] + " -d", Argv: argv, Stdout: null})
+	return wall, err
+}
+
+func crcOf(s string) (uint32, bool) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != 4 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b), true
+}
+
+// verifyUpload checks what a method stored under prefix: files objects;
+// for raw uploads their total size and, for one file, its CRC32C.
+func verifyUpload(files int, bytes int64, one *File, prefix string) func(ctx context.Context, e *env, r *Run) error {
+	return func(ctx context.Context, e *env, r *Run) error {
+		if r.Role == Ceiling {
+			return nil
+		}
+		p := prefix
+		if r.Role == Ferry {
+			p = "ferry/"
+		}
+		objs, err := e.stack.List(ctx, e.bucket, p)
+		if err != nil {
+			return err
+		}
+		var total int64
+		for _, o := range objs {
+			total += o.Size
+		}
+		if len(objs) != files {
+			return verifyf("%d objects under gs://%s/%s, want %d", len(objs), e.bucket, p, files)
+		}
+		if r.Files == 0 {
+			r.Files, r.Bytes = files, bytes
+		}
+		if r.Role == Ferry {
+			return nil // the merger checked size and CRC32C of every object
+		}
+		r.Wire = total
+		if r.Codec != "none" {
+			return nil
+		}
+		if total != bytes {
+			return verifyf("%d bytes under gs://%s/%s, want %d", total, e.bucket, p, bytes)
+		}
+		if one != nil {
+			if c, ok := crcOf(objs[0].CRC32C); !ok || c != one.CRC32C {
+				return verifyf("gs://%s/%s has crc32c %s, want the source's %08x", e.bucket, objs[0].Name, objs[0].CRC32C, one.CRC32C)
+			}
+		}
+		return nil
+	}
+}
+
+// ---- workloads ----
+
+func (b *Bench) largeFile(ctx context.Context) error {
+	for _, tier := range b.cfg.Sizes.Tiers {
+		f := b.data.Tier[tier]
+		src := func() []string { return []string{f.Path} }
+		ms := []method{
+			b.ferryMethod("ferry-1w", 1, "zstd", 3, src),
+			b.ferryMethod("ferry-2w", 2, "zstd", 3, src),
+			b.ferryMethod("ferry-4w", 4, "zstd", 3, src),
+		}
+		ms = append(ms, b.uploadPeers(f)...)
+		ms = append(ms, b.zstdCeiling(ZstdCLI, f))
+		one := f
+		if err := b.runPlan(ctx, plan{workload: LargeFile, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Bench) smallFiles(ctx context.Context) error {
+	for _, t := range []Tree{b.data.Small, b.data.Big} {
+		dir := t.Dir
+		base := filepath.Base(dir)
+		src := func() []string { return []string{dir} }
+		ms := []method{
+			b.ferryMethod("ferry-2w", 2, "zstd", 3, src),
+			b.cliMethod("gsutil_m_cp_r", Peer, "gsutil -m cp -r DIR (HTTPS to the server)", true, "none", 0, nil,
+				func(e *env) []string { return []string{"gsutil", "-m", "cp", "-r", dir, gsURL(e, "peer/")} }),
+			b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
+				func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }),
+		}
+		_ = base
+		if err := b.runPlan(ctx, plan{workload: SmallFiles, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/")}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Bench) shapedLink(ctx context.Context) error {
+	f := b.data.Shaped
+	src := func() []string { return []string{f.Path} }
+	base := filepath.Base(f.Path)
+	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
+	ms := []method{
+		b.ferryMethod("ferry-2w", 2, "zstd", 3, src),
+		b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request", false, "none", 0, nil,
+			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
+		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
+			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
+	}
+	one := f
+	return b.runPlan(ctx, plan{workload: Shaped, tier: fmt.Sprintf("shaped-%.0fMBps", b.cfg.LinkMBps), methods: ms,
+		verify: verifyUpload(1, f.Size, &one, "peer/"), link: int64(b.cfg.LinkMBps * 1e6)})
+}
+
+func (b *Bench) codecs(ctx context.Context) error {
+	tier := b.cfg.Sizes.CodecTier
+	f := b.data.Tier[tier]
+	src := func() []string { return []string{f.Path} }
+	var ms []method
+	for _, c := range []struct {
+		name  string
+		codec string
+		level int
+	}{{"ferry-zstd1", "zstd", 1}, {FerryZstd3, "zstd", 3}, {"ferry-zstd6", "zstd", 6}, {"ferry-gzip6", "gzip", 6}, {"ferry-none", "none", 0}} {
+		m := b.ferryMethod(c.name, 2, c.codec, c.level, src)
+		inner := m.run
+		codec := c.codec
+		m.run = func(ctx context.Context, e *env) (Run, error) {
+			r, err := inner(ctx, e)
+			if err != nil || codec == "none" {
+				return r, err
+			}
+			objs, err := e.stack.List(ctx, e.bucket, "ferry/")
+			if err != nil || len(objs) != 1 {
+				return r, fmt.Errorf("the stored object under gs://%s/ferry/: %d objects, %v", e.bucket, len(objs), err)
+			}
+			local := filepath.Join(e.dir, filepath.Base(objs[0].Name))
+			if err := e.stack.Download(ctx, e.bucket, objs[0].Name, local); err != nil {
+				return r, err
+			}
+			dec, err := decompress(ctx, e, codec, local)
+			r.DecompressMS = dec.Milliseconds()
+			return r, err
+		}
+		ms = append(ms, m)
+	}
+	ms = append(ms, b.zstdCeiling(CodecZstdCLI, f))
+	one := f
+	return b.runPlan(ctx, plan{workload: Codecs, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")})
+}
+
+// ---- the shaped link ----
+
+// linkProxy is a faultproxy with a rate limit in front of the server, and
+// an HTTPS listener for gsutil.
+type linkProxy struct {
+	*faultproxy.Proxy
+	host, tlsHost string
+	certPEM       []byte
+}
+
+func startLink(target string, rate int64, withTLS bool) (*linkProxy, error) {
+	p, err := faultproxy.Start(target, faultproxy.Plan{Rate: rate})
+	if err != nil {
+		return nil, err
+	}
+	l := &linkProxy{Proxy: p, host: strings.TrimPrefix(p.URL(), "http://")}
+	if withTLS {
+		cert, pem, err := localstack.SelfSignedCert()
+		if err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		if l.tlsHost, err = p.ServeTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}); err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		l.certPEM = pem
+	}
+	return l, nil
+}
+
+// certFile writes the proxy's certificate into dir and returns its path.
+func (l *linkProxy) certFile(dir string) string {
+	path := filepath.Join(dir, "link-cert.pem")
+	_ = os.WriteFile(path, l.certPEM, 0o644)
+	return path
+}
