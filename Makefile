@@ -46,10 +46,10 @@ lint: fmt-check vet
 	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 	$(GOLANGCI) run ./...
 
-## report: seed-style tables and an HTML report of the rows make run wrote
+## report: seed-style tables and an HTML report of the rows make run and make bench wrote
 .PHONY: report
 report: build
-	$(BIN)/report --html .run/report.html .run/results.ndjson
+	$(BIN)/report --html .run/report.html $(wildcard .run/results.ndjson .run/bench.ndjson)
 	@echo "report: .run/report.html"
 
 ## report-check: HTML report of sample rows, screenshot in headless Chromium
@@ -57,9 +57,9 @@ report: build
 report-check:
 	scripts/report-check.sh
 
-## bench: compression against zstd -T2, and other measurements
+## bench: ferry beside gcloud, gsutil, Go uploads and zstd (BENCH_QUICK=1, BENCH_FULL=1)
 .PHONY: bench
-bench: build
+bench: deps build
 	scripts/bench.sh
 
 .PHONY: clean

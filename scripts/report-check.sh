@@ -17,8 +17,9 @@ OUT=$(cd "$OUT" && pwd)
 
 go build -o "$BIN/report" ./cmd/report
 
-# Sample rows: three runs of each method on each tier, plausible figures for
-# the local stack, jittered deterministically, plus one failed transfer.
+# Sample rows: three runs of each method on each tier, made-up figures for
+# the local stack, jittered deterministically, plus one failed transfer. The
+# page's title says they are a sample.
 sample_rows() {
   awk -v seed=42 '
   BEGIN {
@@ -71,15 +72,17 @@ sample_rows() {
 
 if [ $# -gt 0 ]; then
   inputs=("$@")
+  title="ferry benchmark report"
 else
   sample="$OUT/sample.ndjson"
   sample_rows > "$sample"
   inputs=("$sample")
+  title="SAMPLE: made-up rows, not measured (ferry benchmark report)"
 fi
 
 page="$OUT/report.html"
 png="$OUT/report.png"
-"$BIN/report" --html "$page" "${inputs[@]}" > "$OUT/tables.txt"
+"$BIN/report" --html "$page" --title "$title" "${inputs[@]}" > "$OUT/tables.txt"
 
 if ! command -v chromium >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

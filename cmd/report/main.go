@@ -23,7 +23,7 @@ import (
 
 const help = `report — benchmark tables and charts from ferry's results files.
 
-Usage: report [--html FILE] RESULTS.ndjson...
+Usage: report [--html FILE] [--title TITLE] RESULTS.ndjson...
 
 Reads every benchmark row (one JSON object a line, as the merger writes
 them, e.g. .run/results.ndjson) of the given files and prints to stdout:
@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	flags := flag.NewFlagSet("report", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	htmlOut := flags.String("html", "", "also write the HTML page to `FILE`")
+	title := flags.String("title", report.DefaultTitle, "the HTML page's `TITLE` (say \"sample\" when the rows are made up)")
 	flags.Usage = func() {
 		fmt.Fprintln(flags.Output(), "usage: report [--html FILE] RESULTS.ndjson... (report --help explains)")
 	}
@@ -95,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	}
 	report.Tables(stdout, rows)
 	if *htmlOut != "" {
-		if err := writeHTML(*htmlOut, rows, now()); err != nil {
+		if err := writeHTML(*htmlOut, rows, now(), *title); err != nil {
 			fmt.Fprintf(stderr, "report: %v\n", err)
 			return 1
 		}
@@ -106,9 +107,9 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 
 // writeHTML writes the page to path through a temporary file beside it, so
 // a reader never sees half a page.
-func writeHTML(path string, rows []result.Row, generated time.Time) error {
+func writeHTML(path string, rows []result.Row, generated time.Time, title string) error {
 	var buf bytes.Buffer
-	if err := report.HTML(&buf, rows, generated); err != nil {
+	if err := report.HTMLTitled(&buf, rows, generated, title); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")

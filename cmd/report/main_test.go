@@ -72,7 +72,8 @@ func TestRunErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, out, _ := runReport("--help")
-	if code != 0 || !strings.Contains(out, "Usage: report [--html FILE] RESULTS.ndjson...") || !strings.Contains(out, "-html FILE") {
+	if code != 0 || !strings.Contains(out, "Usage: report [--html FILE] [--title TITLE] RESULTS.ndjson...") ||
+		!strings.Contains(out, "-html FILE") || !strings.Contains(out, "-title TITLE") {
 		t.Errorf("exit %d, help:\n%s", code, out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 // page is what the HTML template shows.
 type page struct {
+	Title              string
 	Generated          string
 	Rows, OK, Failed   int
 	Span               string
@@ -67,8 +68,18 @@ type failureRow struct {
 // no JavaScript and references nothing outside itself. With no rows the
 // page says so.
 func HTML(w io.Writer, rows []result.Row, generated time.Time) error {
+	return HTMLTitled(w, rows, generated, DefaultTitle)
+}
+
+// DefaultTitle is the page's title unless HTMLTitled is given another.
+const DefaultTitle = "ferry benchmark report"
+
+// HTMLTitled is HTML with the page's title (and heading) set to title, for
+// example to say that the rows are a made-up sample.
+func HTMLTitled(w io.Writer, rows []result.Row, generated time.Time, title string) error {
 	s := summarize(rows)
 	p := page{
+		Title:     title,
 		Generated: generated.Format("2006-01-02 15:04:05 MST"),
 		Rows:      s.Rows, OK: s.OK, Failed: s.Failed,
 		Span:    span(rows),
@@ -163,7 +174,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"pl
 <head>
 <meta charset="utf-8"/>
 <meta name="viewport" content="width=device-width, initial-scale=1"/>
-<title>ferry benchmark report</title>
+<title>{{.Title}}</title>
 <style>
 :root { color-scheme: light; }
 body { margin: 0; background: #f4f5f7; color: #222; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
@@ -194,7 +205,7 @@ footer { color: #777; font-size: 12px; margin-top: 8px; }
 <body>
 <main>
 <header>
-<h1>ferry benchmark report</h1>
+<h1>{{.Title}}</h1>
 <p class="meta">Generated {{.Generated}}{{if .Rows}} · {{plural .Rows "row"}} ({{.OK}} ok{{if .Failed}}, <strong>{{.Failed}} failed</strong>{{end}}) · {{plural .Methods "method"}} · {{plural .Tiers "tier"}}{{if .Span}} · transfers {{.Span}}{{end}}{{end}}</p>
 </header>
 {{if not .Rows}}

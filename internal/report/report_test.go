@@ -271,3 +271,14 @@ func TestHTMLOddRows(t *testing.T) {
 		})
 	}
 }
+
+func TestHTMLTitled(t *testing.T) {
+	var b bytes.Buffer
+	if err := HTMLTitled(&b, nil, time.Now(), "SAMPLE: made-up rows"); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if !strings.Contains(page, "<title>SAMPLE: made-up rows</title>") || !strings.Contains(page, "<h1>SAMPLE: made-up rows</h1>") {
+		t.Errorf("the page's title and heading do not say it is a sample:\n%.600s", page)
+	}
+}

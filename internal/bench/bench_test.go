@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSummarize(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Summary
+	}{
+		{nil, Summary{}},
+		{[]float64{3}, Summary{1, 3, 3, 3}},
+		{[]float64{5, 1, 3}, Summary{3, 1, 3, 5}},
+		{[]float64{4, 1, 3, 2}, Summary{4, 1, 2.5, 4}},
+	} {
+		in := append([]float64(nil), c.in...)
+		if got := Summarize(c.in); got != c.want {
+			t.Errorf("Summarize(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+		for i := range in {
+			if in[i] != c.in[i] {
+				t.Errorf("Summarize reordered its input: %v", c.in)
+			}
+		}
+	}
+}
+
+func TestSpeedupAndRates(t *testing.T) {
+	if got := Speedup(6, 3); got != 2 {
+		t.Errorf("Speedup(6, 3) = %v, want 2", got)
+	}
+	if got := Speedup(0, 3); got != 0 {
+		t.Errorf("Speedup(0, 3) = %v, want 0 (unknown)", got)
+	}
+	if got := MBps(200_000_000, 4); got != 50 {
+		t.Errorf("MBps = %v, want 50", got)
+	}
+	if got := Ideal(2.87, 7); got < 20.08 || got > 20.1 {
+		t.Errorf("Ideal(2.87, 7) = %v, want 20.09", got)
+	}
+}
+
+func run(method string, role Role, wall float64, opts ...func(*Run)) Run {
+	r := Run{Workload: LargeFile, Tier: "medium", Method: method, Role: role, Wall: time.Duration(wall * float64(time.Second)),
+		Files: 1, Bytes: 200_000_000, Wire: 200_000_000}
+	for _, o := range opts {
+		o(&r)
+	}
+	return r
+}
+
+func TestGroupAndBest(t *testing.T) {
+	runs := []Run{
+		run("ferry-2w", Ferry, 4), run("gcloud", Peer, 10), run("ferry-2w", Ferry, 6),
+		run("gcloud", Peer, 8), run("gsutil", Peer, 30), run("gcloud", Peer, 12),
+		run("ferry-2w", Ferry, 5), run("zstd", Ceiling, 1),
+		run("broken", Peer, 1, func(r *Run) { r.Err = errors.New("exit status 1: no such bucket") }),
+	}
+	rs := Group(runs)
+	if len(rs) != 5 || rs[0].Method != "ferry-2w" || rs[1].Method != "gcloud" {
+		t.Fatalf("groups %v", rs)
+	}
+	if rs[0].Wall != (Summary{3, 4, 5, 6}) {
+		t.Errorf("ferry-2w wall %+v, want 4/5/6", rs[0].Wall)
+	}
+	best, ok := Best(rs, Peer)
+	if !ok || best.Method != "gcloud" {
+		t.Errorf("best peer %q, want gcloud (the failed method has the lowest time but no success)", best.Method)
+	}
+	tab := LargeFileTable(rs, "medium")
+	var b bytes.Buffer
+	tab.Write(&b)
+	out := b.String()
+	for _, want := range []string{"ferry-2w", "4.00 / 5.00 / 6.00", "2.00x", "best peer: gcloud", "broken failed 1 of 1: exit status 1: no such bucket", "1 (1 failed)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// The ceiling is not compared with the peers.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "zstd ") && strings.Contains(line, "x ") {
+			t.Errorf("ceiling row has a ratio to the best peer: %q", line)
+		}
+	}
+}
+
+func TestGoals(t *testing.T) {
+	runs := []Run{
+		run("ferry-2w", Ferry, 4, func(r *Run) {
+			r.Procs = []Proc{{Name: "producer", MaxRSSKB: 300 << 10}, {Name: "worker-1", MaxRSSKB: 200 << 10}}
+		}),
+		run("gcloud", Peer, 10),
+		run(ZstdCLI, Ceiling, 1),
+		{Workload: SmallFiles, Tier: "files-5000", Method: "ferry-2w", Role: Ferry, Wall: 5 * time.Second, Files: 5000},
+		{Workload: SmallFiles, Tier: "files-5000", Method: GcloudRecurse, Role: Peer, Wall: 50 * time.Second, Files: 5000},
+		{Workload: Shaped, Tier: "shaped", Method: "ferry-2w", Role: Ferry, Wall: 10 * time.Second, Bytes: 200_000_000, LinkBytes: 70_000_000},
+	}
+	gs := Goals(Group(runs), 7, "files-5000")
+	want := map[string]string{
+		"large file medium: ferry wall time / best peer's":       "met",     // 0.40
+		"large file medium: ferry wall time / zstd -3 -T2 alone": "not met", // 4.0
+		"small files: ferry files/s":                             "met",     // 1000
+		"small files: ferry files/s / gcloud storage cp -r":      "met",     // 10x
+		"shaped link 7.0 MB/s: ferry raw MB/s / ideal":           "met",     // 20 of 20
+		"memory: peak RSS per ferry process":                     "not met", // worker 200 MiB
+	}
+	got := map[string]Goal{}
+	for _, g := range gs {
+		got[g.Name] = g
+	}
+	for name, state := range want {
+		if g, ok := got[name]; !ok || g.State != state {
+			t.Errorf("goal %q: %+v, want state %q", name, g, state)
+		}
+	}
+	if g := got["large file medium: ferry wall time / best peer's"]; !strings.HasPrefix(g.Measured, "0.40 ") {
+		t.Errorf("measured %q, want 0.40 first", g.Measured)
+	}
+	if g := got["memory: peak RSS per ferry process"]; g.Measured != "producer 300 MiB, worker 200 MiB" {
+		t.Errorf("memory measured %q", g.Measured)
+	}
+}
+
+func TestRow(t *testing.T) {
+	r := run("gcloud_storage", Peer, 4, func(r *Run) {
+		r.Wire = 100_000_000
+		r.Codec = "gzip"
+		r.Repeat = 2
+		r.Procs = []Proc{{Name: "gcloud", CPU: 1500 * time.Millisecond, MaxRSSKB: 90_000}}
+		r.StartedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	})
+	row := r.Row("bench1", "v1")
+	if row.Method != "gcloud_storage" || row.Tier != "medium" || row.TotalMS != 4000 || row.UploadMS != 4000 ||
+		row.RawMBps != 50 || row.Ratio != 2 || row.Status != "ok" || row.FerryVersion != "v1" || row.Codec != "gzip" {
+		t.Errorf("row %+v", row)
+	}
+	labels := map[string]string{}
+	for _, l := range row.Labels {
+		labels[l.Key] = l.Value
+	}
+	for k, v := range map[string]string{"bench_run": "bench1", "workload": LargeFile, "role": "peer", "repeat": "2",
+		"cpu_s.gcloud": "1.50", "peak_rss_kb.gcloud": "90000"} {
+		if labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, labels[k], v)
+		}
+	}
+	r.Err = errors.New("boom")
+	if row := r.Row("bench1", "v1"); row.Status != "failed" || row.Error != "boom" {
+		t.Errorf("failed run: status %q error %q", row.Status, row.Error)
+	}
+}
+
+func TestDecodeDone(t *testing.T) {
+	out := "t123\n{\n  \"v\": 1,\n  \"transfer_id\": \"t123\",\n  \"status\": \"failed\",\n  \"error\": \"upload: 503\"\n}\n"
+	id, status, msg := decodeDone([]byte(out))
+	if id != "t123" || status != "failed" || msg != "upload: 503" {
+		t.Errorf("decodeDone = %q %q %q", id, status, msg)
+	}
+	if id, status, _ := decodeDone([]byte("t9\n")); id != "t9" || status != "" {
+		t.Errorf("id only: %q %q", id, status)
+	}
+}
+
+func TestParseExportsAndSafeName(t *testing.T) {
+	env := parseExports([]byte("export STORAGE_EMULATOR_HOST=127.0.0.1:1\nexport FERRY_PROJECT=p\n\n"))
+	if env["STORAGE_EMULATOR_HOST"] != "127.0.0.1:1" || env["FERRY_PROJECT"] != "p" || len(env) != 2 {
+		t.Errorf("parseExports = %v", env)
+	}
+	if got := safeName("b-gcloud_storage_Z-1"); got != "b-gcloud-storage-z-1" {
+		t.Errorf("safeName = %q", got)
+	}
+}
+
+func TestTableAlignment(t *testing.T) {
+	var b bytes.Buffer
+	Table{Title: "T", Header: []string{"method", "MB/s"}, Rows: [][]string{{"a", "1.0"}, {"longer", "10.0"}}}.Write(&b)
+	want := "\n== T\n  method MB/s\n  a       1.0\n  longer 10.0\n"
+	if b.String() != want {
+		t.Errorf("table:\n%q\nwant\n%q", b.String(), want)
+	}
+}
