@@ -92,7 +92,7 @@ func (b *Bench) restore(ctx context.Context) error {
 	for _, set := range []struct {
 		tier    string
 		methods []rmethod
-	}{{tier, single}, {tree.Name, prefix}} {
+	}{{"restore-" + tier, single}, {"restore-" + tree.Name, prefix}} {
 		for _, m := range set.methods {
 			for rep := 1; rep <= b.cfg.Repeats; rep++ {
 				e.dir = filepath.Join(dir, safeName(fmt.Sprintf("%s-%s-%d", set.tier, m.name, rep)))
