@@ -297,7 +297,7 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 		if link, err = startLink(st.GCS(), p.link, m.tls); err != nil {
 			return fail(err)
 		}
-		defer link.Close()
+		defer func() { _ = link.Close() }()
 		e.gcs, e.gcsTLS = link.host, link.tlsHost
 		if m.tls {
 			if e.boto, err = b.writeBoto(e.dir, link.tlsHost, link.certFile(e.dir)); err != nil {

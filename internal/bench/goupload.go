@@ -29,7 +29,7 @@ func GoUpload(ctx context.Context, resumable bool, chunkSize int, src, dst strin
 	if err != nil {
 		return fmt.Errorf("storage client: %w", err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	w := c.Bucket(bucket).Object(name).NewWriter(ctx)
 	w.ChunkSize = 0
 	if resumable {

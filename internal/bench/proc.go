@@ -89,8 +89,9 @@ func (p *Process) Stop(grace time.Duration) (Proc, error) {
 		return p.usage(), fmt.Errorf("%s did not stop within %v of SIGTERM", p.Name, grace)
 	}
 	u := p.usage()
+	// Ended by the signal (exit code -1) or cleanly: no error.
 	var ee *exec.ExitError
-	if p.err != nil && !(errors.As(p.err, &ee) && ee.ExitCode() <= 0) {
+	if p.err != nil && (!errors.As(p.err, &ee) || ee.ExitCode() > 0) {
 		return u, fmt.Errorf("%s: %w: %s", p.Name, p.err, p.stderr.tail())
 	}
 	return u, nil

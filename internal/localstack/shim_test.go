@@ -253,7 +253,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	put(t, c, "over-tls", []byte("secret"))
 	if got := read(t, c, "over-tls"); string(got) != "secret" {
 		t.Errorf("read back %q over TLS", got)

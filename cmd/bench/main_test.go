@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseWorkloads(t *testing.T) {
+	got, err := parseWorkloads("1, shaped-link,5")
+	if err != nil || !reflect.DeepEqual(got, []string{"large-file", "shaped-link", "restore"}) {
+		t.Errorf("parseWorkloads = %v, %v", got, err)
+	}
+	if got, err := parseWorkloads(""); err != nil || got != nil {
+		t.Errorf("empty: %v, %v; want all (nil)", got, err)
+	}
+	if _, err := parseWorkloads("7"); err == nil || !strings.Contains(err.Error(), `workload "7"`) {
+		t.Errorf("unknown workload: %v", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--quick", "--full"}, nil, "exclude each other"},
+		{[]string{"--workloads", "nine"}, nil, `workload "nine"`},
+		{[]string{"extra"}, nil, `unexpected argument "extra"`},
+		{nil, map[string]string{"BENCH_REPEATS": "zero"}, `BENCH_REPEATS="zero"`},
+		{nil, map[string]string{"BENCH_LINK_MBPS": "-1"}, `BENCH_LINK_MBPS="-1"`},
+	} {
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		var out, errOut bytes.Buffer
+		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, errOut.String(), c.want)
+		}
+		for k := range c.env {
+			t.Setenv(k, "")
+		}
+	}
+}
