@@ -27,10 +27,20 @@ build:
 run: deps build
 	WORKERS=$(WORKERS) TIER=$(TIER) scripts/run.sh
 
-## test: gofmt, go vet, golangci-lint, then every test against the emulators
+## test: gofmt, go vet, golangci-lint, tf-check, then every test against the emulators
 .PHONY: test
-test: lint
+test: lint tf-check
 	scripts/test.sh
+
+## tf-check: terraform fmt where the CLI exists, and terraform/ checked against the code
+.PHONY: tf-check
+tf-check:
+	@scripts/tf-check.sh
+
+## release: linux/amd64 binaries + SHA256SUMS in dist/VERSION; uploaded with RELEASE_LOCATION=gs://…
+.PHONY: release
+release:
+	VERSION=$(VERSION) scripts/release.sh
 
 .PHONY: fmt-check
 fmt-check:

@@ -1,0 +1,132 @@
+# Every service runs the same way: a Debian VM whose start-up script
+# (startup.sh) fetches the release binary named in metadata, checks its
+# SHA-256 and runs it as a systemd unit with the FERRY_* variables from
+# metadata. Shielded VM, no external IP, a regional managed instance group
+# that replaces a VM whose /healthz stops answering.
+
+locals {
+  services = {
+    worker   = local.worker
+    merger   = local.merger
+    producer = local.producer
+  }
+
+  # Roles a VM's account needs to ship its logs and metrics through the Ops
+  # Agent, when the image carries one.
+  vm_project_roles = ["roles/logging.logWriter", "roles/monitoring.metricWriter"]
+}
+
+resource "google_compute_health_check" "healthz" {
+  name                = "ferry-healthz"
+  check_interval_sec  = 10
+  timeout_sec         = 5
+  healthy_threshold   = 2
+  unhealthy_threshold = 3
+
+  http_health_check {
+    port         = local.health_port
+    request_path = "/healthz"
+  }
+
+  depends_on = [google_project_service.services]
+}
+
+resource "google_compute_instance_template" "service" {
+  for_each = local.services
+
+  name_prefix  = "ferry-${each.key}-"
+  machine_type = each.value.machine_type
+  tags         = ["ferry"]
+  labels       = merge(local.labels, { service = each.key })
+
+  metadata = {
+    startup-script         = file("${path.module}/startup.sh")
+    ferry-binary           = each.value.binary
+    ferry-args             = each.value.args
+    ferry-release          = local.release_url
+    ferry-env              = join("\n", [for k, v in each.value.env : "${k}=${v}"])
+    ferry-stop-timeout     = each.value.stop_timeout_seconds
+    ferry-nfs              = each.value.nfs ? local.nfs_share : ""
+    block-project-ssh-keys = "TRUE"
+    enable-oslogin         = "TRUE"
+  }
+
+  disk {
+    source_image = var.image
+    boot         = true
+    auto_delete  = true
+    disk_type    = "pd-balanced"
+    disk_size_gb = 20
+  }
+
+  # No access_config: no external IP.
+  network_interface {
+    subnetwork = google_compute_subnetwork.ferry.id
+  }
+
+  service_account {
+    email  = each.value.service_account
+    scopes = ["cloud-platform"]
+  }
+
+  shielded_instance_config {
+    enable_secure_boot          = true
+    enable_vtpm                 = true
+    enable_integrity_monitoring = true
+  }
+
+  scheduling {
+    provisioning_model          = each.value.spot ? "SPOT" : "STANDARD"
+    preemptible                 = each.value.spot
+    automatic_restart           = !each.value.spot
+    on_host_maintenance         = each.value.spot ? "TERMINATE" : "MIGRATE"
+    instance_termination_action = each.value.spot ? "DELETE" : null
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "google_compute_region_instance_group_manager" "service" {
+  for_each = local.services
+
+  name               = "ferry-${each.key}"
+  base_instance_name = "ferry-${each.key}"
+  region             = var.region
+  target_size        = each.value.autoscaled ? null : each.value.instances
+
+  version {
+    instance_template = google_compute_instance_template.service[each.key].id
+  }
+
+  auto_healing_policies {
+    health_check      = google_compute_health_check.healthz.id
+    initial_delay_sec = 300
+  }
+
+  # A rolling update starts the new VM before it stops an old one; two
+  # mergers at once are safe.
+  update_policy {
+    type                  = "PROACTIVE"
+    minimal_action        = "REPLACE"
+    max_surge_fixed       = 3
+    max_unavailable_fixed = 0
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.transport == "pubsub" || var.filestore
+      error_message = "transport = spool needs filestore = true: producer and workers must share the spool."
+    }
+  }
+
+  # The VMs need their roles before they start.
+  depends_on = [
+    google_storage_bucket_iam_member.release_readers,
+    google_storage_bucket_iam_member.worker,
+    google_storage_bucket_iam_member.merger,
+    google_storage_bucket_iam_member.producer,
+    google_kms_crypto_key_iam_member.gcs_agent,
+  ]
+}

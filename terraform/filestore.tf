@@ -1,0 +1,29 @@
+# Optional: a Filestore share for FERRY_TRANSPORT=spool across VMs. The
+# producer writes compressed chunks to /mnt/ferry/spool; workers read and
+# remove them there. With transport = pubsub nothing is shared.
+
+resource "google_filestore_instance" "spool" {
+  count = var.filestore ? 1 : 0
+
+  name     = "ferry-spool"
+  location = "${var.region}-b"
+  tier     = var.filestore_tier
+  labels   = local.labels
+
+  file_shares {
+    name        = "ferry"
+    capacity_gb = var.filestore_capacity_gb
+  }
+
+  networks {
+    network = google_compute_network.ferry.name
+    modes   = ["MODE_IPV4"]
+  }
+
+  depends_on = [google_project_service.services]
+}
+
+locals {
+  # host:/share for the start-up script's NFS mount; empty without Filestore.
+  nfs_share = var.filestore ? "${google_filestore_instance.spool[0].networks[0].ip_addresses[0]}:/ferry" : ""
+}

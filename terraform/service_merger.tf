@@ -1,0 +1,70 @@
+# Mergers: compose each file's chunks into its final object, verify it,
+# write the benchmark rows (staged in the bucket, appended to BigQuery with
+# load jobs), publish the done event, clean up. Two at once are safe.
+
+resource "google_service_account" "merger" {
+  account_id   = "ferry-merger"
+  display_name = "ferry merger"
+}
+
+locals {
+  merger = {
+    binary               = "merger"
+    args                 = ""
+    machine_type         = var.merger_machine_type
+    service_account      = google_service_account.merger.email
+    spot                 = false
+    autoscaled           = false
+    instances            = var.mergers
+    nfs                  = false
+    stop_timeout_seconds = 60
+    env = merge(local.common_env, {
+      FERRY_BQ_DATASET       = google_bigquery_dataset.ferry.dataset_id
+      FERRY_BQ_PROJECT       = var.project
+      FERRY_RESULTS_BUCKET   = google_storage_bucket.data.name
+      FERRY_TRANSFER_TIMEOUT = var.transfer_timeout
+      FERRY_DONE_RETENTION   = "${var.done_retention_days * 24}h"
+    })
+  }
+}
+
+resource "google_pubsub_subscription_iam_member" "merger" {
+  subscription = google_pubsub_subscription.subscription["events"].name
+  role         = "roles/pubsub.subscriber"
+  member       = google_service_account.merger.member
+}
+
+# Done events; an event that failed for good is copied to the events
+# dead-letter topic.
+resource "google_pubsub_topic_iam_member" "merger" {
+  for_each = {
+    done        = google_pubsub_topic.topic["done"].name
+    events_dead = google_pubsub_topic.dead_letter["events"].name
+  }
+
+  topic  = each.value
+  role   = "roles/pubsub.publisher"
+  member = google_service_account.merger.member
+}
+
+# Compose, verify, staged rows, done markers, cleanup of staging.
+resource "google_storage_bucket_iam_member" "merger" {
+  bucket = google_storage_bucket.data.name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.merger.member
+}
+
+resource "google_bigquery_dataset_iam_member" "merger" {
+  dataset_id = google_bigquery_dataset.ferry.dataset_id
+  role       = "roles/bigquery.dataEditor"
+  member     = google_service_account.merger.member
+}
+
+# Load jobs are created in the project; BigQuery has no narrower place.
+resource "google_project_iam_member" "merger" {
+  for_each = toset(concat(local.vm_project_roles, ["roles/bigquery.jobUser"]))
+
+  project = var.project
+  role    = each.value
+  member  = google_service_account.merger.member
+}

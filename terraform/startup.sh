@@ -1,0 +1,129 @@
+#!/bin/bash
+# ferry's VM start-up script (instance metadata startup-script), run as root
+# at every boot. It reads the instance metadata Terraform set:
+#
+#   ferry-binary        worker, merger or producer
+#   ferry-args          arguments (producer: serve)
+#   ferry-release       gs://BUCKET/PATH/VERSION holding the binaries and SHA256SUMS
+#   ferry-env           FERRY_* settings, one KEY=VALUE a line
+#   ferry-stop-timeout  seconds systemd waits after SIGTERM before it kills
+#   ferry-nfs           HOST:/SHARE mounted at /mnt/ferry (the spool), or empty
+#
+# downloads the binary with the VM's own service account, refuses it unless
+# its SHA-256 is the one SHA256SUMS lists, and runs it as the systemd unit
+# ferry.service. Nothing on the VM is configured by hand.
+#
+# FERRY_METADATA_URL, FERRY_STORAGE_URL and FERRY_ROOT exist for the test
+# (internal/tfcheck): with FERRY_ROOT set, files are written under it and the
+# commands that change the system are only recorded in $FERRY_ROOT/commands.
+set -euo pipefail
+
+metadata=${FERRY_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}
+storage=${FERRY_STORAGE_URL:-https://storage.googleapis.com}
+root=${FERRY_ROOT:-}
+
+log() { echo "ferry-startup: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+md() { curl -fsS --retry 10 --retry-connrefused --max-time 30 -H 'Metadata-Flavor: Google' "$metadata/$1"; }
+attr() { md "instance/attributes/$1" || die "instance metadata $1 is missing"; }
+
+# run executes a command that changes the system, or records it under test.
+run() {
+  if [[ -n $root ]]; then
+    echo "$*" >>"$root/commands"
+  else
+    "$@"
+  fi
+}
+
+bin=$(attr ferry-binary)
+case $bin in
+worker | merger | producer) ;;
+*) die "ferry-binary=$bin: want worker, merger or producer" ;;
+esac
+args=$(md instance/attributes/ferry-args || true)
+release=$(attr ferry-release)
+[[ $release =~ ^gs://([a-z0-9][a-z0-9._-]*[a-z0-9])/(.+[^/])/?$ ]] || die "ferry-release=$release: want gs://BUCKET/PATH"
+release_bucket=${BASH_REMATCH[1]}
+release_path=${BASH_REMATCH[2]}
+stop_timeout=$(attr ferry-stop-timeout)
+[[ $stop_timeout =~ ^[0-9]+$ ]] || die "ferry-stop-timeout=$stop_timeout: want seconds"
+nfs=$(md instance/attributes/ferry-nfs || true)
+env_file=$(attr ferry-env)
+while IFS= read -r line; do
+  [[ -z $line || $line =~ ^FERRY_[A-Z0-9_]+= ]] || die "ferry-env line \"$line\": want FERRY_NAME=VALUE"
+done <<<"$env_file"
+
+token=$(md instance/service-accounts/default/token | sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
+[[ -n $token ]] || die "no access token from the metadata server"
+
+# fetch OBJECT FILE downloads gs://$release_bucket/$release_path/OBJECT.
+fetch() {
+  local object="$release_path/$1"
+  curl -fsS --retry 10 --retry-connrefused --max-time 300 -H "Authorization: Bearer $token" \
+    -o "$2" "$storage/storage/v1/b/$release_bucket/o/${object//\//%2F}?alt=media" ||
+    die "download gs://$release_bucket/$object failed"
+}
+
+mkdir -p "$root/opt/ferry" "$root/etc/ferry" "$root/etc/systemd/system" "$root/var/lib/ferry"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fetch SHA256SUMS "$tmp/SHA256SUMS"
+fetch "$bin" "$tmp/$bin"
+want=$(awk -v f="$bin" '$2 == f || $2 == "*" f { print $1 }' "$tmp/SHA256SUMS")
+[[ -n $want ]] || die "SHA256SUMS of $release lists no $bin"
+got=$(sha256sum "$tmp/$bin" | cut -d' ' -f1)
+[[ $got == "$want" ]] || die "$bin from $release has SHA-256 $got, SHA256SUMS says $want: refusing it"
+install -m 0755 "$tmp/$bin" "$root/opt/ferry/$bin"
+printf '%s\n' "$env_file" >"$root/etc/ferry/env"
+chmod 0644 "$root/etc/ferry/env"
+
+# One fixed uid on every VM, so that files on a shared spool agree.
+if ! getent passwd ferry >/dev/null || [[ -n $root ]]; then
+  run useradd --system --uid 2000 --user-group --home-dir /var/lib/ferry --shell /usr/sbin/nologin ferry
+fi
+run chown ferry:ferry /var/lib/ferry
+
+rw_paths=/var/lib/ferry
+if [[ -n $nfs ]]; then
+  [[ $nfs =~ ^[0-9.]+:/[A-Za-z0-9_-]+$ ]] || die "ferry-nfs=$nfs: want IP:/SHARE"
+  mkdir -p "$root/mnt/ferry"
+  run mount -t nfs -o rw,hard,noatime "$nfs" /mnt/ferry
+  run install -d -o ferry -g ferry /mnt/ferry/spool
+  rw_paths="$rw_paths /mnt/ferry"
+fi
+
+cat >"$root/etc/systemd/system/ferry.service" <<UNIT
+[Unit]
+Description=ferry $bin
+Wants=network-online.target
+After=network-online.target remote-fs.target
+
+[Service]
+User=ferry
+Group=ferry
+EnvironmentFile=/etc/ferry/env
+WorkingDirectory=/var/lib/ferry
+ExecStart=/opt/ferry/$bin $args
+Restart=always
+RestartSec=5
+# SIGTERM starts the service's own orderly shutdown (FERRY_SHUTDOWN_GRACE
+# for a worker's uploads); systemd kills only after ferry-stop-timeout.
+KillSignal=SIGTERM
+TimeoutStopSec=$stop_timeout
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=read-only
+PrivateTmp=yes
+ReadWritePaths=$rw_paths
+LimitNOFILE=65536
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+
+run systemctl daemon-reload
+run systemctl enable ferry.service
+run systemctl restart ferry.service
+log "running $bin ($release)"

@@ -1,0 +1,85 @@
+# The bucket ferry writes to, and the one the VMs fetch release binaries from.
+
+resource "google_storage_bucket" "data" {
+  name                        = var.bucket
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  labels                      = local.labels
+
+  soft_delete_policy {
+    retention_duration_seconds = var.soft_delete_days * 86400
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms ? [local.kms_key] : []
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  # Staging (chunks, intermediate composites, manifests, rows waiting for
+  # a load job) is deleted when a transfer ends; this is the backstop for
+  # what a crash left behind. It covers message.StagingRoot only.
+  lifecycle_rule {
+    condition {
+      age            = var.staging_retention_days
+      matches_prefix = [local.staging_prefix]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  # Done markers answer a repeated idempotency key; they live under their
+  # own prefix and are kept for FERRY_DONE_RETENTION.
+  lifecycle_rule {
+    condition {
+      age            = var.done_retention_days
+      matches_prefix = [local.done_prefix]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_kms_crypto_key_iam_member.gcs_agent]
+}
+
+resource "google_storage_bucket" "releases" {
+  count = var.release_location == "" ? 1 : 0
+
+  name                        = "${var.bucket}-releases"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  labels                      = local.labels
+
+  versioning {
+    enabled = true
+  }
+}
+
+locals {
+  staging_prefix = ".ferry/"
+  done_prefix    = ".ferry-done/"
+
+  release_location = var.release_location != "" ? trimsuffix(var.release_location, "/") : "gs://${var.bucket}-releases/ferry"
+  release_bucket   = split("/", trimprefix(local.release_location, "gs://"))[0]
+  release_url      = "${local.release_location}/${var.release_version}"
+}
+
+# Reading the release binaries is all any VM may do in the release bucket.
+resource "google_storage_bucket_iam_member" "release_readers" {
+  for_each = {
+    worker   = google_service_account.worker.member
+    merger   = google_service_account.merger.member
+    producer = google_service_account.producer.member
+  }
+
+  bucket = local.release_bucket
+  role   = "roles/storage.objectViewer"
+  member = each.value
+
+  depends_on = [google_storage_bucket.releases]
+}

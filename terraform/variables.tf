@@ -1,0 +1,246 @@
+# The settings of one ferry deployment. Only project, bucket and
+# release_version have no default; terraform.tfvars.example shows a start.
+
+variable "project" {
+  type        = string
+  description = "Google Cloud project that holds the whole fleet (topics, bucket, VMs, dataset)."
+}
+
+variable "region" {
+  type        = string
+  default     = "us-central1"
+  description = "Region of the bucket, the subnetwork, the instance groups and the dataset."
+}
+
+variable "bucket" {
+  type        = string
+  description = "Name of the bucket ferry writes to (created here). The fleet may write to no other (FERRY_BUCKETS)."
+}
+
+variable "labels" {
+  type        = map(string)
+  default     = {}
+  description = "Labels added to the common ones (app = ferry, managed-by = terraform) on every resource that takes labels."
+}
+
+variable "transport" {
+  type        = string
+  default     = "pubsub"
+  description = "How chunk bytes reach the workers (FERRY_TRANSPORT): pubsub (inside each message; nothing shared) or spool (a Filestore share mounted by producer and workers)."
+
+  validation {
+    condition     = contains(["pubsub", "spool"], var.transport)
+    error_message = "The transport must be pubsub or spool."
+  }
+}
+
+variable "filestore" {
+  type        = bool
+  default     = false
+  description = "Create a Filestore share and mount it on the producer and the workers at /mnt/ferry (required by transport = spool)."
+}
+
+variable "filestore_tier" {
+  type        = string
+  default     = "BASIC_SSD"
+  description = "Filestore tier of the spool share."
+}
+
+variable "filestore_capacity_gb" {
+  type        = number
+  default     = 2560
+  description = "Size of the spool share in GB (BASIC_SSD starts at 2560)."
+}
+
+variable "kms" {
+  type        = bool
+  default     = false
+  description = "Encrypt every object ferry writes with a Cloud KMS key created here (FERRY_KMS_KEY); the Cloud Storage service agent gets encrypter/decrypter on it."
+}
+
+variable "release_location" {
+  type        = string
+  default     = ""
+  description = "gs://BUCKET/PATH where `make release` put the binaries (one folder per version). Empty: a bucket named <bucket>-releases is created here, and releases go under gs://<bucket>-releases/ferry."
+
+  validation {
+    condition     = var.release_location == "" || can(regex("^gs://[a-z0-9][a-z0-9._-]+[a-z0-9](/.*)?$", var.release_location))
+    error_message = "The release location must be gs://BUCKET or gs://BUCKET/PATH."
+  }
+}
+
+variable "release_version" {
+  type        = string
+  description = "Version folder under release_location the VMs run (what `make release` printed, e.g. v0.3.0)."
+}
+
+variable "image" {
+  type        = string
+  default     = "debian-cloud/debian-12"
+  description = "Boot image of every VM: a Debian-like image with systemd and curl (bake the Ops Agent into your own to ship logs)."
+}
+
+variable "spot" {
+  type        = bool
+  default     = true
+  description = "Run workers as Spot VMs (preempted with 30 s notice; their chunks are redelivered) instead of on-demand."
+}
+
+variable "worker_machine_type" {
+  type        = string
+  default     = "n2-standard-4"
+  description = "Machine type of a worker."
+}
+
+variable "min_workers" {
+  type        = number
+  default     = 1
+  description = "Fewest workers the autoscaler keeps."
+}
+
+variable "max_workers" {
+  type        = number
+  default     = 20
+  description = "Most workers the autoscaler starts."
+
+  validation {
+    condition     = var.max_workers >= 1
+    error_message = "max_workers must be at least 1."
+  }
+}
+
+variable "worker_backlog_per_instance" {
+  type        = number
+  default     = 32
+  description = "Undelivered chunk messages per worker the autoscaler aims at (num_undelivered_messages / workers)."
+}
+
+variable "worker_concurrency" {
+  type        = number
+  default     = 8
+  description = "Chunks one worker uploads at once (FERRY_WORKER_CONCURRENCY)."
+}
+
+variable "max_delivery_attempts" {
+  type        = number
+  default     = 5
+  description = "Dead-letter threshold of the chunks subscription, and the worker's FERRY_MAX_DELIVERY_ATTEMPTS: the two must be equal."
+
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub allows 5 to 100 delivery attempts."
+  }
+}
+
+variable "merger_machine_type" {
+  type        = string
+  default     = "e2-standard-2"
+  description = "Machine type of a merger (it composes; GCS does the byte work)."
+}
+
+variable "mergers" {
+  type        = number
+  default     = 1
+  description = "Mergers running at once. Two or more are safe: one final object and one row per transfer; done events may repeat."
+}
+
+variable "producer_machine_type" {
+  type        = string
+  default     = "n2-standard-8"
+  description = "Machine type of `producer serve` (compression is CPU-bound: one zstd encoder per core)."
+}
+
+variable "producers" {
+  type        = number
+  default     = 1
+  description = "`producer serve` VMs (0 when only on-premises submitters transfer)."
+}
+
+variable "producer_requests" {
+  type        = number
+  default     = 1
+  description = "Requests one `producer serve` runs at once (FERRY_PRODUCER_REQUESTS)."
+}
+
+variable "source_roots" {
+  type        = list(string)
+  default     = ["/srv/ferry/sources"]
+  description = "Directories `producer serve` may read (FERRY_SOURCE_ROOTS); mount your data there."
+}
+
+variable "staging_retention_days" {
+  type        = number
+  default     = 3
+  description = "Age after which the lifecycle rule deletes staging objects under .ferry/ (a backstop against orphans; keep it above any BigQuery outage you expect to ride out)."
+}
+
+variable "done_retention_days" {
+  type        = number
+  default     = 30
+  description = "How long done markers under .ferry-done/ are kept (FERRY_DONE_RETENTION, and the lifecycle rule of that prefix)."
+
+  validation {
+    condition     = var.done_retention_days >= 1
+    error_message = "Done markers must be kept at least one day."
+  }
+}
+
+variable "soft_delete_days" {
+  type        = number
+  default     = 0
+  description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."
+}
+
+variable "done_subscriptions" {
+  type        = list(string)
+  default     = ["ferry-done-batch"]
+  description = "Subscriptions on the done topic for batch systems (each deduplicates done events by transfer_id)."
+}
+
+variable "bq_dataset" {
+  type        = string
+  default     = "ferry"
+  description = "BigQuery dataset of the transfers and chunks tables (FERRY_BQ_DATASET)."
+}
+
+variable "bq_location" {
+  type        = string
+  default     = ""
+  description = "Location of the dataset; empty: the region."
+}
+
+variable "transfer_timeout" {
+  type        = string
+  default     = "6h"
+  description = "FERRY_TRANSFER_TIMEOUT: a transfer with no progress for this long ends failed."
+}
+
+variable "log_level" {
+  type        = string
+  default     = "info"
+  description = "FERRY_LOG_LEVEL of every service."
+}
+
+variable "submitter_impersonators" {
+  type        = list(string)
+  default     = []
+  description = "Principals (user:…, group:…, principal://… of a workload identity pool) that may act as the submitter service account for on-premises `producer submit`."
+}
+
+variable "submitter_wait" {
+  type        = bool
+  default     = true
+  description = "Let the submitter create its own temporary subscriptions (submit --wait and the progress bar). Pub/Sub cannot confine that grant by name, so it covers every subscription of the project."
+}
+
+variable "subnet_cidr" {
+  type        = string
+  default     = "10.20.0.0/20"
+  description = "Range of the fleet's subnetwork."
+}
+
+variable "nat" {
+  type        = bool
+  default     = true
+  description = "Cloud NAT for OS updates; Google APIs are reached through Private Google Access either way."
+}
