@@ -330,11 +330,15 @@ func (ev *Eval) Resolve(v cty.Value) (in *Instance, attr string, ok bool) {
 func (ev *Eval) expand(r *Resource) []*Instance {
 	if a, ok := r.Body.Attributes["for_each"]; ok {
 		v, diags := a.Expr.Value(ev.ctx(nil))
-		if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() {
+		// A map's keys are known when the map is; its values may not be.
+		if diags.HasErrors() || !v.IsKnown() || v.IsNull() {
 			return nil
 		}
 		var out []*Instance
 		if v.Type().IsSetType() {
+			if !v.IsWhollyKnown() {
+				return nil
+			}
 			for it := v.ElementIterator(); it.Next(); {
 				_, e := it.Element()
 				if e.Type() != cty.String {
@@ -460,7 +464,7 @@ func (ev *Eval) resourceValues() map[string]cty.Value {
 
 func (ev *Eval) expandFailed(r *Resource) bool {
 	v, diags := r.Body.Attributes["for_each"].Expr.Value(ev.ctx(nil))
-	return diags.HasErrors() || !v.IsWhollyKnown()
+	return diags.HasErrors() || !v.IsKnown() || v.Type().IsSetType() && !v.IsWhollyKnown()
 }
 
 func (ev *Eval) ctx(in *Instance) *hcl.EvalContext {

@@ -1,0 +1,903 @@
+package tfcheck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net"
+	"path"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/sethvargo/go-envconfig"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/loader"
+	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// The checks. Each returns what is wrong, one sentence a problem; the
+// mutation test in tfcheck_test.go proves each can fail.
+
+// donePrefix is where done markers live (the team's decision: their own
+// prefix, kept for FERRY_DONE_RETENTION, not under message.StagingRoot).
+const donePrefix = ".ferry-done/"
+
+// binaries maps the ferry-binary metadata value to the configuration that
+// binary reads.
+var binaries = map[string]func() any{
+	"worker":   func() any { return &config.Worker{} },
+	"merger":   func() any { return &config.Merger{} },
+	"producer": func() any { return &config.Producer{} },
+}
+
+// unsetOnPurpose lists variables without a default that a deployment
+// leaves unset, and why. Any other variable without a default must be set.
+var unsetOnPurpose = map[string]map[string]string{
+	"worker":    {"FERRY_WORKER_ID": "the host name and process id are the name wanted"},
+	"submitter": {"FERRY_SOURCE_ROOTS": "submit reads what its user can", "FERRY_SPOOL_DIR": "FERRY_TRANSPORT=pubsub: no spool"},
+}
+
+// localDefaults are variables whose defaults are the local stack's, so a
+// deployment must set them although they have defaults.
+var localDefaults = []string{"FERRY_PROJECT", "FERRY_TRANSPORT"}
+
+func defaultPubSub() config.PubSub {
+	var w config.Worker
+	if err := config.Load(context.Background(), &w, envconfig.MapLookuper(nil)); err != nil {
+		panic(err)
+	}
+	return w.PubSub
+}
+
+// get evaluates attribute name of body for in; problems are reported by
+// the caller as missing or unknown.
+func get(in *Instance, body *hclsyntax.Body, name string) cty.Value {
+	if body == nil {
+		return cty.NilVal
+	}
+	v, ok, err := in.Attr(body, name)
+	if !ok || err != nil {
+		return cty.NilVal
+	}
+	return v
+}
+
+func str(v cty.Value) (string, bool) {
+	if v == cty.NilVal || !v.IsKnown() || v.IsNull() {
+		return "", false
+	}
+	switch v.Type() {
+	case cty.String:
+		return v.AsString(), true
+	case cty.Number:
+		return v.AsBigFloat().Text('f', -1), true
+	case cty.Bool:
+		return strconv.FormatBool(v.True()), true
+	}
+	return "", false
+}
+
+func num(v cty.Value) (int64, bool) {
+	s, ok := str(v)
+	if !ok {
+		return 0, false
+	}
+	f, _, err := big.ParseFloat(s, 10, 64, big.ToNearestEven)
+	if err != nil {
+		return 0, false
+	}
+	n, _ := f.Int64()
+	return n, true
+}
+
+func block(body *hclsyntax.Body, typ string) *hclsyntax.Body {
+	if bs := Blocks(body, typ); len(bs) > 0 {
+		return bs[0]
+	}
+	return nil
+}
+
+// instances returns every instance of every resource of type typ.
+func instances(ev *Eval, typ string) []*Instance {
+	var out []*Instance
+	for _, r := range ev.m.ResourcesOf(typ) {
+		out = append(out, ev.Instances(r)...)
+	}
+	return out
+}
+
+// byName indexes instances of typ by their evaluated name attribute.
+func byName(ev *Eval, typ string) map[string]*Instance {
+	out := map[string]*Instance{}
+	for _, in := range instances(ev, typ) {
+		if n, ok := str(get(in, in.Res.Body, "name")); ok {
+			out[n] = in
+		}
+	}
+	return out
+}
+
+// nameOf resolves a reference (…topic["x"].id) to the name of what it points to.
+func nameOf(ev *Eval, v cty.Value) string {
+	if in, _, ok := ev.Resolve(v); ok {
+		n, _ := str(get(in, in.Res.Body, "name"))
+		return n
+	}
+	s, _ := str(v)
+	return s
+}
+
+func parseEnv(s string) map[string]string {
+	env := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// service is one deployed binary: its template and environment.
+type service struct {
+	name, binary string
+	tmpl         *Instance
+	env          map[string]string
+	metadata     map[string]string
+}
+
+func services(ev *Eval) ([]service, []string) {
+	var out []service
+	var problems []string
+	for _, in := range instances(ev, "google_compute_instance_template") {
+		md := get(in, in.Res.Body, "metadata")
+		if md == cty.NilVal || !md.IsKnown() || md.IsNull() {
+			problems = append(problems, in.Addr()+": metadata is not known before apply")
+			continue
+		}
+		m := map[string]string{}
+		for k, v := range md.AsValueMap() {
+			var ok bool
+			if m[k], ok = str(v); !ok && k != "ferry-nfs" { // the share's address is known after apply
+				problems = append(problems, in.Addr()+": metadata "+k+" is not known before apply")
+			}
+		}
+		key, _ := str(in.Key)
+		out = append(out, service{name: key, binary: m["ferry-binary"], tmpl: in, env: parseEnv(m["ferry-env"]), metadata: m})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, problems
+}
+
+func checkEnv(ev *Eval) []string {
+	svcs, problems := services(ev)
+	if len(svcs) == 0 {
+		problems = append(problems, "no google_compute_instance_template: nothing runs ferry")
+	}
+	seen := map[string]bool{}
+	for _, s := range svcs {
+		seen[s.binary] = true
+		problems = append(problems, checkVars(ev, s.tmpl.Addr(), s.binary, s.name, s.env)...)
+	}
+	for bin := range binaries {
+		if !seen[bin] {
+			problems = append(problems, "no instance template runs "+bin)
+		}
+	}
+	out, err := ev.Output("submitter_env")
+	if s, ok := str(out); err != nil || !ok {
+		problems = append(problems, fmt.Sprintf("output submitter_env is not a known string: %v", err))
+	} else {
+		env := parseEnv(s)
+		problems = append(problems, checkVars(ev, "output.submitter_env", "producer", "submitter", env)...)
+		if env["FERRY_TRANSPORT"] != config.TransportPubSub {
+			problems = append(problems, "output.submitter_env: FERRY_TRANSPORT="+env["FERRY_TRANSPORT"]+", want pubsub: a submitter shares nothing with the workers")
+		}
+	}
+	return problems
+}
+
+func checkVars(ev *Eval, where, binary, role string, env map[string]string) []string {
+	mk, ok := binaries[binary]
+	if !ok {
+		return []string{fmt.Sprintf("%s: ferry-binary=%q is not a ferry binary", where, binary)}
+	}
+	var problems []string
+	reads := map[string]config.Var{}
+	for _, v := range config.Describe(mk()) {
+		reads[v.Name] = v
+	}
+	for k := range env {
+		if _, ok := reads[k]; !ok {
+			problems = append(problems, fmt.Sprintf("%s: sets %s, which %s does not read", where, k, binary))
+		}
+	}
+	for name, v := range reads {
+		if _, set := env[name]; set {
+			continue
+		}
+		if v.Default == "" {
+			if _, fine := unsetOnPurpose[role][name]; !fine {
+				problems = append(problems, fmt.Sprintf("%s: leaves %s unset, which %s reads and has no default", where, name, binary))
+			}
+		}
+	}
+	for _, name := range localDefaults {
+		if _, read := reads[name]; read {
+			if _, set := env[name]; !set {
+				problems = append(problems, fmt.Sprintf("%s: leaves %s at the local stack's default %q", where, name, reads[name].Default))
+			}
+		}
+	}
+	for _, v := range config.Describe(&config.PubSub{}) {
+		if got, set := env[v.Name]; set && v.Name != "FERRY_PROJECT" && got != v.Default {
+			problems = append(problems, fmt.Sprintf("%s: %s=%s, but the code's topology names it %s", where, v.Name, got, v.Default))
+		}
+	}
+	if p, _ := str(ev.Var("project")); env["FERRY_PROJECT"] != "" && env["FERRY_PROJECT"] != p {
+		problems = append(problems, fmt.Sprintf("%s: FERRY_PROJECT=%s, not the project %s", where, env["FERRY_PROJECT"], p))
+	}
+	cfg := mk().(interface{ Validate() error })
+	if err := config.Load(context.Background(), cfg, envconfig.MapLookuper(env)); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: %s refuses this environment: %v", where, binary, err))
+	}
+	return problems
+}
+
+// checkWorkers: the worker's settings agree with its subscription, its
+// health check and the time a VM gets to shut down.
+func checkWorkers(ev *Eval) []string {
+	svcs, problems := services(ev)
+	ps := defaultPubSub()
+	subs := byName(ev, "google_pubsub_subscription")
+	for _, s := range svcs {
+		port := ""
+		if _, p, err := net.SplitHostPort(s.env["FERRY_HTTP_ADDR"]); err == nil {
+			port = p
+		}
+		mig := migOf(ev, s.tmpl)
+		if mig == nil {
+			problems = append(problems, s.tmpl.Addr()+": no instance group manager uses it")
+			continue
+		}
+		ah := block(mig.Res.Body, "auto_healing_policies")
+		if ah == nil {
+			problems = append(problems, mig.Addr()+": no autohealing")
+		} else if hc, _, ok := ev.Resolve(get(mig, ah, "health_check")); !ok {
+			problems = append(problems, mig.Addr()+": autohealing names no health check of this configuration")
+		} else if hb := block(hc.Res.Body, "http_health_check"); hb == nil {
+			problems = append(problems, hc.Addr()+": not an HTTP health check")
+		} else {
+			if p, _ := str(get(hc, hb, "request_path")); p != "/healthz" {
+				problems = append(problems, fmt.Sprintf("%s: request_path %q, want /healthz", hc.Addr(), p))
+			}
+			if p, _ := str(get(hc, hb, "port")); p != port {
+				problems = append(problems, fmt.Sprintf("%s: port %s, but %s serves /healthz on FERRY_HTTP_ADDR=%s", hc.Addr(), p, s.name, s.env["FERRY_HTTP_ADDR"]))
+			}
+		}
+		sh := block(s.tmpl.Res.Body, "shielded_instance_config")
+		for _, a := range []string{"enable_secure_boot", "enable_vtpm", "enable_integrity_monitoring"} {
+			if sh == nil || !get(s.tmpl, sh, a).RawEquals(cty.True) {
+				problems = append(problems, fmt.Sprintf("%s: shielded_instance_config.%s is not true", s.tmpl.Addr(), a))
+			}
+		}
+		for _, ni := range Blocks(s.tmpl.Res.Body, "network_interface") {
+			if len(Blocks(ni, "access_config")) > 0 || len(Blocks(ni, "ipv6_access_config")) > 0 {
+				problems = append(problems, s.tmpl.Addr()+": network_interface has an access_config: an external IP")
+			}
+		}
+		if dyn := Blocks(s.tmpl.Res.Body, "dynamic"); len(dyn) > 0 {
+			problems = append(problems, s.tmpl.Addr()+": dynamic blocks hide what the template holds")
+		}
+		if s.binary != "worker" {
+			continue
+		}
+		spot := ev.Var("spot").RawEquals(cty.True)
+		sched := block(s.tmpl.Res.Body, "scheduling")
+		model, _ := str(get(s.tmpl, sched, "provisioning_model"))
+		if spot != (model == "SPOT") {
+			problems = append(problems, fmt.Sprintf("%s: provisioning_model %q with spot = %v", s.tmpl.Addr(), model, spot))
+		}
+		// Compute Engine gives a preempted Spot VM 30 s, and an
+		// on-demand VM 90 s, from the shutdown signal to power-off.
+		limit := 90 * time.Second
+		if spot {
+			limit = 30 * time.Second
+		}
+		grace, err := time.ParseDuration(s.env["FERRY_SHUTDOWN_GRACE"])
+		stop, _ := strconv.Atoi(s.metadata["ferry-stop-timeout"])
+		stopT := time.Duration(stop) * time.Second
+		if err != nil || grace <= 0 || stopT <= grace || stopT >= limit {
+			problems = append(problems, fmt.Sprintf("%s: FERRY_SHUTDOWN_GRACE=%s and ferry-stop-timeout=%ss: want 0 < grace < stop timeout < %s", s.tmpl.Addr(), s.env["FERRY_SHUTDOWN_GRACE"], s.metadata["ferry-stop-timeout"], limit))
+		}
+		sub := subs[ps.ChunksSubscription]
+		if sub != nil {
+			var attempts string
+			if dlp := block(sub.Res.Body, "dead_letter_policy"); dlp != nil {
+				attempts, _ = str(get(sub, dlp, "max_delivery_attempts"))
+			}
+			if attempts != s.env["FERRY_MAX_DELIVERY_ATTEMPTS"] {
+				problems = append(problems, fmt.Sprintf("%s: FERRY_MAX_DELIVERY_ATTEMPTS=%s, but %s dead-letters after %s", s.tmpl.Addr(), s.env["FERRY_MAX_DELIVERY_ATTEMPTS"], ps.ChunksSubscription, attempts))
+			}
+		}
+		problems = append(problems, checkAutoscaler(ev, mig)...)
+	}
+	return problems
+}
+
+func migOf(ev *Eval, tmpl *Instance) *Instance {
+	for _, mig := range instances(ev, "google_compute_region_instance_group_manager") {
+		for _, v := range Blocks(mig.Res.Body, "version") {
+			if in, _, ok := ev.Resolve(get(mig, v, "instance_template")); ok && in == tmpl {
+				return mig
+			}
+		}
+	}
+	return nil
+}
+
+func checkAutoscaler(ev *Eval, mig *Instance) []string {
+	ps := defaultPubSub()
+	for _, as := range instances(ev, "google_compute_region_autoscaler") {
+		if in, _, ok := ev.Resolve(get(as, as.Res.Body, "target")); !ok || in != mig {
+			continue
+		}
+		var problems []string
+		pol := block(as.Res.Body, "autoscaling_policy")
+		if pol == nil {
+			return []string{as.Addr() + ": no autoscaling_policy"}
+		}
+		for attr, v := range map[string]string{"min_replicas": "min_workers", "max_replicas": "max_workers"} {
+			got, _ := num(get(as, pol, attr))
+			want, _ := num(ev.Var(v))
+			if got != want {
+				problems = append(problems, fmt.Sprintf("%s: %s = %d, want var.%s (%d)", as.Addr(), attr, got, v, want))
+			}
+		}
+		met := block(pol, "metric")
+		name, _ := str(get(as, met, "name"))
+		filter, _ := str(get(as, met, "filter"))
+		per, _ := num(get(as, met, "single_instance_assignment"))
+		if name != "pubsub.googleapis.com/subscription/num_undelivered_messages" ||
+			!strings.Contains(filter, `resource.labels.subscription_id = "`+ps.ChunksSubscription+`"`) || per <= 0 {
+			problems = append(problems, fmt.Sprintf("%s: scales on %s where %s (%d per instance), want num_undelivered_messages of %s", as.Addr(), name, filter, per, ps.ChunksSubscription))
+		}
+		return problems
+	}
+	return []string{mig.Addr() + ": no autoscaler targets the workers' group"}
+}
+
+func checkPubSub(ev *Eval) []string {
+	var problems []string
+	ps := defaultPubSub()
+	topics, subs := localstack.Topology(ps)
+	tfTopics := byName(ev, "google_pubsub_topic")
+	tfSubs := byName(ev, "google_pubsub_subscription")
+	for _, t := range topics {
+		if tfTopics[t] == nil {
+			problems = append(problems, "no topic "+t+" (the code's topology has it)")
+		}
+	}
+	var workerAttempts string
+	if svcs, _ := services(ev); len(svcs) > 0 {
+		for _, s := range svcs {
+			if s.binary == "worker" {
+				workerAttempts = s.env["FERRY_MAX_DELIVERY_ATTEMPTS"]
+			}
+		}
+	}
+	deadLetter := map[string]bool{}
+	for _, s := range subs {
+		if s.DeadLetterTopic != "" {
+			deadLetter[s.DeadLetterTopic] = true
+		}
+		in := tfSubs[s.ID]
+		if in == nil {
+			problems = append(problems, "no subscription "+s.ID+" (the code's topology has it)")
+			continue
+		}
+		if got := nameOf(ev, get(in, in.Res.Body, "topic")); got != s.Topic {
+			problems = append(problems, fmt.Sprintf("%s: subscribes to %q, the code to %q", s.ID, got, s.Topic))
+		}
+		if got, _ := num(get(in, in.Res.Body, "ack_deadline_seconds")); time.Duration(got)*time.Second != s.AckDeadline {
+			problems = append(problems, fmt.Sprintf("%s: ack deadline %ds, the code's %s", s.ID, got, s.AckDeadline))
+		}
+		if s.DeadLetterTopic == "" {
+			continue
+		}
+		dlp := block(in.Res.Body, "dead_letter_policy")
+		if dlp == nil {
+			continue // reported below for every subscription
+		}
+		if got := nameOf(ev, get(in, dlp, "dead_letter_topic")); got != s.DeadLetterTopic {
+			problems = append(problems, fmt.Sprintf("%s: dead-letters to %q, the code to %q", s.ID, got, s.DeadLetterTopic))
+		}
+		want := strconv.Itoa(s.MaxAttempts)
+		if s.ID == ps.ChunksSubscription {
+			want = workerAttempts // what the worker reads (FERRY_MAX_DELIVERY_ATTEMPTS)
+		}
+		if got, _ := str(get(in, dlp, "max_delivery_attempts")); got != want {
+			problems = append(problems, fmt.Sprintf("%s: max_delivery_attempts %s, want %s", s.ID, got, want))
+		}
+	}
+	if d := varDefault(ev, "max_delivery_attempts"); d != describeDefault(&config.Worker{}, "FERRY_MAX_DELIVERY_ATTEMPTS") {
+		problems = append(problems, fmt.Sprintf("var.max_delivery_attempts defaults to %s, FERRY_MAX_DELIVERY_ATTEMPTS to %s", d, describeDefault(&config.Worker{}, "FERRY_MAX_DELIVERY_ATTEMPTS")))
+	}
+	// Dead-letter topics of the configuration's own subscriptions.
+	for name, in := range tfSubs {
+		if dlp := block(in.Res.Body, "dead_letter_policy"); dlp != nil {
+			deadLetter[nameOf(ev, get(in, dlp, "dead_letter_topic"))] = true
+		}
+		_ = name
+	}
+	agentPub, agentSub := map[string]bool{}, map[string]bool{}
+	for _, b := range bindings(ev) {
+		if b.principal != "pubsub-agent" {
+			continue
+		}
+		switch b.role {
+		case "roles/pubsub.publisher":
+			agentPub[strings.TrimPrefix(b.target, "topic:")] = true
+		case "roles/pubsub.subscriber":
+			agentSub[strings.TrimPrefix(b.target, "subscription:")] = true
+		}
+	}
+	for name, in := range tfSubs {
+		topic := nameOf(ev, get(in, in.Res.Body, "topic"))
+		if tfTopics[topic] == nil {
+			problems = append(problems, fmt.Sprintf("%s: topic %q is not one of this configuration's", name, topic))
+		}
+		exp := block(in.Res.Body, "expiration_policy")
+		if ttl, ok := str(get(in, exp, "ttl")); exp == nil || !ok || ttl != "" {
+			problems = append(problems, name+": no expiration_policy with ttl = \"\": an idle subscription is deleted after 31 days")
+		}
+		if deadLetter[topic] {
+			continue // a dead-letter topic's own subscription keeps what arrives
+		}
+		dlp := block(in.Res.Body, "dead_letter_policy")
+		if dlp == nil {
+			problems = append(problems, name+": no dead-letter policy")
+			continue
+		}
+		rp := block(in.Res.Body, "retry_policy")
+		minB, _ := str(get(in, rp, "minimum_backoff"))
+		maxB, _ := str(get(in, rp, "maximum_backoff"))
+		lo, err1 := time.ParseDuration(minB)
+		hi, err2 := time.ParseDuration(maxB)
+		if rp == nil || err1 != nil || err2 != nil || lo <= 0 || hi <= lo {
+			problems = append(problems, name+": no exponential retry_policy (minimum_backoff < maximum_backoff)")
+		}
+		if !agentSub[name] {
+			problems = append(problems, name+": Pub/Sub's service agent is not a subscriber, so it cannot dead-letter")
+		}
+		dl := nameOf(ev, get(in, dlp, "dead_letter_topic"))
+		if !agentPub[dl] {
+			problems = append(problems, dl+": Pub/Sub's service agent may not publish to this dead-letter topic")
+		}
+	}
+	for name := range tfTopics {
+		if !slicesContains(topics, name) && !deadLetter[name] {
+			problems = append(problems, "topic "+name+" is neither in the code's topology nor a dead-letter topic")
+		}
+	}
+	for name := range deadLetter {
+		if tfSubs[localstack.DeadLetterSubscription(name)] == nil {
+			problems = append(problems, fmt.Sprintf("dead-letter topic %s has no subscription %s: what lands there is lost", name, localstack.DeadLetterSubscription(name)))
+		}
+	}
+	return problems
+}
+
+func slicesContains(s []string, x string) bool {
+	for _, e := range s {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+func varDefault(ev *Eval, name string) string {
+	b := ev.m.Variables[name]
+	if b == nil {
+		return ""
+	}
+	v, diags := b.Body.Attributes["default"].Expr.Value(nil)
+	if diags.HasErrors() {
+		return ""
+	}
+	s, _ := str(v)
+	return s
+}
+
+func describeDefault(cfg any, name string) string {
+	for _, v := range config.Describe(cfg) {
+		if v.Name == name {
+			return v.Default
+		}
+	}
+	return ""
+}
+
+// binding is one IAM grant, normalised: principal ("sa:worker",
+// "pubsub-agent", …), role (a custom role as its permissions) and target
+// ("topic:ferry-events", "bucket:NAME if .ferry/ .ferry-done/", …).
+type binding struct {
+	addr, principal, role, target string
+}
+
+func (b binding) String() string { return b.role + " on " + b.target }
+
+var iamTarget = map[string]struct{ attr, kind string }{
+	"google_pubsub_topic_iam_member":        {"topic", "topic"},
+	"google_pubsub_subscription_iam_member": {"subscription", "subscription"},
+	"google_storage_bucket_iam_member":      {"bucket", "bucket"},
+	"google_bigquery_dataset_iam_member":    {"dataset_id", "dataset"},
+	"google_project_iam_member":             {"project", "project"},
+	"google_kms_crypto_key_iam_member":      {"crypto_key_id", "kms"},
+	"google_service_account_iam_member":     {"service_account_id", "service-account"},
+}
+
+var prefixCond = regexp.MustCompile(`resource\.name\.startsWith\("projects/_/buckets/([^/]+)/objects/([^"]*)"\)`)
+
+func bindings(ev *Eval) []binding {
+	var out []binding
+	for _, r := range ev.m.Resources {
+		t, ok := iamTarget[r.Type]
+		if !ok {
+			continue
+		}
+		for _, in := range ev.Instances(r) {
+			b := binding{addr: in.Addr()}
+			role := get(in, r.Body, "role")
+			if cr, _, ok := ev.Resolve(role); ok && cr.Res.Type == "google_project_iam_custom_role" {
+				var perms []string
+				if p := get(cr, cr.Res.Body, "permissions"); p != cty.NilVal && p.IsWhollyKnown() {
+					for _, e := range p.AsValueSlice() {
+						perms = append(perms, e.AsString())
+					}
+				}
+				sort.Strings(perms)
+				b.role = "custom[" + strings.Join(perms, ",") + "]"
+			} else {
+				b.role, _ = str(role)
+			}
+			b.principal = principal(ev, get(in, r.Body, "member"))
+			tv := get(in, r.Body, t.attr)
+			switch target, _, ok := ev.Resolve(tv); {
+			case ok && t.kind == "service-account":
+				b.target = "service-account:" + target.Res.Name
+			case ok && t.kind == "kms":
+				b.target = "kms:" + target.Res.Name
+			default:
+				b.target = t.kind + ":" + nameOf(ev, tv)
+			}
+			if c := block(r.Body, "condition"); c != nil {
+				expr, _ := str(get(in, c, "expression"))
+				var prefixes []string
+				for _, m := range prefixCond.FindAllStringSubmatch(expr, -1) {
+					prefixes = append(prefixes, m[2])
+				}
+				b.target += " if " + strings.Join(prefixes, " ")
+			}
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func principal(ev *Eval, v cty.Value) string {
+	s, ok := str(v)
+	if !ok {
+		return "unknown"
+	}
+	if in, attr, ok := ev.Resolve(cty.StringVal(strings.TrimPrefix(s, "serviceAccount:"))); ok && in.Res.Type == "google_service_account" && (attr == "member" || attr == "email") {
+		return "sa:" + in.Res.Name
+	}
+	switch {
+	case strings.HasSuffix(s, "@gcp-sa-pubsub.iam.gserviceaccount.com"):
+		return "pubsub-agent"
+	case s == "serviceAccount:ref:data.google_storage_project_service_account.gcs.email_address":
+		return "gcs-agent"
+	}
+	if imp := ev.Var("submitter_impersonators"); imp.IsWhollyKnown() {
+		for it := imp.ElementIterator(); it.Next(); {
+			if _, e := it.Element(); e.AsString() == s {
+				return "impersonator"
+			}
+		}
+	}
+	return s
+}
+
+// wantBindings is what each principal needs, from what each binary does:
+// which subscription it receives from (and whose dead-letter topic it
+// copies permanent failures to), which topics it publishes to, what it
+// stores.
+func wantBindings(ev *Eval) map[string][]string {
+	ps := defaultPubSub()
+	bucket, _ := str(ev.Var("bucket"))
+	release, _ := str(ev.Local("release_bucket"))
+	project, _ := str(ev.Var("project"))
+	sub := func(s string) string { return "roles/pubsub.subscriber on subscription:" + s }
+	pub := func(t string) string { return "roles/pubsub.publisher on topic:" + t }
+	objects := "roles/storage.objectUser on bucket:" + bucket
+	releases := "roles/storage.objectViewer on bucket:" + release
+	bucketGet := "custom[storage.buckets.get] on bucket:" + bucket
+	vm := []string{"roles/logging.logWriter on project:" + project, "roles/monitoring.metricWriter on project:" + project}
+	dataset, _ := str(ev.Var("bq_dataset"))
+	want := map[string][]string{
+		"sa:worker": append([]string{sub(ps.ChunksSubscription), pub(ps.EventsTopic), pub(ps.ChunksDeadLetter), objects, releases}, vm...),
+		"sa:merger": append([]string{sub(ps.EventsSubscription), pub(ps.DoneTopic), pub(ps.EventsDeadLetter), objects, releases,
+			"roles/bigquery.dataEditor on dataset:" + dataset, "roles/bigquery.jobUser on project:" + project}, vm...),
+		"sa:producer": append([]string{sub(ps.RequestsSubscription), pub(ps.ChunksTopic), pub(ps.EventsTopic), pub(ps.DoneTopic),
+			pub(ps.RequestsDeadLetter), objects, bucketGet, releases}, vm...),
+		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.EventsTopic), bucketGet,
+			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix},
+	}
+	if ev.Var("submitter_wait").RawEquals(cty.True) {
+		want["sa:submitter"] = append(want["sa:submitter"],
+			"roles/pubsub.subscriber on topic:"+ps.DoneTopic, "roles/pubsub.subscriber on topic:"+ps.EventsTopic,
+			"custom[pubsub.subscriptions.consume,pubsub.subscriptions.create,pubsub.subscriptions.delete,pubsub.subscriptions.get] on project:"+project)
+	}
+	if ev.Var("kms").RawEquals(cty.True) {
+		want["gcs-agent"] = []string{"roles/cloudkms.cryptoKeyEncrypterDecrypter on kms:objects"}
+	}
+	if imp := ev.Var("submitter_impersonators"); imp.LengthInt() > 0 {
+		want["impersonator"] = []string{"roles/iam.serviceAccountTokenCreator on service-account:submitter"}
+	}
+	return want
+}
+
+var primitive = regexp.MustCompile(`^roles/(owner|editor|viewer)$`)
+
+func checkIAM(ev *Eval) []string {
+	var problems []string
+	for _, r := range ev.m.Resources {
+		switch {
+		case strings.HasSuffix(r.Type, "_iam_binding") || strings.HasSuffix(r.Type, "_iam_policy"):
+			problems = append(problems, r.Addr()+": an authoritative IAM resource replaces grants it does not know; use _iam_member")
+		case r.Type == "google_service_account_key":
+			problems = append(problems, r.Addr()+": a service account key; VMs use their attached account, submitters impersonate")
+		case strings.HasSuffix(r.Type, "_iam_member") && iamTarget[r.Type].attr == "":
+			problems = append(problems, r.Addr()+": IAM on a resource type the check does not know; teach bindings() its target")
+		}
+	}
+	got := map[string][]string{}
+	for _, b := range bindings(ev) {
+		if primitive.MatchString(b.role) {
+			problems = append(problems, fmt.Sprintf("%s grants the basic role %s", b.addr, b.role))
+		}
+		if b.principal == "pubsub-agent" {
+			continue // checked with the subscriptions
+		}
+		got[b.principal] = append(got[b.principal], b.String())
+	}
+	want := wantBindings(ev)
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			problems = append(problems, fmt.Sprintf("%s is granted %v, and should be granted nothing", p, got[p]))
+		}
+	}
+	for p, w := range want {
+		g := map[string]int{}
+		for _, s := range got[p] {
+			g[s]++
+		}
+		for _, s := range w {
+			if g[s] == 0 {
+				problems = append(problems, fmt.Sprintf("%s lacks %s", p, s))
+			}
+			delete(g, s)
+		}
+		for s := range g {
+			problems = append(problems, fmt.Sprintf("%s has %s, which it does not need", p, s))
+		}
+	}
+	// Each VM runs as its own service account.
+	svcs, _ := services(ev)
+	for _, s := range svcs {
+		sa := block(s.tmpl.Res.Body, "service_account")
+		in, _, ok := ev.Resolve(get(s.tmpl, sa, "email"))
+		if !ok || in.Res.Type != "google_service_account" || in.Res.Name != s.binary {
+			problems = append(problems, fmt.Sprintf("%s: runs as %v, want google_service_account.%s", s.tmpl.Addr(), get(s.tmpl, sa, "email").GoString(), s.binary))
+		}
+	}
+	return problems
+}
+
+// labeled are the resource types of the google provider that take labels;
+// unlabeled those that take none. A type in neither list fails the check,
+// so a new kind of resource gets a decision.
+var (
+	labeled = []string{"google_storage_bucket", "google_pubsub_topic", "google_pubsub_subscription", "google_bigquery_dataset",
+		"google_bigquery_table", "google_compute_instance_template", "google_kms_crypto_key", "google_filestore_instance"}
+	unlabeled = []string{"google_project_service", "google_service_account", "google_project_iam_custom_role", "google_kms_key_ring",
+		"google_compute_network", "google_compute_subnetwork", "google_compute_router", "google_compute_router_nat",
+		"google_compute_firewall", "google_compute_health_check", "google_compute_region_instance_group_manager",
+		"google_compute_region_autoscaler"}
+)
+
+func checkLabels(ev *Eval) []string {
+	var problems []string
+	common := ev.Local("labels")
+	if common == cty.NilVal || !common.IsWhollyKnown() || common.LengthInt() == 0 {
+		return []string{"local.labels: no common labels"}
+	}
+	for _, r := range ev.m.Resources {
+		if r.Mode != "resource" || strings.HasSuffix(r.Type, "_iam_member") {
+			continue
+		}
+		switch {
+		case slicesContains(unlabeled, r.Type):
+			continue
+		case !slicesContains(labeled, r.Type):
+			problems = append(problems, r.Addr()+": type "+r.Type+" is neither in labeled nor in unlabeled (internal/tfcheck)")
+			continue
+		}
+		for _, in := range ev.Instances(r) {
+			l := get(in, r.Body, "labels")
+			if l == cty.NilVal || !l.IsWhollyKnown() || l.IsNull() {
+				problems = append(problems, in.Addr()+": no labels")
+				continue
+			}
+			for it := common.ElementIterator(); it.Next(); {
+				k, v := it.Element()
+				if !l.Type().IsObjectType() && !l.Type().IsMapType() {
+					problems = append(problems, in.Addr()+": labels is not a map")
+					break
+				}
+				if got, ok := label(l, k.AsString()); !ok || !got.RawEquals(v) {
+					problems = append(problems, fmt.Sprintf("%s: lacks the common label %s", in.Addr(), k.AsString()))
+				}
+			}
+		}
+	}
+	return problems
+}
+
+func label(v cty.Value, k string) (cty.Value, bool) {
+	if v.Type().IsObjectType() {
+		if !v.Type().HasAttribute(k) {
+			return cty.NilVal, false
+		}
+		return v.GetAttr(k), true
+	}
+	if !v.HasIndex(cty.StringVal(k)).True() {
+		return cty.NilVal, false
+	}
+	return v.Index(cty.StringVal(k)), true
+}
+
+func checkBucket(ev *Eval) []string {
+	var problems []string
+	bucket, _ := str(ev.Var("bucket"))
+	var data *Instance
+	for _, in := range instances(ev, "google_storage_bucket") {
+		if n, _ := str(get(in, in.Res.Body, "name")); n == bucket {
+			data = in
+		}
+	}
+	if data == nil {
+		return []string{"no bucket named var.bucket"}
+	}
+	if !get(data, data.Res.Body, "uniform_bucket_level_access").RawEquals(cty.True) {
+		problems = append(problems, data.Addr()+": uniform_bucket_level_access is not true")
+	}
+	if p, _ := str(get(data, data.Res.Body, "public_access_prevention")); p != "enforced" {
+		problems = append(problems, data.Addr()+": public_access_prevention is not enforced")
+	}
+	ages := map[string]int64{}
+	for _, rule := range Blocks(data.Res.Body, "lifecycle_rule") {
+		cond := block(rule, "condition")
+		prefixes := get(data, cond, "matches_prefix")
+		age, _ := num(get(data, cond, "age"))
+		if prefixes == cty.NilVal || !prefixes.IsWhollyKnown() || prefixes.LengthInt() == 0 {
+			problems = append(problems, data.Addr()+": a lifecycle rule without matches_prefix would delete final objects")
+			continue
+		}
+		for _, p := range prefixes.AsValueSlice() {
+			ages[p.AsString()] = age
+		}
+	}
+	for p := range ages {
+		if p != message.StagingRoot && p != donePrefix {
+			problems = append(problems, fmt.Sprintf("%s: a lifecycle rule on %q, which is neither staging (%s) nor done markers (%s)", data.Addr(), p, message.StagingRoot, donePrefix))
+		}
+	}
+	if ages[message.StagingRoot] < 1 {
+		problems = append(problems, data.Addr()+": no lifecycle rule on "+message.StagingRoot+" (message.StagingRoot), the backstop against orphans")
+	}
+	var retention string
+	if svcs, _ := services(ev); len(svcs) > 0 {
+		for _, s := range svcs {
+			if s.binary == "merger" {
+				retention = s.env["FERRY_DONE_RETENTION"]
+			}
+		}
+	}
+	if d, err := time.ParseDuration(retention); err != nil || time.Duration(ages[donePrefix])*24*time.Hour != d {
+		problems = append(problems, fmt.Sprintf("%s: done markers (%s) expire after %d days, the merger's FERRY_DONE_RETENTION is %q", data.Addr(), donePrefix, ages[donePrefix], retention))
+	}
+	// Where the code writes done markers today. Until they leave the
+	// staging prefix (issue 8), the staging rule expires them too, and
+	// this half of the check waits.
+	if dir := path.Dir(message.DoneMarker("t")) + "/"; !strings.HasPrefix(dir, message.StagingRoot) && dir != donePrefix {
+		problems = append(problems, fmt.Sprintf("the code writes done markers under %s, the lifecycle keeps %s", dir, donePrefix))
+	}
+	return problems
+}
+
+func checkBigQuery(ev *Eval) []string {
+	var problems []string
+	tables := map[string]*Instance{}
+	for _, in := range instances(ev, "google_bigquery_table") {
+		id, _ := str(get(in, in.Res.Body, "table_id"))
+		tables[id] = in
+	}
+	var datasetEnv string
+	if svcs, _ := services(ev); len(svcs) > 0 {
+		for _, s := range svcs {
+			if s.binary == "merger" {
+				datasetEnv = s.env["FERRY_BQ_DATASET"]
+			}
+		}
+	}
+	for name, schema := range map[string][]result.Field{loader.TransfersTable: result.TransfersSchema(), loader.ChunksTable: result.ChunksSchema()} {
+		in := tables[name]
+		if in == nil {
+			problems = append(problems, "no BigQuery table "+name+" (loader."+name+")")
+			continue
+		}
+		if ds := nameOfDataset(ev, get(in, in.Res.Body, "dataset_id")); ds != datasetEnv {
+			problems = append(problems, fmt.Sprintf("%s: in dataset %q, the merger loads into FERRY_BQ_DATASET=%q", in.Addr(), ds, datasetEnv))
+		}
+		s, _ := str(get(in, in.Res.Body, "schema"))
+		var got []result.Field
+		if err := json.Unmarshal([]byte(s), &got); err != nil || !reflect.DeepEqual(got, schema) {
+			problems = append(problems, fmt.Sprintf("%s: schema is not result's (schema/%s.json): %v", in.Addr(), name, err))
+		}
+		types := map[string]string{}
+		for _, f := range schema {
+			types[f.Name] = f.Type
+		}
+		tp := block(in.Res.Body, "time_partitioning")
+		pt, _ := str(get(in, tp, "type"))
+		pf, _ := str(get(in, tp, "field"))
+		if tp == nil || pt != "DAY" || (types[pf] != "TIMESTAMP" && types[pf] != "DATE") {
+			problems = append(problems, fmt.Sprintf("%s: not partitioned by day on a timestamp column (type %q, field %q)", in.Addr(), pt, pf))
+		}
+		cl := get(in, in.Res.Body, "clustering")
+		if cl == cty.NilVal || !cl.IsWhollyKnown() || cl.LengthInt() == 0 {
+			problems = append(problems, in.Addr()+": not clustered")
+			continue
+		}
+		for i, c := range cl.AsValueSlice() {
+			if _, ok := types[c.AsString()]; !ok {
+				problems = append(problems, fmt.Sprintf("%s: clustered by %s, which is no column", in.Addr(), c.AsString()))
+			}
+			if name == loader.TransfersTable && i == 0 && c.AsString() != "method" {
+				problems = append(problems, in.Addr()+": not clustered by method first")
+			}
+		}
+	}
+	return problems
+}
+
+func nameOfDataset(ev *Eval, v cty.Value) string {
+	if in, _, ok := ev.Resolve(v); ok {
+		s, _ := str(get(in, in.Res.Body, "dataset_id"))
+		return s
+	}
+	s, _ := str(v)
+	return s
+}
