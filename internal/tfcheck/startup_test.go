@@ -1,0 +1,192 @@
+package tfcheck
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeGoogle serves what startup.sh asks of the metadata server and of
+// Cloud Storage's JSON API, and records the downloads.
+type fakeGoogle struct {
+	metadata map[string]string
+	objects  map[string][]byte // "bucket/object" → bytes
+	mu       sync.Mutex
+	fetched  []string
+}
+
+func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/computeMetadata/v1/"):
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "missing Metadata-Flavor", http.StatusForbidden)
+			return
+		}
+		key := strings.TrimPrefix(r.URL.Path, "/computeMetadata/v1/")
+		if key == "instance/service-accounts/default/token" {
+			_, _ = w.Write([]byte(`{"access_token":"tok-123","expires_in":3599,"token_type":"Bearer"}`))
+			return
+		}
+		v, ok := f.metadata[strings.TrimPrefix(key, "instance/attributes/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(v))
+	case strings.HasPrefix(r.URL.Path, "/storage/v1/b/"):
+		if r.Header.Get("Authorization") != "Bearer tok-123" || r.URL.Query().Get("alt") != "media" {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		// The object name arrives %2F-escaped; RawPath keeps it so.
+		p := strings.TrimPrefix(r.URL.EscapedPath(), "/storage/v1/b/")
+		bucket, obj, _ := strings.Cut(p, "/o/")
+		name := bucket + "/" + strings.ReplaceAll(obj, "%2F", "/")
+		f.mu.Lock()
+		f.fetched = append(f.fetched, name)
+		f.mu.Unlock()
+		b, ok := f.objects[name]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(b)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// startupFor returns the metadata Terraform gives binary's VMs in scenario,
+// and a fake Google serving it with a release whose binary is payload.
+func startupFor(t *testing.T, scenario, binary string, payload []byte, sums string) (*fakeGoogle, service) {
+	t.Helper()
+	ev := evaluate(t, "../../terraform", scenarios[scenario])
+	svcs, problems := services(ev)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	var svc service
+	for _, s := range svcs {
+		if s.binary == binary {
+			svc = s
+		}
+	}
+	if svc.tmpl == nil {
+		t.Fatalf("no template runs %s", binary)
+	}
+	f := &fakeGoogle{metadata: map[string]string{}, objects: map[string][]byte{}}
+	for k, v := range svc.metadata {
+		if k != "startup-script" {
+			f.metadata[k] = v
+		}
+	}
+	rel := strings.TrimPrefix(svc.metadata["ferry-release"], "gs://")
+	f.objects[rel+"/"+binary] = payload
+	f.objects[rel+"/SHA256SUMS"] = []byte(sums)
+	return f, svc
+}
+
+func runStartup(t *testing.T, f *fakeGoogle, root string) (string, error) {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	cmd := exec.Command("bash", "../../terraform/startup.sh")
+	cmd.Env = append(os.Environ(), "FERRY_METADATA_URL="+srv.URL+"/computeMetadata/v1", "FERRY_STORAGE_URL="+srv.URL, "FERRY_ROOT="+root)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func sumLine(name string, b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:]) + "  " + name + "\n"
+}
+
+func TestStartupScriptInstallsTheReleaseAsConfigured(t *testing.T) {
+	payload := []byte("#!/bin/sh\necho worker binary\n")
+	f, svc := startupFor(t, "defaults", "worker", payload, sumLine("merger", []byte("x"))+sumLine("worker", payload))
+	root := t.TempDir()
+	out, err := runStartup(t, f, root)
+	if err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "opt/ferry/worker"))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("installed binary %q, %v; want the release's", got, err)
+	}
+	if st, _ := os.Stat(filepath.Join(root, "opt/ferry/worker")); st.Mode().Perm() != 0o755 {
+		t.Errorf("binary mode %v, want 0755", st.Mode().Perm())
+	}
+	env, _ := os.ReadFile(filepath.Join(root, "etc/ferry/env"))
+	if string(env) != svc.metadata["ferry-env"]+"\n" {
+		t.Errorf("env file:\n%s\nwant the ferry-env metadata:\n%s", env, svc.metadata["ferry-env"])
+	}
+	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/ferry.service"))
+	for _, want := range []string{"ExecStart=/opt/ferry/worker \n", "EnvironmentFile=/etc/ferry/env\n", "TimeoutStopSec=" + svc.metadata["ferry-stop-timeout"] + "\n", "KillSignal=SIGTERM\n", "User=ferry\n"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("unit lacks %q:\n%s", want, unit)
+		}
+	}
+	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
+	if !strings.Contains(string(cmds), "systemctl restart ferry.service") || strings.Contains(string(cmds), "mount") {
+		t.Errorf("commands:\n%s\nwant the unit restarted and no NFS mount (transport pubsub)", cmds)
+	}
+	rel := strings.TrimPrefix(svc.metadata["ferry-release"], "gs://")
+	if strings.Join(f.fetched, " ") != rel+"/SHA256SUMS "+rel+"/worker" {
+		t.Errorf("fetched %v", f.fetched)
+	}
+}
+
+func TestStartupScriptMountsTheSpoolShare(t *testing.T) {
+	payload := []byte("producer")
+	f, svc := startupFor(t, "spool, filestore, kms, on-demand", "producer", payload, sumLine("producer", payload))
+	f.metadata["ferry-nfs"] = "10.20.0.5:/ferry" // known after apply
+	root := t.TempDir()
+	out, err := runStartup(t, f, root)
+	if err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
+	if !strings.Contains(string(cmds), "mount -t nfs -o rw,hard,noatime 10.20.0.5:/ferry /mnt/ferry") {
+		t.Errorf("commands:\n%s\nwant the share mounted", cmds)
+	}
+	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/ferry.service"))
+	if !strings.Contains(string(unit), "ExecStart=/opt/ferry/producer serve\n") || !strings.Contains(string(unit), "ReadWritePaths=/var/lib/ferry /mnt/ferry\n") {
+		t.Errorf("unit:\n%s", unit)
+	}
+	if !strings.Contains(svc.metadata["ferry-env"], "FERRY_SPOOL_DIR=/mnt/ferry/spool") {
+		t.Errorf("producer env %q does not spool on the share", svc.metadata["ferry-env"])
+	}
+}
+
+func TestStartupScriptRefusesABinaryWithTheWrongChecksum(t *testing.T) {
+	payload := []byte("tampered")
+	f, _ := startupFor(t, "defaults", "merger", payload, sumLine("merger", []byte("the real merger")))
+	root := t.TempDir()
+	out, err := runStartup(t, f, root)
+	if err == nil || !strings.Contains(out, "refusing it") {
+		t.Fatalf("startup.sh = %v, output %q; want it to refuse the binary", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "opt/ferry/merger")); !os.IsNotExist(err) {
+		t.Fatalf("a refused binary was installed (%v)", err)
+	}
+}
+
+func TestStartupScriptRefusesEnvThatIsNotFerrys(t *testing.T) {
+	payload := []byte("worker")
+	f, _ := startupFor(t, "defaults", "worker", payload, sumLine("worker", payload))
+	f.metadata["ferry-env"] += "\nLD_PRELOAD=evil.so"
+	out, err := runStartup(t, f, t.TempDir())
+	if err == nil || !strings.Contains(out, `ferry-env line "LD_PRELOAD=evil.so"`) {
+		t.Fatalf("startup.sh = %v, output %q; want the line refused", err, out)
+	}
+}
