@@ -499,7 +499,7 @@ func functions() map[string]function.Function {
 		"lower": stdlib.LowerFunc, "max": stdlib.MaxFunc, "merge": stdlib.MergeFunc, "min": stdlib.MinFunc,
 		"regex": stdlib.RegexFunc, "replace": stdlib.ReplaceFunc, "split": stdlib.SplitFunc,
 		"trimprefix": stdlib.TrimPrefixFunc, "trimsuffix": stdlib.TrimSuffixFunc, "upper": stdlib.UpperFunc,
-		"values": stdlib.ValuesFunc,
+		"values":   stdlib.ValuesFunc,
 		"tostring": to(cty.String), "tonumber": to(cty.Number), "tobool": to(cty.Bool),
 		"toset": to(cty.Set(cty.DynamicPseudoType)), "tolist": to(cty.List(cty.DynamicPseudoType)),
 		"tomap": to(cty.Map(cty.DynamicPseudoType)),
