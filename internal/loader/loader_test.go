@@ -2,12 +2,8 @@ package loader
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -18,87 +14,26 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/loader/bqtest"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
 
-// fakeBigQuery answers the two REST calls a load makes — jobs.insert and
-// jobs.get — keeps the jobs it was given, and records every request, so tests
-// assert what the real client library sends.
-type fakeBigQuery struct {
-	mu       sync.Mutex
-	jobs     map[string]map[string]any // job id → job resource
-	inserts  []map[string]any
-	failLoad int // the next failLoad loads end DONE with an errorResult
-	down     int // the next down requests answer 503
-	paths    []string
-}
-
-func newFakeBigQuery(t *testing.T) (*fakeBigQuery, *BigQuery) {
-	f := &fakeBigQuery{jobs: map[string]map[string]any{}}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	bq, err := NewBigQuery(context.Background(), "proj", "ferry", option.WithEndpoint(srv.URL+"/bigquery/v2/"),
-		option.WithoutAuthentication(), option.WithHTTPClient(srv.Client()))
+// newFakeBigQuery returns the BigQuery REST double (it records every
+// request, so tests assert what the real client library sends) and a
+// BigQuery client pointed at it.
+func newFakeBigQuery(t *testing.T) (*bqtest.Server, *BigQuery) {
+	f := bqtest.New("proj", nil)
+	url := f.Start(t)
+	bq, err := NewBigQuery(context.Background(), "proj", "ferry", option.WithEndpoint(url+"/bigquery/v2/"),
+		option.WithoutAuthentication())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bq.Close() })
 	return f, bq
-}
-
-func (f *fakeBigQuery) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.paths = append(f.paths, r.Method+" "+r.URL.Path)
-	w.Header().Set("Content-Type", "application/json")
-	if f.down > 0 {
-		f.down--
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"backend unavailable (injected)"}}`)
-		return
-	}
-	const prefix = "/bigquery/v2/projects/proj/jobs"
-	switch {
-	case r.Method == http.MethodPost && r.URL.Path == prefix:
-		var job map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		id := job["jobReference"].(map[string]any)["jobId"].(string)
-		if _, dup := f.jobs[id]; dup {
-			w.WriteHeader(http.StatusConflict)
-			_, _ = io.WriteString(w, `{"error":{"code":409,"message":"Already Exists: Job proj:`+id+`"}}`)
-			return
-		}
-		f.inserts = append(f.inserts, job)
-		job["status"] = map[string]any{"state": "DONE"}
-		if f.failLoad > 0 {
-			f.failLoad--
-			job["status"] = map[string]any{"state": "DONE", "errorResult": map[string]any{"reason": "invalid", "message": "injected load failure"}}
-		}
-		f.jobs[id] = job
-		_ = json.NewEncoder(w).Encode(job)
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, prefix+"/"):
-		job, ok := f.jobs[strings.TrimPrefix(r.URL.Path, prefix+"/")]
-		if !ok {
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, `{"error":{"code":404,"message":"Not found: Job"}}`)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(job)
-	default:
-		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotImplemented)
-	}
-}
-
-func (f *fakeBigQuery) loads() []map[string]any {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]map[string]any(nil), f.inserts...)
 }
 
 var seq atomic.Int64
@@ -149,7 +84,7 @@ func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
 	if n, err := l.Once(context.Background()); err != nil || n != 6 {
 		t.Fatalf("Once = %d, %v; want 3 chunk and 3 transfer objects loaded", n, err)
 	}
-	loads := fake.loads()
+	loads := fake.Loads()
 	if len(loads) != 2 {
 		t.Fatalf("%d load jobs, want 2 (chunks, then transfers)", len(loads))
 	}
@@ -202,7 +137,7 @@ func TestFailedLoadIsRetriedUnderANewJobID(t *testing.T) {
 	fake, bq := newFakeBigQuery(t)
 	stage(t, NewStaged(store, bucket), 2)
 	l := New(Options{Store: store, Warehouse: bq, Bucket: bucket, Batch: 2})
-	fake.failLoad = 1
+	fake.FailLoads(1)
 	if _, err := l.Once(context.Background()); err == nil || !strings.Contains(err.Error(), "injected load failure") {
 		t.Fatalf("Once = %v, want the load failure", err)
 	}
@@ -213,7 +148,7 @@ func TestFailedLoadIsRetriedUnderANewJobID(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, j := range fake.loads() {
+	for _, j := range fake.Loads() {
 		ids = append(ids, j["jobReference"].(map[string]any)["jobId"].(string))
 	}
 	if len(ids) != 3 || !strings.HasSuffix(ids[0], "_1") || !strings.HasSuffix(ids[1], "_2") || ids[1][:len(ids[1])-2] != ids[0][:len(ids[0])-2] {
@@ -246,7 +181,7 @@ func TestRetryAfterALoadDoesNotLoadTwice(t *testing.T) {
 	if _, err := l.Once(context.Background()); err == nil {
 		t.Fatal("want the injected cleanup failure")
 	}
-	if n := len(fake.loads()); n != 1 {
+	if n := len(fake.Loads()); n != 1 {
 		t.Fatalf("%d loads before the retry, want 1", n)
 	}
 	// A fresh loader finds the job done and only cleans up.
@@ -254,7 +189,7 @@ func TestRetryAfterALoadDoesNotLoadTwice(t *testing.T) {
 	if _, err := l2.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	loads := fake.loads()
+	loads := fake.Loads()
 	if len(loads) != 2 {
 		t.Fatalf("%d load jobs, want 2: chunks once (not again after the crash), transfers once", len(loads))
 	}
@@ -269,7 +204,7 @@ func TestOutageLosesNoRow(t *testing.T) {
 	fake, bq := newFakeBigQuery(t)
 	stage(t, NewStaged(store, bucket), 1)
 	l := New(Options{Store: store, Warehouse: bq, Bucket: bucket, Batch: 1})
-	fake.down = 1000 // every request fails until the outage ends
+	fake.Down(1000) // every request fails until the outage ends
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, err := l.Once(ctx)
 	cancel()
@@ -279,13 +214,11 @@ func TestOutageLosesNoRow(t *testing.T) {
 	if left := staged(t, store, bucket, TransfersTable); len(left) != 1 {
 		t.Fatalf("the staged row is gone after an outage: %v", left)
 	}
-	fake.mu.Lock()
-	fake.down = 0
-	fake.mu.Unlock()
+	fake.Down(0)
 	if n, err := l.Once(context.Background()); err != nil || n != 2 {
 		t.Fatalf("after the outage: %d, %v", n, err)
 	}
-	if len(fake.loads()) != 2 {
-		t.Fatalf("%d loads, want 2", len(fake.loads()))
+	if len(fake.Loads()) != 2 {
+		t.Fatalf("%d loads, want 2", len(fake.Loads()))
 	}
 }

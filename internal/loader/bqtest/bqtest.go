@@ -1,0 +1,206 @@
+// Package bqtest is a BigQuery REST double for tests: it answers the calls a
+// load makes (jobs.insert, jobs.get), keeps the jobs it was given, and, when
+// it can read the source objects, appends their NDJSON rows to in-memory
+// tables, so a test asserts rows, not only requests. Intercept puts it in
+// front of a child process that talks to the real endpoints, so a ferry
+// binary can be tested unchanged.
+package bqtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Reader returns the bytes of a gs://BUCKET/OBJECT URI.
+type Reader func(ctx context.Context, uri string) ([]byte, error)
+
+// Server is the double. It is safe for concurrent use.
+type Server struct {
+	project string
+	read    Reader
+
+	mu       sync.Mutex
+	jobs     map[string]map[string]any // job id → job resource
+	inserts  []map[string]any
+	rows     map[string][]map[string]any // table id → rows loaded
+	failLoad int                         // the next failLoad loads end DONE with an errorResult
+	down     int                         // the next down requests answer 503
+	paths    []string
+}
+
+// New returns a double for project. With read set, a load job reads its
+// source URIs and appends their rows to the destination table; a URI it
+// cannot read fails the job, as in BigQuery.
+func New(project string, read Reader) *Server {
+	return &Server{project: project, read: read, jobs: map[string]map[string]any{}, rows: map[string][]map[string]any{}}
+}
+
+// Start serves s on loopback until the test ends and returns its URL.
+func (s *Server) Start(t testing.TB) string {
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// FailLoads makes the next n load jobs end DONE with an error.
+func (s *Server) FailLoads(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failLoad = n
+}
+
+// Down makes the next n requests answer 503 (0 ends an outage).
+func (s *Server) Down(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = n
+}
+
+// Loads returns the load jobs inserted, in order.
+func (s *Server) Loads() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.inserts...)
+}
+
+// Rows returns the rows loaded into table.
+func (s *Server) Rows(table string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.rows[table]...)
+}
+
+// Paths returns "METHOD PATH" of every request.
+func (s *Server) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.paths...)
+}
+
+// LoadConfig returns a load job's configuration.load.
+func LoadConfig(job map[string]any) map[string]any {
+	cfg, _ := job["configuration"].(map[string]any)
+	ld, _ := cfg["load"].(map[string]any)
+	return ld
+}
+
+// JobID returns a job's id.
+func JobID(job map[string]any) string {
+	ref, _ := job["jobReference"].(map[string]any)
+	id, _ := ref["jobId"].(string)
+	return id
+}
+
+// ServeHTTP answers jobs.insert, jobs.get and OAuth token requests.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.paths = append(s.paths, r.Method+" "+r.URL.Path)
+	down := s.down > 0
+	if down {
+		s.down--
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/token" { // OAuth, for a child process using Application Default Credentials
+		_, _ = io.WriteString(w, `{"access_token":"bqtest-token","token_type":"Bearer","expires_in":3600}`)
+		return
+	}
+	if down {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"backend unavailable (injected)"}}`)
+		return
+	}
+	prefix := "/bigquery/v2/projects/" + s.project + "/jobs"
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == prefix:
+		var job map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		id := JobID(job)
+		s.mu.Lock()
+		_, dup := s.jobs[id]
+		s.mu.Unlock()
+		if dup {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error":{"code":409,"message":"Already Exists: Job `+s.project+`:`+id+`"}}`)
+			return
+		}
+		status := s.run(r.Context(), job)
+		s.mu.Lock()
+		job["status"] = status
+		s.inserts = append(s.inserts, job)
+		s.jobs[id] = job
+		s.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(job)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, prefix+"/"):
+		s.mu.Lock()
+		job, ok := s.jobs[strings.TrimPrefix(r.URL.Path, prefix+"/")]
+		s.mu.Unlock()
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":404,"message":"Not found: Job"}}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(job)
+	default:
+		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotImplemented)
+	}
+}
+
+// run carries out a load job and returns its final status.
+func (s *Server) run(ctx context.Context, job map[string]any) map[string]any {
+	failed := func(msg string) map[string]any {
+		return map[string]any{"state": "DONE", "errorResult": map[string]any{"reason": "invalid", "message": msg}}
+	}
+	s.mu.Lock()
+	inject := s.failLoad > 0
+	if inject {
+		s.failLoad--
+	}
+	s.mu.Unlock()
+	if inject {
+		return failed("injected load failure")
+	}
+	ld := LoadConfig(job)
+	if ld == nil || s.read == nil {
+		return map[string]any{"state": "DONE"}
+	}
+	dest, _ := ld["destinationTable"].(map[string]any)
+	table, _ := dest["tableId"].(string)
+	uris, _ := ld["sourceUris"].([]any)
+	var rows []map[string]any
+	for _, u := range uris {
+		uri, _ := u.(string)
+		b, err := s.read(ctx, uri)
+		if err != nil {
+			return failed(fmt.Sprintf("Not found: URI %s: %v", uri, err))
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
+			var row map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+				return failed(fmt.Sprintf("Error while reading data from %s: %v", uri, err))
+			}
+			rows = append(rows, row)
+		}
+	}
+	s.mu.Lock()
+	s.rows[table] = append(s.rows[table], rows...) // a job's rows land together or not at all
+	s.mu.Unlock()
+	return map[string]any{"state": "DONE"}
+}
