@@ -24,6 +24,10 @@ locals {
       FERRY_RESULTS_BUCKET   = google_storage_bucket.data.name
       FERRY_TRANSFER_TIMEOUT = var.transfer_timeout
       FERRY_DONE_RETENTION   = "${var.done_retention_days * 24}h"
+      # BigQuery allows 1,500 load jobs per table a day, and every merger
+      # runs a loader: at most one load per table each 2 minutes per merger
+      # keeps all of them under 720 a day.
+      FERRY_LOAD_MAX_AGE = "${max(1, var.mergers) * 2}m"
     })
   }
 }
