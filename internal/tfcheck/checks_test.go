@@ -28,9 +28,9 @@ import (
 // The checks. Each returns what is wrong, one sentence a problem; the
 // mutation test in tfcheck_test.go proves each can fail.
 
-// donePrefix is where done markers live (the team's decision: their own
-// prefix, kept for FERRY_DONE_RETENTION, not under message.StagingRoot).
-const donePrefix = ".ferry-done/"
+// donePrefix is where done markers live: their own prefix, kept for
+// FERRY_DONE_RETENTION, not under message.StagingRoot.
+const donePrefix = message.DoneRoot
 
 // binaries maps the ferry-binary metadata value to the configuration that
 // binary reads.
@@ -828,10 +828,8 @@ func checkBucket(ev *Eval) []string {
 	if d, err := time.ParseDuration(retention); err != nil || time.Duration(ages[donePrefix])*24*time.Hour != d {
 		problems = append(problems, fmt.Sprintf("%s: done markers (%s) expire after %d days, the merger's FERRY_DONE_RETENTION is %q", data.Addr(), donePrefix, ages[donePrefix], retention))
 	}
-	// Where the code writes done markers today. Until they leave the
-	// staging prefix (issue 8), the staging rule expires them too, and
-	// this half of the check waits.
-	if dir := path.Dir(message.DoneMarker("t")) + "/"; !strings.HasPrefix(dir, message.StagingRoot) && dir != donePrefix {
+	// The code must write done markers where the lifecycle keeps them.
+	if dir := path.Dir(message.DoneMarker("t")) + "/"; dir != donePrefix {
 		problems = append(problems, fmt.Sprintf("the code writes done markers under %s, the lifecycle keeps %s", dir, donePrefix))
 	}
 	return problems
