@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/progress"
 	"github.com/ferry-dev/ferry/internal/queue"
@@ -31,7 +32,7 @@ type progressBar struct {
 }
 
 func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req producer.Request, p *producer.Producer) (*progressBar, error) {
-	_, files, err := producer.Resolve(req)
+	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/requests"
 	"github.com/ferry-dev/ferry/internal/setup"
 )
 
@@ -27,13 +28,11 @@ func serve(ctx context.Context, args []string) error {
 	}
 	defer svc.Close()
 	store, q, log := svc.Store, svc.Queue, svc.Log
-	p := producer.New(producer.Options{
-		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
-		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax), Concurrency: cfg.Concurrency,
-		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
-	})
-	srv := producer.NewServer(p, q.Publisher(cfg.PubSub.DoneTopic), producer.Defaults{
-		Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method,
+	o := producer.ConfigOptions(&cfg)
+	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), hostID(), log
+	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
+		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},
+		SourceRoots: cfg.SourceRoots, Buckets: cfg.Buckets.Allowed, Log: log,
 	})
 	svc.Health.SetReady(true)
 	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription)

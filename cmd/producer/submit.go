@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
+	"github.com/ferry-dev/ferry/internal/waiter"
 )
 
 type labels map[string]string
@@ -91,18 +92,16 @@ func submit(ctx context.Context, args []string) error {
 	defer clients.Close()
 	store, q := clients.Store, clients.Queue
 
-	var w *producer.Waiter
+	var w *waiter.Waiter
 	if *wait {
-		if w, err = producer.NewWaiter(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
+		if w, err = waiter.New(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
 			return err
 		}
 		defer func() { _ = w.Close(context.WithoutCancel(ctx)) }()
 	}
-	p := producer.New(producer.Options{
-		Store: store, Chunks: q.Publisher(cfg.PubSub.ChunksTopic), Events: q.Publisher(cfg.PubSub.EventsTopic),
-		SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax), Concurrency: cfg.Concurrency,
-		MemoryLimit: int64(cfg.MemoryLimit), ID: hostID(), Log: log,
-	})
+	o := producer.ConfigOptions(&cfg)
+	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), hostID(), log
+	p := producer.New(o)
 	fmt.Println(req.TransferID)
 	var bar *progressBar
 	if showBar {

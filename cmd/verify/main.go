@@ -15,7 +15,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/gcs"
-	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
@@ -56,9 +56,7 @@ func run(ctx context.Context, args []string, codecName, results, tid string) err
 	if err != nil {
 		return fmt.Errorf("--codec: %w", err)
 	}
-	dest, files, err := producer.Resolve(producer.Request{
-		Sources: args[:len(args)-1], Destination: args[len(args)-1], Codec: c, ChunkSize: 32 << 20,
-	})
+	dest, files, err := plan.Resolve(args[:len(args)-1], args[len(args)-1], c)
 	if err != nil {
 		return err
 	}

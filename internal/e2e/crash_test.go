@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/verify"
@@ -38,7 +39,7 @@ func hostOf(p *faultproxy.Proxy) string { return strings.TrimPrefix(p.URL(), "ht
 // verifyAll proves every file of req present and intact under its final name.
 func (s *stack) verifyAll(req producer.Request) {
 	s.t.Helper()
-	_, files, err := producer.Resolve(req)
+	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 	if err != nil {
 		s.t.Fatal(err)
 	}

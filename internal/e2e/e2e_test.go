@@ -12,7 +12,9 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -31,11 +33,15 @@ func writeCSV(t *testing.T, path string, size, seed int64) {
 	}
 }
 
-// predictWire compresses path chunk by chunk, as the producer does, and
-// combines the frames' CRC32Cs: an independent prediction of the final
-// object's CRC32C and size.
+// predictWire compresses path chunk by chunk, as the producer does (chunks
+// here are below codec.FrameSize: one frame each), and combines the frames'
+// CRC32Cs, with the seek table a zstd object ends with: an independent
+// prediction of the final object's CRC32C and size.
 func predictWire(t *testing.T, path string, c codec.Codec, chunk int64) (uint32, int64, int) {
 	t.Helper()
+	if chunk > codec.FrameSize {
+		t.Fatalf("predictWire assumes one frame per chunk; chunk size %d", chunk)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -45,19 +51,28 @@ func predictWire(t *testing.T, path string, c codec.Codec, chunk int64) (uint32,
 		t.Fatal(err)
 	}
 	var parts []crc32c.Part
+	var frames []seektable.Frame
 	var size int64
 	for off := int64(0); off < int64(len(data)) || off == 0; off += chunk {
-		frame, err := enc.Encode(nil, data[off:min(off+chunk, int64(len(data)))])
+		raw := data[off:min(off+chunk, int64(len(data)))]
+		frame, err := enc.Encode(nil, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
 		parts = append(parts, crc32c.Part{CRC32C: crc32c.Checksum(frame), Size: int64(len(frame))})
+		frames = append(frames, seektable.Frame{Wire: uint32(len(frame)), Raw: uint32(len(raw))})
 		size += int64(len(frame))
 		if len(data) == 0 {
 			break
 		}
 	}
-	return crc32c.CombineAll(parts), size, len(parts)
+	n := len(parts)
+	if c == codec.Zstd && n == 1 {
+		table := seektable.Append(nil, frames)
+		parts = append(parts, crc32c.Part{CRC32C: crc32c.Checksum(table), Size: int64(len(table))})
+		size += int64(len(table))
+	}
+	return crc32c.CombineAll(parts), size, n
 }
 
 func TestLargeFileComposesATwoLevelTree(t *testing.T) {
@@ -119,7 +134,7 @@ func TestDirectoryOfSmallFilesAndAnEmptyFile(t *testing.T) {
 			if len(done.Objects) != 42 {
 				t.Fatalf("%d objects, want 42", len(done.Objects))
 			}
-			_, files, err := producer.Resolve(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/" + prefix, Codec: c, ChunkSize: 64 << 10})
+			_, files, err := plan.Resolve([]string{dir}, "gs://"+s.bucket+"/"+prefix, c)
 			if err != nil {
 				t.Fatal(err)
 			}

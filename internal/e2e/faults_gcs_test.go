@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
@@ -51,7 +52,7 @@ func testGCSFault(t *testing.T, fault faultproxy.Fault) {
 	prefix := "faults"
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://bucket-set-below/" + prefix,
 		Codec: codec.Zstd, ChunkSize: chunk, Method: "e2e-gcs-faults"}
-	_, files, err := producer.Resolve(req)
+	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestPersistentGCSFaultFailsTheTransferCleanly(t *testing.T) {
 	writeCSV(t, small, 40_000, 72)
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://bucket-set-below/doomed",
 		Codec: codec.Zstd, ChunkSize: 64 << 10, Method: "e2e-gcs-faults"}
-	_, files, err := producer.Resolve(req)
+	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 	if err != nil {
 		t.Fatal(err)
 	}

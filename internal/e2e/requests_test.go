@@ -74,8 +74,8 @@ func (s *stack) publishRequest(body string) {
 func TestBatchSystemRequestsOverPubSub(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	feed := s.doneFeed()
-	s.start("producer-serve", "producer", s.env(), "serve")
 	dir := filepath.Join(t.TempDir(), "export")
+	s.start("producer-serve", "producer", s.env("FERRY_SOURCE_ROOTS="+filepath.Dir(dir)), "serve")
 	writeCSV(t, filepath.Join(dir, "prices.csv"), 700_000, 41)
 	writeCSV(t, filepath.Join(dir, "small.csv"), 5_000, 42)
 
@@ -109,6 +109,7 @@ func TestBatchSystemRequestsOverPubSub(t *testing.T) {
 		{`not json at all`, "invalid character"},
 		{fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/p", "codec": "lz4", "idempotency_key": "bad-codec"}`, dir, s.bucket), `"lz4"`},
 		{fmt.Sprintf(`{"v": 1, "sources": ["/no/such/file.csv"], "destination": "gs://%s/p", "idempotency_key": "bad-source"}`, s.bucket), "/no/such/file.csv"},
+		{fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/p", "idempotency_key": "outside-roots"}`, dir+"/../../..", s.bucket), "outside the source roots (FERRY_SOURCE_ROOTS="},
 		{fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/p", "chunk_size": -1, "idempotency_key": "bad-chunk"}`, dir, s.bucket), "chunk size -1"},
 		{fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://no-such-bucket-ferry/p", "idempotency_key": "bad-bucket"}`, dir), "no-such-bucket-ferry"},
 	} {
@@ -132,8 +133,8 @@ func TestREADMEGcloudPublishExample(t *testing.T) {
 	}
 	s := newStack(t, stackOptions{workers: 1})
 	feed := s.doneFeed()
-	s.start("producer-serve", "producer", s.env(), "serve")
 	src := filepath.Join(t.TempDir(), "report.csv")
+	s.start("producer-serve", "producer", s.env("FERRY_SOURCE_ROOTS="+filepath.Dir(src)), "serve")
 	writeCSV(t, src, 50_000, 43)
 	body := fmt.Sprintf(`{"v":1,"sources":[%q],"destination":"gs://%s/reports","idempotency_key":"report-1"}`, src, s.bucket)
 	cmd := exec.Command("gcloud", "pubsub", "topics", "publish", s.ps.RequestsTopic, "--project", s.ps.Project, "--message", body)

@@ -21,6 +21,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/waiter"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
 
@@ -183,7 +184,7 @@ func (s *stack) transferAsync(req producer.Request) func() (message.Done, error)
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
-	w, err := producer.NewWaiter(ctx, s.q, s.ps.DoneTopic, req.TransferID)
+	w, err := waiter.New(ctx, s.q, s.ps.DoneTopic, req.TransferID)
 	if err != nil {
 		cancel()
 		s.t.Fatal(err)

@@ -91,6 +91,9 @@ type File struct {
 	WireSize  int64       `json:"wire_size"`
 	WireCRC32 uint32      `json:"wire_crc32c"`
 	Chunks    []ChunkInfo `json:"chunks"`
+	// Mtime is the source's modification time (UTC), for the final
+	// object's MetaMtime.
+	Mtime time.Time `json:"mtime,omitzero"`
 }
 
 // ChunkInfo is one chunk of a file as the producer wrote it.

@@ -50,9 +50,12 @@ const (
 	MetaRawSize   = "ferry-raw-size"
 	MetaRawCRC32C = "ferry-raw-crc32c"
 	MetaCodec     = "ferry-codec"
-	MetaWorker    = "ferry-worker"
-	MetaUploadAt  = "ferry-upload-start"
-	MetaAttempt   = "ferry-attempt"
+	// MetaMtime is the source file's modification time, RFC 3339 with
+	// nanoseconds, UTC.
+	MetaMtime    = "ferry-mtime"
+	MetaWorker   = "ferry-worker"
+	MetaUploadAt = "ferry-upload-start"
+	MetaAttempt  = "ferry-attempt"
 )
 
 // FinalMetadata is the metadata every final object carries: which transfer

@@ -7,23 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/ferry-dev/ferry/internal/gcs"
 )
-
-// nopStore accepts the manifest and knows every bucket: the benchmark
-// measures reading, compressing and spooling, not GCS.
-type nopStore struct{}
-
-func (nopStore) BucketExists(context.Context, string) error              { return nil }
-func (nopStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
-func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
-	return gcs.Attrs{}, nil
-}
-
-type nopPublisher struct{}
-
-func (nopPublisher) Publish(context.Context, []byte, map[string]string) error { return nil }
 
 // BenchmarkCompressVsZstdCLI runs the producer's pipeline (read, compress
 // independent frames on all cores, spool) and the stock `zstd -3 -T2` on the

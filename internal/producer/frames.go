@@ -2,79 +2,106 @@ package producer
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/seektable"
 )
 
-// FrameSize is the raw size of one compressed frame. A chunk is compressed as
-// one or more independent frames of this size, on a pool of one encoder per
-// core: all cores keep working even when a file's last chunk is the only one
-// left, which a frame per chunk would leave to a single core. Concatenated
-// frames are still one valid stream, and 4 MiB is above zstd level 3's
-// window, so the ratio does not suffer.
-const FrameSize = 4 << 20
+// The compress stage. A job's pieces are cut into frames of
+// codec.FrameSize, and a pool of one encoder per core compresses them:
+// all cores keep working even when a file's last chunk is the only one
+// left, which a frame per chunk would leave to one core. Each encoder
+// goroutine also computes the CRC32C of a frame's raw and wire bytes while
+// they are in its cache; a chunk's CRC32Cs are combined from its frames'.
+
+// frame is one compressed frame.
+type frame struct {
+	wire            []byte
+	raw             int
+	rawCRC, wireCRC uint32
+}
 
 type frameJob struct {
 	src  []byte
-	out  *[]byte
+	out  *frame
 	done chan<- error
 }
 
-// startFrameEncoders runs n encoder goroutines on jobs until it is closed.
-func startFrameEncoders(n int, c codec.Codec, level int, jobs <-chan frameJob) error {
+// newFrameEncoders returns n encoders of c at level, one per goroutine of
+// runFrameEncoder.
+func newFrameEncoders(n int, c codec.Codec, level int) ([]codec.Encoder, error) {
 	encs := make([]codec.Encoder, n)
 	for i := range encs {
 		var err error
 		if encs[i], err = codec.NewEncoder(c, level); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	for _, enc := range encs {
-		go func() {
-			for j := range jobs {
-				var err error
-				*j.out, err = enc.Encode((*j.out)[:0], j.src)
-				j.done <- err
-			}
-		}()
-	}
-	return nil
+	return encs, nil
 }
 
-// chunkEncoder splits a chunk into frames and has the shared encoders
-// compress them in parallel. One per chunk-level goroutine.
+// runFrameEncoder compresses frames until jobs is closed. Every job is
+// answered on its done channel, also when its context is cancelled, so a
+// chunkEncoder waiting for its frames always gets them back; the pipeline
+// closes jobs once no chunkEncoder is left.
+func runFrameEncoder(enc codec.Encoder, jobs <-chan frameJob) {
+	for j := range jobs {
+		out, err := enc.Encode(j.out.wire[:0], j.src)
+		*j.out = frame{wire: out, raw: len(j.src), rawCRC: crc32c.Checksum(j.src), wireCRC: crc32c.Checksum(out)}
+		j.done <- err
+	}
+}
+
+// chunkEncoder splits a job's pieces into frames and has the shared encoders
+// compress them all in parallel. One per compress goroutine.
 type chunkEncoder struct {
 	ctx    context.Context
 	jobs   chan<- frameJob
-	pieces [][]byte
+	frames []frame
 	done   chan error
+	out    [][]frame
 }
 
-func newChunkEncoder(ctx context.Context, jobs chan<- frameJob, maxChunk int64) *chunkEncoder {
-	n := max(1, int((maxChunk+FrameSize-1)/FrameSize))
-	return &chunkEncoder{ctx: ctx, jobs: jobs, pieces: make([][]byte, n), done: make(chan error, n)}
+func newChunkEncoder(ctx context.Context, jobs chan<- frameJob) *chunkEncoder {
+	return &chunkEncoder{ctx: ctx, jobs: jobs, done: make(chan error, 1)}
 }
 
-// Frames compresses src into consecutive frames. The result is valid until
-// the next call.
-func (e *chunkEncoder) Frames(src []byte) ([][]byte, error) {
-	n := max(1, (len(src)+FrameSize-1)/FrameSize)
-	for len(e.pieces) < n {
-		e.pieces = append(e.pieces, nil)
+// Encode compresses each piece into consecutive frames and returns them per
+// piece. The result is valid until the next call.
+func (e *chunkEncoder) Encode(pieces [][]byte) ([][]frame, error) {
+	n := 0
+	for _, p := range pieces {
+		n += plan.Frames(int64(len(p)))
+	}
+	for len(e.frames) < n {
+		e.frames = append(e.frames, frame{})
 	}
 	if cap(e.done) < n {
 		e.done = make(chan error, n)
 	}
-	sent := 0
+	e.out = e.out[:0]
+	sent, k := 0, 0
 	var err error
-	for k := 0; k < n && err == nil; k++ {
-		piece := src[k*FrameSize : min((k+1)*FrameSize, len(src))]
-		select {
-		case e.jobs <- frameJob{src: piece, out: &e.pieces[k], done: e.done}:
-			sent++
-		case <-e.ctx.Done():
-			err = e.ctx.Err()
+	for _, p := range pieces {
+		first := k
+		for off := 0; err == nil && (off < len(p) || off == 0); off += codec.FrameSize {
+			select {
+			case e.jobs <- frameJob{src: p[off:min(off+codec.FrameSize, len(p))], out: &e.frames[k], done: e.done}:
+				sent++
+				k++
+			case <-e.ctx.Done():
+				err = e.ctx.Err()
+			}
+			if len(p) == 0 {
+				break
+			}
 		}
+		e.out = append(e.out, e.frames[first:k])
 	}
 	for ; sent > 0; sent-- { // every frame sent must come back before reuse
 		if ferr := <-e.done; ferr != nil && err == nil {
@@ -84,5 +111,97 @@ func (e *chunkEncoder) Frames(src []byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.pieces[:n], nil
+	return e.out, nil
+}
+
+// encodedPart is one piece compressed: the part a chunk message announces
+// and its wire bytes.
+type encodedPart struct {
+	file, index int
+	part        message.Part
+	// segs are the wire bytes in order: the frames, then, for a one-chunk
+	// zstd file, its seek table. They alias the encoder's buffers.
+	segs [][]byte
+	// seek lists the frames (zstd), for the manifest.
+	seek []seektable.Frame
+}
+
+// compressor is one goroutine of the compress stage.
+type compressor struct {
+	enc    *chunkEncoder
+	pl     *plan.Plan
+	tid    string
+	parts  []encodedPart
+	srcs   [][]byte
+	tables [][]byte
+	seek   []seektable.Frame
+}
+
+// compress turns a job into its parts. The result is valid until the next
+// call; it holds no reference to the job's raw buffer.
+func (c *compressor) compress(j job) ([]encodedPart, error) {
+	c.srcs = c.srcs[:0]
+	for _, pc := range j.pieces {
+		c.srcs = append(c.srcs, pc.raw)
+	}
+	frames, err := c.enc.Encode(c.srcs)
+	if err != nil {
+		pc := j.pieces[0]
+		return nil, fmt.Errorf("compress chunk %d of %s: %w", pc.index, c.pl.Files[pc.file].Path, err)
+	}
+	c.parts = c.parts[:0]
+	for len(c.tables) < len(j.pieces) {
+		c.tables = append(c.tables, nil)
+	}
+	for i, pc := range j.pieces {
+		f := &c.pl.Files[pc.file]
+		ep := encodedPart{file: pc.file, index: pc.index}
+		var raw, wire uint32
+		var wireSize int64
+		zstd := c.pl.Codec == codec.Zstd
+		if zstd && f.Chunks > 1 {
+			ep.seek = make([]seektable.Frame, 0, len(frames[i])) // kept in the manifest
+		} else if zstd {
+			ep.seek = c.seek[:0]
+		}
+		for _, fr := range frames[i] {
+			raw = crc32c.Combine(raw, fr.rawCRC, int64(fr.raw))
+			wire = crc32c.Combine(wire, fr.wireCRC, int64(len(fr.wire)))
+			wireSize += int64(len(fr.wire))
+			ep.segs = append(ep.segs, fr.wire)
+			if zstd {
+				ep.seek = append(ep.seek, seektable.Frame{Wire: uint32(len(fr.wire)), Raw: uint32(fr.raw)})
+			}
+		}
+		if zstd && f.Chunks == 1 {
+			// A one-chunk file is its final object: its payload ends
+			// with its seek table (a skippable frame zstd -d passes
+			// over). A composed file gets its table from the merger.
+			c.tables[i] = seektable.Append(c.tables[i][:0], ep.seek)
+			c.seek = ep.seek
+			t := c.tables[i]
+			wire = crc32c.Combine(wire, crc32c.Checksum(t), int64(len(t)))
+			wireSize += int64(len(t))
+			ep.segs = append(ep.segs, t)
+		}
+		ep.part = newPart(c.tid, c.pl.Codec, pc.file, f, pc.index, pc.offset, int64(len(pc.raw)), raw)
+		ep.part.WireSize, ep.part.WireCRC32C = wireSize, wire
+		c.parts = append(c.parts, ep)
+	}
+	return c.parts, nil
+}
+
+// newPart is the part a chunk message announces for chunk index of file fi;
+// the wire size and CRC32C are the caller's to fill in.
+func newPart(tid string, c codec.Codec, fi int, f *plan.File, index int, offset, rawSize int64, rawCRC uint32) message.Part {
+	p := message.Part{File: fi, Path: f.Rel, Index: index, Chunks: f.Chunks, RawOffset: offset, RawSize: rawSize, RawCRC32C: rawCRC}
+	if f.Chunks == 1 {
+		// A file of one chunk is written straight to its final name.
+		p.Final, p.Object, p.ContentType = true, f.Object, c.ContentType()
+		p.Metadata = message.FinalMetadata(tid, rawSize, rawCRC, string(c))
+		p.Metadata[message.MetaMtime] = time.Unix(0, f.Mod).UTC().Format(time.RFC3339Nano)
+	} else {
+		p.Object = message.ChunkObject(tid, fi, index)
+	}
+	return p
 }

@@ -1,9 +1,18 @@
-// Package producer turns a transfer request into work for the fleet: it
-// walks the sources, cuts every file into chunks, compresses each chunk as an
-// independent frame on all cores, puts it in the spool (or inline in the
-// message when small), publishes one message per chunk, and finally writes the
-// sealed manifest and announces it. Memory is bounded by the chunk buffers in
-// flight, never by file size or file count.
+// Package producer turns a transfer request into work for the fleet. It plans
+// the transfer (internal/plan), then runs a pipeline whose stages each live in
+// their own file, in the manner of restic's archiver:
+//
+//	read.go      read stage: files → chunks, and small files → bundles (bundle.go)
+//	frames.go    compress stage: independent frames on one encoder per core,
+//	             with their CRC32Cs and, for zstd, seek tables
+//	spool.go     spool writer: payloads too large for a message, bounded by
+//	             FERRY_SPOOL_MAX (FERRY_TRANSPORT=spool only)
+//	publish.go   publish stage: one chunk message per chunk or bundle
+//	manifest.go  the manifest, sealed and announced once every chunk is out
+//
+// pipeline.go wires them in one errgroup: every goroutine the pipeline starts
+// has stopped when Submit returns. Memory is bounded by FERRY_PRODUCER_MEMORY,
+// never by file size or file count.
 package producer
 
 import (
@@ -13,28 +22,23 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/ferry-dev/ferry/internal/codec"
-	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/plan"
 )
-
-// MaxChunksPerFile keeps every file within the 1024 components older GCS
-// documents allow a composite; the chunk size grows to respect it.
-const MaxChunksPerFile = 1000
 
 // Request is what a batch system or a user asks for.
 type Request struct {
@@ -49,6 +53,14 @@ type Request struct {
 	Labels         map[string]string
 	IdempotencyKey string
 	Overwrite      bool
+	// SourceRoots, when set, confine the sources (producer serve sets them
+	// from FERRY_SOURCE_ROOTS); see plan.Spec.Roots.
+	SourceRoots []string
+}
+
+func (r Request) spec() plan.Spec {
+	return plan.Spec{Sources: r.Sources, Destination: r.Destination, Codec: r.Codec, Level: r.Level,
+		ChunkSize: r.ChunkSize, Roots: r.SourceRoots}
 }
 
 // NewTransferID returns the id of a transfer: derived from the idempotency key
@@ -73,9 +85,15 @@ type objectStore interface {
 
 var _ objectStore = (*gcs.Store)(nil)
 
+// publisher sends one message and returns once it is stored. It must be safe
+// for concurrent use.
+type publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
 // InputError is a request that cannot start as given: a bad source,
-// destination, codec or chunk size, or a bucket that does not exist. Nothing
-// was written.
+// destination, codec or chunk size, a bucket that does not exist or may not
+// be written. Nothing was written.
 type InputError struct{ Err error }
 
 func (e *InputError) Error() string { return e.Err.Error() }
@@ -91,36 +109,63 @@ func (e *AlreadyDoneError) Error() string {
 	return fmt.Sprintf("transfer %s already ended %s", e.Done.TransferID, e.Done.Status)
 }
 
-// publisher sends one message and returns once it is stored.
-type publisher interface {
-	Publish(ctx context.Context, data []byte, attrs map[string]string) error
-}
-
 // Options configure a Producer.
 type Options struct {
 	Store  objectStore
-	Chunks publisher // one message per chunk
+	Chunks publisher // one message per chunk or bundle
 	Events publisher // sealed and failed events
-	// SpoolDir holds compressed chunks for the workers; InlineMax is the
-	// largest chunk sent inside its message instead.
+	// Transport is config.TransportSpool (default) or
+	// config.TransportPubSub: every payload inside its message, chunk
+	// sizes capped so that one always fits MessageMax.
+	Transport string
+	// MessageMax bounds a chunk message (FERRY_MESSAGE_MAX). Default 9 MiB,
+	// below Pub/Sub's 10 MB.
+	MessageMax int64
+	// MaxChunks is the most chunks per file (FERRY_MAX_CHUNKS); 0: 1000.
+	MaxChunks int
+	// BundleMax: files of one chunk up to this many raw bytes travel
+	// together in one message of at most this many raw bytes
+	// (FERRY_BUNDLE_MAX); 0 sends every file on its own.
+	BundleMax int64
+	// SpoolDir holds payloads for the workers with the spool transport;
+	// InlineMax is the largest payload sent inside its message instead.
+	// SpoolMax bounds the bytes this producer keeps in the spool at once
+	// (default 4 GiB); it waits while the spool is full.
 	SpoolDir  string
 	InlineMax int64
-	// Concurrency is how many chunks are compressed at once; 0 means one
+	SpoolMax  int64
+	// Spool, when set, replaces the spool directory (tests inject write
+	// errors with it).
+	Spool spoolFS
+	// Buckets, when set, are the only buckets a request may write to
+	// (FERRY_BUCKETS).
+	Buckets []string
+	// Concurrency is how many frames are compressed at once; 0 means one
 	// per CPU, since compression is CPU-bound.
 	Concurrency int
-	// MemoryLimit bounds the chunk buffers in flight (raw and compressed).
-	// The default, 256 MiB, holds the reader, one chunk per compressor and
-	// a spare for 32 MiB chunks on 2 cores.
+	// MemoryLimit bounds the buffers in flight (raw chunks, compressed
+	// frames, messages waiting to be published). The default, 256 MiB,
+	// holds the reader, one chunk per compressor and a spare for 32 MiB
+	// chunks on 2 cores.
 	MemoryLimit int64
 	// Publishers is how many messages are published at once; publishing
 	// waits on the network, not the CPU. Default 16.
 	Publishers int
+	// Started, when set, is called once per transfer when it has really
+	// started: every check passed, before the first chunk is read.
+	Started func(transferID string)
 	// ID names this producer in manifests.
 	ID  string
 	Log *slog.Logger
 }
 
 func (o *Options) applyDefaults() {
+	if o.Transport == "" {
+		o.Transport = config.TransportSpool
+	}
+	if o.MessageMax <= 0 {
+		o.MessageMax = 9 << 20
+	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = runtime.GOMAXPROCS(0)
 	}
@@ -130,15 +175,34 @@ func (o *Options) applyDefaults() {
 	if o.Publishers <= 0 {
 		o.Publishers = 16
 	}
+	if o.SpoolMax <= 0 {
+		o.SpoolMax = 4 << 30
+	}
 	if o.SpoolDir == "" {
 		o.SpoolDir = filepath.Join(os.TempDir(), "ferry-spool")
+	}
+	if o.Spool == nil {
+		o.Spool = dirSpool{dir: o.SpoolDir}
 	}
 	o.Log = logging.OrDiscard(o.Log)
 }
 
-// Producer runs transfer requests. It is safe for concurrent use.
+// ConfigOptions returns the Options FERRY_* configure; the caller adds the
+// clients, ID, logger and callbacks.
+func ConfigOptions(cfg *config.Producer) Options {
+	return Options{
+		Transport: cfg.Spool.Transport, MessageMax: int64(cfg.MessageMax), MaxChunks: cfg.MaxChunks,
+		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
+		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
+		MemoryLimit: int64(cfg.MemoryLimit),
+	}
+}
+
+// Producer runs transfer requests. It is safe for concurrent use; the
+// transfers it runs share its spool bound.
 type Producer struct {
-	o Options
+	o     Options
+	spool *spool
 	// Progress counts raw bytes read and compressed, for progress reports.
 	readBytes, doneBytes atomic.Int64
 }
@@ -146,7 +210,7 @@ type Producer struct {
 // New returns a Producer.
 func New(o Options) *Producer {
 	o.applyDefaults()
-	return &Producer{o: o}
+	return &Producer{o: o, spool: newSpool(o.Spool, o.SpoolMax, o.Log)}
 }
 
 // Progress reports raw bytes read and compressed so far, over all transfers.
@@ -154,92 +218,44 @@ func (p *Producer) Progress() (read, compressed int64) {
 	return p.readBytes.Load(), p.doneBytes.Load()
 }
 
-// plan is a validated request.
-type plan struct {
-	req   Request
-	dest  Destination
-	codec codec.Codec
-	level int
-	files []sourceFile
-	sizes []int64 // chunk size per file
+func (p *Producer) pubsub() bool { return p.o.Transport == config.TransportPubSub }
+
+func (p *Producer) limits() plan.Limits {
+	l := plan.Limits{MaxChunks: p.o.MaxChunks}
+	if p.pubsub() {
+		l.MessageMax = p.o.MessageMax
+	}
+	return l
 }
 
-// Validate checks a request without touching GCS; errors name the input.
+// Validate checks a request without touching GCS, with the default limits
+// (Submit applies this producer's); errors name the input.
 func Validate(req Request) error {
-	_, err := makePlan(req)
+	_, err := plan.New(req.spec(), plan.Limits{})
 	return err
-}
-
-func makePlan(req Request) (*plan, error) {
-	dest, err := ParseDestination(req.Destination)
-	if err != nil {
-		return nil, err
-	}
-	c := req.Codec
-	if c == "" {
-		c = codec.Zstd
-	}
-	if _, err := codec.Parse(string(c)); err != nil {
-		return nil, err
-	}
-	level := req.Level
-	if level == 0 {
-		level = c.DefaultLevel()
-	}
-	if err := c.CheckLevel(level); err != nil {
-		return nil, err
-	}
-	if req.ChunkSize < 64<<10 || req.ChunkSize > 1<<30 {
-		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", req.ChunkSize)
-	}
-	files, err := walk(req.Sources)
-	if err != nil {
-		return nil, err
-	}
-	pl := &plan{req: req, dest: dest, codec: c, level: level, files: files}
-	for _, f := range files {
-		obj := dest.Object(f.Rel, c.Ext())
-		if err := checkName(obj); err != nil {
-			return nil, fmt.Errorf("source %s: object name: %w", f.Path, err)
-		}
-		pl.sizes = append(pl.sizes, chunkSizeFor(f.Size, req.ChunkSize))
-	}
-	return pl, nil
-}
-
-// chunkSizeFor grows the chunk size, in whole MiB, until the file needs at
-// most MaxChunksPerFile chunks.
-func chunkSizeFor(size, chunk int64) int64 {
-	if min := (size + MaxChunksPerFile - 1) / MaxChunksPerFile; min > chunk {
-		const mib = 1 << 20
-		return (min + mib - 1) / mib * mib
-	}
-	return chunk
-}
-
-func chunkCount(size, chunk int64) int {
-	if size == 0 {
-		return 1 // a 0-byte file is one empty chunk, so it gets an object
-	}
-	return int((size + chunk - 1) / chunk)
 }
 
 // Submit runs a request to the point where the fleet takes over: every chunk
 // published and the sealed manifest written. It returns the manifest. On a
 // permanent error it publishes a failed event, so the merger records the
-// failure and removes the staging objects, and it returns the error.
+// failure and removes the staging objects, removes the transfer's spool
+// files, and returns the error. When it returns, every goroutine it started
+// has stopped.
 func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, error) {
 	started := time.Now().UTC()
-	pl, err := makePlan(req)
+	pl, err := plan.New(req.spec(), p.limits())
 	if err != nil {
 		return nil, &InputError{err}
 	}
+	if len(p.o.Buckets) > 0 && !slices.Contains(p.o.Buckets, pl.Dest.Bucket) {
+		return nil, &InputError{fmt.Errorf("destination %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)",
+			pl.Dest, pl.Dest.Bucket, strings.Join(p.o.Buckets, ","))}
+	}
 	if req.TransferID == "" {
 		req.TransferID = NewTransferID(req.IdempotencyKey)
-		pl.req.TransferID = req.TransferID
 	}
-	if err := p.o.Store.BucketExists(ctx, pl.dest.Bucket); err != nil {
-		err = fmt.Errorf("destination %s: %w", pl.dest, err)
+	if err := p.o.Store.BucketExists(ctx, pl.Dest.Bucket); err != nil {
+		err = fmt.Errorf("destination %s: %w", pl.Dest, err)
 		if errors.Is(err, gcs.ErrNotFound) {
 			return nil, &InputError{err}
 		}
@@ -247,7 +263,7 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	}
 	tid := req.TransferID
 	if req.IdempotencyKey != "" {
-		b, err := p.o.Store.ReadAll(ctx, pl.dest.Bucket, message.DoneMarker(tid))
+		b, err := p.o.Store.ReadAll(ctx, pl.Dest.Bucket, message.DoneMarker(tid))
 		if err == nil {
 			var d message.Done
 			if err := message.Decode(b, &d); err != nil {
@@ -259,56 +275,33 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 			return nil, err
 		}
 	}
+	if !p.pubsub() {
+		if err := p.o.Spool.Prepare(); err != nil {
+			return nil, fmt.Errorf("spool: %w", err)
+		}
+	}
 	log := p.o.Log.With("transfer_id", tid)
 	metrics.InFlight.WithLabelValues("transfers").Inc()
 	defer metrics.InFlight.WithLabelValues("transfers").Dec()
-	m := &message.Manifest{
-		V: message.Version, TransferID: tid, Bucket: pl.dest.Bucket, Prefix: pl.dest.Prefix,
-		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.codec), Level: pl.level,
-		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, StartedAt: started, ProducerID: p.o.ID,
-		ContentType: pl.codec.ContentType(), Files: make([]message.File, len(pl.files)),
+	m := newManifest(req, pl, tid, started, p.o.ID)
+	if p.o.Started != nil {
+		p.o.Started(tid)
 	}
-	for i, f := range pl.files {
-		m.Files[i] = message.File{
-			Path: f.Rel, Object: pl.dest.Object(f.Rel, pl.codec.Ext()), Size: f.Size,
-			Chunks: make([]message.ChunkInfo, chunkCount(f.Size, pl.sizes[i])),
-		}
-	}
-	log.Info("transfer started", "files", len(pl.files), "destination", pl.dest.String(), "codec", pl.codec, "level", pl.level)
+	log.Info("transfer started", "files", len(pl.Files), "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
+		"transport", p.o.Transport)
 
-	// One flat directory: workers remove files as they finish, and there is
-	// no per-transfer directory for them to race the producer over.
-	spool := p.o.SpoolDir
-	if err := os.MkdirAll(spool, 0o755); err != nil {
-		return nil, fmt.Errorf("spool: %w", err)
-	}
 	t0 := time.Now()
-	if err := p.run(ctx, pl, m, spool); err != nil {
+	if err := p.run(ctx, pl, m); err != nil {
 		p.fail(ctx, m, err, log)
 		return nil, err
 	}
 	m.CompressMS = time.Since(t0).Milliseconds()
-	for i := range m.Files {
-		f := &m.Files[i]
-		var raw, wire []crc32c.Part
-		for _, c := range f.Chunks {
-			raw = append(raw, crc32c.Part{CRC32C: c.RawCRC32C, Size: c.RawSize})
-			wire = append(wire, crc32c.Part{CRC32C: c.WireCRC32C, Size: c.WireSize})
-			f.WireSize += c.WireSize
+	if err := p.seal(ctx, m); err != nil {
+		var announce *announceError
+		if !errors.As(err, &announce) {
+			p.fail(ctx, m, err, log)
 		}
-		f.RawCRC32C, f.WireCRC32 = crc32c.CombineAll(raw), crc32c.CombineAll(wire)
-	}
-	m.Sealed, m.SealedAt = true, time.Now().UTC()
-	if _, err := p.o.Store.PutSmall(ctx, m.Bucket, message.ManifestObject(tid), message.Encode(m), false, "application/json"); err != nil {
-		err = fmt.Errorf("write manifest: %w", err)
-		p.fail(ctx, m, err, log)
 		return nil, err
-	}
-	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: tid, Bucket: m.Bucket, At: m.SealedAt}
-	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": tid, "type": ev.Type}); err != nil {
-		// The manifest is written; a later event of the same transfer
-		// will still find it, but none may come, so this is an error.
-		return nil, fmt.Errorf("announce sealed manifest: %w", err)
 	}
 	log.Info("transfer sealed", "files", len(m.Files), "compress_ms", m.CompressMS)
 	return m, nil
@@ -326,247 +319,6 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 	}
 	// Chunks spooled for a transfer that cannot complete are garbage; a
 	// worker that still gets one of their messages finds the transfer over.
-	if files, _ := filepath.Glob(filepath.Join(p.o.SpoolDir, m.TransferID+"-*")); len(files) > 0 {
-		for _, f := range files {
-			_ = os.Remove(f)
-		}
-	}
+	p.spool.removeTransfer(m.TransferID)
 	log.Error("transfer failed", "err", cause)
-}
-
-type job struct {
-	file, index int
-	offset      int64
-	raw         []byte
-}
-
-// run reads, compresses, spools and publishes every chunk of pl.
-func (p *Producer) run(ctx context.Context, pl *plan, m *message.Manifest, spool string) error {
-	var maxChunk int64 = 1
-	for _, s := range pl.sizes {
-		maxChunk = max(maxChunk, s)
-	}
-	// Buffer budget: raw chunk buffers circulate between the reader and the
-	// chunk-level goroutines, which also hold their chunk's compressed frames
-	// (about a third of the raw size for CSV). The CPU work is spread over
-	// one frame encoder per core (frames.go), so chunk-level goroutines only
-	// need to be enough to keep those encoders fed.
-	// Fresh buffers cost a page fault and a clear per page, so hold no more
-	// than keep the encoders busy: one chunk per core plus one, and one
-	// being read.
-	slots := max(2, int(p.o.MemoryLimit/(maxChunk+maxChunk/2)))
-	workers := max(1, min(slots-1, p.o.Concurrency+1))
-	rawPool := make(chan []byte, workers+1)
-	for i := 0; i < cap(rawPool); i++ {
-		rawPool <- nil
-	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	jobs := make(chan job)
-	out := make(chan outMsg, p.o.Publishers)
-
-	g.Go(func() error {
-		defer close(jobs)
-		for i, f := range pl.files {
-			if err := p.read(ctx, i, f, pl.sizes[i], rawPool, jobs); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-
-	frames := make(chan frameJob)
-	if err := startFrameEncoders(p.o.Concurrency, pl.codec, pl.level, frames); err != nil {
-		return err
-	}
-	var compressors sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		compressors.Add(1)
-		g.Go(func() error {
-			defer compressors.Done()
-			enc := newChunkEncoder(ctx, frames, maxChunk)
-			for j := range jobs {
-				msg, err := p.compress(enc, pl, m, j, spool)
-				rawPool <- j.raw[:0]
-				if err != nil {
-					return err
-				}
-				select {
-				case out <- msg:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			return nil
-		})
-	}
-	go func() { compressors.Wait(); close(frames); close(out) }()
-
-	for w := 0; w < p.o.Publishers; w++ {
-		g.Go(func() error {
-			for msg := range out {
-				attrs := map[string]string{"transfer_id": msg.c.TransferID}
-				if err := p.o.Chunks.Publish(ctx, msg.data, attrs); err != nil {
-					pt := msg.c.Parts[0]
-					return fmt.Errorf("publish chunk %d of %s: %w", pt.Index, pt.Path, err)
-				}
-				metrics.ChunksPublished.Inc()
-			}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-// read cuts one file into chunks and sends them to jobs. It fails when the
-// file changes while it is read: a torn file is never uploaded.
-func (p *Producer) read(ctx context.Context, fi int, f sourceFile, chunk int64, pool chan []byte, jobs chan<- job) error {
-	fh, err := os.Open(f.Path)
-	if err != nil {
-		return fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
-	}
-	defer fh.Close()
-	n := chunkCount(f.Size, chunk)
-	for idx := 0; idx < n; idx++ {
-		off := int64(idx) * chunk
-		size := min(chunk, f.Size-off)
-		var buf []byte
-		select {
-		case buf = <-pool:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if int64(cap(buf)) < size {
-			buf = make([]byte, size, chunk)
-		}
-		buf = buf[:size]
-		if _, err := io.ReadFull(fh, buf); err != nil {
-			pool <- buf
-			return fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)
-		}
-		p.readBytes.Add(size)
-		metrics.BytesRead.Add(float64(size))
-		select {
-		case jobs <- job{file: fi, index: idx, offset: off, raw: buf}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	// The file must end where it ended when it was planned, and be unchanged.
-	var one [1]byte
-	if k, _ := fh.Read(one[:]); k != 0 {
-		return fmt.Errorf("source %s: file grew while it was read (planned %d bytes)", f.Path, f.Size)
-	}
-	st, err := fh.Stat()
-	if err != nil {
-		return fmt.Errorf("source %s: %w", f.Path, err)
-	}
-	if st.Size() != f.Size || st.ModTime().UnixNano() != f.Mod {
-		return fmt.Errorf("source %s: file changed while it was read (size %d→%d, mtime %s→%s)",
-			f.Path, f.Size, st.Size(), time.Unix(0, f.Mod).UTC().Format(time.RFC3339Nano), st.ModTime().UTC().Format(time.RFC3339Nano))
-	}
-	return nil
-}
-
-// outMsg is a chunk message ready to publish.
-type outMsg struct {
-	c    message.Chunk
-	data []byte
-}
-
-// compress turns one job into a chunk message, with its bytes in the spool or
-// inline, and records it in the manifest.
-func (p *Producer) compress(enc *chunkEncoder, pl *plan, m *message.Manifest, j job, spool string) (outMsg, error) {
-	f := &m.Files[j.file]
-	rawCRC := crc32c.Checksum(j.raw)
-	frames, err := enc.Frames(j.raw)
-	if err != nil {
-		return outMsg{}, fmt.Errorf("compress chunk %d of %s: %w", j.index, f.Path, err)
-	}
-	p.doneBytes.Add(int64(len(j.raw)))
-	var wireCRC uint32
-	var wireSize int64
-	for _, fr := range frames {
-		wireCRC = crc32c.Update(wireCRC, fr)
-		wireSize += int64(len(fr))
-	}
-	metrics.BytesCompressed.Add(float64(wireSize))
-	tid := m.TransferID
-	single := len(f.Chunks) == 1
-	part := message.Part{
-		Final: single, File: j.file, Path: f.Path, Index: j.index, Chunks: len(f.Chunks),
-		RawOffset: j.offset, RawSize: int64(len(j.raw)), RawCRC32C: rawCRC,
-		WireSize: wireSize, WireCRC32C: wireCRC,
-	}
-	if single {
-		// A file of one chunk is written straight to its final name.
-		part.Object = f.Object
-		part.ContentType = pl.codec.ContentType()
-		part.Metadata = message.FinalMetadata(tid, int64(len(j.raw)), rawCRC, string(pl.codec))
-	} else {
-		part.Object = message.ChunkObject(tid, j.file, j.index)
-	}
-	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: m.Bucket, Codec: string(pl.codec),
-		Overwrite: pl.req.Overwrite, Parts: []message.Part{part}}
-	var data []byte
-	if wireSize <= p.o.InlineMax {
-		data = message.EncodeChunk(c, frames)
-	} else {
-		// The spool file's name is relative to the spool directory: a
-		// worker resolves it inside its own.
-		c.Spool = fmt.Sprintf("%s-%06d-%05d", tid, j.file, j.index)
-		if err := writeFrames(filepath.Join(spool, c.Spool), frames); err != nil {
-			return outMsg{}, fmt.Errorf("spool chunk %d of %s: %w", j.index, f.Path, err)
-		}
-		data = message.EncodeChunk(c, nil)
-	}
-	f.Chunks[j.index] = message.ChunkInfo{Object: part.Object, RawSize: part.RawSize, RawCRC32C: rawCRC, WireSize: wireSize, WireCRC32C: wireCRC}
-	return outMsg{c: c, data: data}, nil
-}
-
-// writeFrames writes a spool file under a temporary name and renames it into
-// place, so a worker never reads a torn file: not after a producer crash, and
-// not while a resubmitted request rewrites the same chunk.
-func writeFrames(path string, frames [][]byte) error {
-	fh, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	for _, fr := range frames {
-		if _, err := fh.Write(fr); err != nil {
-			fh.Close()
-			os.Remove(fh.Name())
-			return err
-		}
-	}
-	if err := fh.Close(); err != nil {
-		os.Remove(fh.Name())
-		return err
-	}
-	if err := os.Rename(fh.Name(), path); err != nil {
-		os.Remove(fh.Name())
-		return err
-	}
-	return nil
-}
-
-// Resolved is one source file and the final object it becomes.
-type Resolved struct {
-	Path   string
-	Object string
-	Size   int64
-}
-
-// Resolve lists the files a request covers and their final object names,
-// without touching GCS; verification tools use it to pair sources and objects.
-func Resolve(req Request) (Destination, []Resolved, error) {
-	pl, err := makePlan(req)
-	if err != nil {
-		return Destination{}, nil, err
-	}
-	out := make([]Resolved, len(pl.files))
-	for i, f := range pl.files {
-		out[i] = Resolved{Path: f.Path, Object: pl.dest.Object(f.Rel, pl.codec.Ext()), Size: f.Size}
-	}
-	return pl.dest, out, nil
 }

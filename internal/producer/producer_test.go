@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -69,7 +70,7 @@ func peakHeapGrowth(t *testing.T, bucket string, size int64) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(man.Files[0].Chunks); n != chunkCount(man.Files[0].Size, 2<<20) {
+	if n := len(man.Files[0].Chunks); n != plan.ChunkCount(man.Files[0].Size, 2<<20) {
 		t.Fatalf("%d chunks for %d bytes", n, man.Files[0].Size)
 	}
 	return int64(peak.Load()) - int64(base.HeapInuse)
@@ -154,57 +155,6 @@ func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
 	}
 	if ev := events.Messages(); len(ev) != 1 || !strings.Contains(string(ev[0].Data), `"sealed"`) {
 		t.Fatalf("events %v", ev)
-	}
-}
-
-func TestChunkSizeGrowsToKeepAThousandChunks(t *testing.T) {
-	tests := []struct{ size, chunk, want int64 }{
-		{0, 32 << 20, 32 << 20},
-		{32 << 30, 32 << 20, 33 << 20}, // 32 GiB needs 32.8 MiB chunks
-		{10 << 30, 32 << 20, 32 << 20},
-		{100 << 30, 32 << 20, 103 << 20},
-	}
-	for _, tc := range tests {
-		got := chunkSizeFor(tc.size, tc.chunk)
-		if got != tc.want || chunkCount(tc.size, got) > MaxChunksPerFile {
-			t.Errorf("chunkSizeFor(%d, %d) = %d (%d chunks), want %d", tc.size, tc.chunk, got, chunkCount(tc.size, got), tc.want)
-		}
-	}
-}
-
-func TestBadRequestsNameTheInput(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f.csv")
-	must(t, os.WriteFile(file, []byte("x"), 0o644))
-	must(t, os.Symlink(dir, filepath.Join(dir, "loop")))
-	tests := []struct {
-		name string
-		req  Request
-		want string
-	}{
-		{"missing source", Request{Sources: []string{filepath.Join(dir, "nope")}, Destination: "gs://bkt/p"}, "nope"},
-		{"not gs", Request{Sources: []string{file}, Destination: "s3://b/p"}, `"s3://b/p"`},
-		{"bad bucket", Request{Sources: []string{file}, Destination: "gs://B!/p"}, `"B!"`},
-		{"dotdot prefix", Request{Sources: []string{file}, Destination: "gs://bkt/a/../b"}, `".."`},
-		{"control char", Request{Sources: []string{file}, Destination: "gs://bkt/a\x01b"}, "control character"},
-		{"codec", Request{Sources: []string{file}, Destination: "gs://bkt/p", Codec: "lz4"}, `"lz4"`},
-		{"level", Request{Sources: []string{file}, Destination: "gs://bkt/p", Codec: codec.Gzip, Level: 12}, "level 12"},
-		{"chunk 0", Request{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: 0}, "chunk size 0"},
-		{"chunk negative", Request{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: -5}, "chunk size -5"},
-		{"chunk absurd", Request{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: 1 << 40}, "chunk size"},
-		{"symlink loop", Request{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: 1 << 20}, "loop"},
-		{"no source", Request{Destination: "gs://bkt/p", ChunkSize: 1 << 20}, "no source"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.req.ChunkSize == 0 && tc.name != "chunk 0" {
-				tc.req.ChunkSize = 1 << 20
-			}
-			err := Validate(tc.req)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate = %v, want an error containing %s", err, tc.want)
-			}
-		})
 	}
 }
 

@@ -1,4 +1,7 @@
-package producer
+// Package waiter waits for the done event of one transfer on the done topic:
+// what `producer submit --wait` and the tests do. It subscribes before the
+// transfer starts, so the event cannot be missed.
+package waiter
 
 import (
 	"context"
@@ -20,17 +23,16 @@ type subscriber interface {
 
 var _ subscriber = (*queue.Client)(nil)
 
-// Waiter waits for the done event of one transfer. It subscribes before the
-// transfer starts, so the event cannot be missed.
+// Waiter waits for the done event of one transfer.
 type Waiter struct {
 	q   subscriber
 	sub string
 	tid string
 }
 
-// NewWaiter creates a temporary subscription on the done topic for transfer
-// tid. Close removes it; should the process die first, it expires by itself.
-func NewWaiter(ctx context.Context, q subscriber, doneTopic, tid string) (*Waiter, error) {
+// New creates a temporary subscription on the done topic for transfer tid.
+// Close removes it; should the process die first, it expires by itself.
+func New(ctx context.Context, q subscriber, doneTopic, tid string) (*Waiter, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	w := &Waiter{q: q, sub: "ferry-wait-" + tid + "-" + hex.EncodeToString(b[:]), tid: tid}

@@ -1,0 +1,80 @@
+package plan
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// Destination is a parsed gs://bucket/prefix.
+type Destination struct {
+	Bucket, Prefix string
+}
+
+func (d Destination) String() string {
+	if d.Prefix == "" {
+		return "gs://" + d.Bucket
+	}
+	return "gs://" + d.Bucket + "/" + d.Prefix
+}
+
+// Object is the final object name of a file with relative path rel (slash
+// separated) and codec extension ext (codec.Codec.Ext).
+func (d Destination) Object(rel, ext string) string {
+	if d.Prefix == "" {
+		return rel + ext
+	}
+	return d.Prefix + "/" + rel + ext
+}
+
+var bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)
+
+// ParseDestination parses gs://bucket[/prefix]; the error names s.
+func ParseDestination(s string) (Destination, error) {
+	rest, ok := strings.CutPrefix(s, "gs://")
+	if !ok {
+		return Destination{}, fmt.Errorf("destination %q: want gs://BUCKET/PREFIX", s)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	if !bucketRE.MatchString(bucket) {
+		return Destination{}, fmt.Errorf("destination %q: %q is not a valid bucket name", s, bucket)
+	}
+	prefix = strings.Trim(prefix, "/")
+	if prefix != "" {
+		if err := checkName(prefix); err != nil {
+			return Destination{}, fmt.Errorf("destination %q: %w", s, err)
+		}
+		for _, seg := range strings.Split(prefix, "/") {
+			if seg == "." || seg == ".." {
+				return Destination{}, fmt.Errorf("destination %q: prefix may not contain %q", s, seg)
+			}
+		}
+		for _, root := range []string{message.StagingRoot, message.DoneRoot} {
+			if strings.HasPrefix(prefix+"/", root) {
+				return Destination{}, fmt.Errorf("destination %q: %s is ferry's own prefix", s, root)
+			}
+		}
+	}
+	return Destination{Bucket: bucket, Prefix: prefix}, nil
+}
+
+// checkName rejects what GCS rejects or readers trip over: invalid UTF-8,
+// control characters and names over 1024 bytes.
+func checkName(name string) error {
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("name %q is not valid UTF-8", name)
+	}
+	if len(name) > 1024 {
+		return fmt.Errorf("name %.60q… is %d bytes; GCS allows 1024", name, len(name))
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("name %q contains control character %U", name, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// nopStore accepts the manifest and knows every bucket: for tests and
+// benchmarks of the pipeline, not of GCS.
+type nopStore struct{}
+
+func (nopStore) BucketExists(context.Context, string) error              { return nil }
+func (nopStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
+func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
+	return gcs.Attrs{}, nil
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Publish(context.Context, []byte, map[string]string) error { return nil }
+
+// sent is one published chunk message, decoded, with its payload read from
+// the spool when it is there.
+type sent struct {
+	c       message.Chunk
+	payload []byte
+	size    int // bytes of the message itself
+}
+
+func decodeAll(t *testing.T, rec *teststack.Recorder, spoolDir string) []sent {
+	t.Helper()
+	var out []sent
+	for _, m := range rec.Messages() {
+		c, payload, err := message.DecodeChunk(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Spool != "" {
+			if payload, err = os.ReadFile(filepath.Join(spoolDir, c.Spool)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, sent{c: c, payload: payload, size: len(m.Data)})
+	}
+	return out
+}
+
+// partBytes returns each part's wire bytes of a message.
+func (s sent) partBytes() [][]byte {
+	offs, _ := s.c.Offsets()
+	out := make([][]byte, len(s.c.Parts))
+	for i, p := range s.c.Parts {
+		out[i] = s.payload[offs[i] : offs[i]+p.WireSize]
+	}
+	return out
+}
+
+func decompress(t *testing.T, c codec.Codec, wire []byte) []byte {
+	t.Helper()
+	r, err := codec.NewReader(c, bytes.NewReader(wire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pipelineGoroutines lists goroutines running a pipeline stage.
+func pipelineGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var left []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, fn := range []string{"runFrameEncoder", "compressStage", "publishStage", "(*reader).run", "(*Producer).run"} {
+			if strings.Contains(g, "internal/producer."+fn) {
+				left = append(left, g)
+				break
+			}
+		}
+	}
+	return left
+}
+
+// memSpool is a spool in memory that can fail writes as a full disk does.
+type memSpool struct {
+	mu      sync.Mutex
+	files   map[string]int
+	writes  int
+	failAt  int // the failAt-th write fails (0: never)
+	err     error
+	exists  int // Exists calls
+	peak    int // most bytes present at once
+	present int
+}
+
+var _ spoolFS = (*memSpool)(nil)
+
+func newMemSpool() *memSpool { return &memSpool{files: map[string]int{}} }
+
+func (m *memSpool) Prepare() error { return nil }
+
+func (m *memSpool) WriteFile(name string, segs [][]byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	if m.failAt > 0 && m.writes >= m.failAt {
+		return m.err
+	}
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	m.files[name] = n
+	m.present += n
+	m.peak = max(m.peak, m.present)
+	return nil
+}
+
+func (m *memSpool) Exists(name string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.exists++
+	_, ok := m.files[name]
+	return ok, nil
+}
+
+func (m *memSpool) Remove(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.present -= m.files[name]
+	delete(m.files, name)
+	return nil
+}
+
+func (m *memSpool) Names(prefix string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for n := range m.files {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (m *memSpool) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("%d files, %d writes", len(m.files), m.writes)
+}

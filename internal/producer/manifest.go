@@ -1,0 +1,70 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+)
+
+// newManifest describes a planned transfer before any chunk is read; the
+// compress stage fills in each chunk as it is written, seal the rest.
+func newManifest(req Request, pl *plan.Plan, tid string, started time.Time, producerID string) *message.Manifest {
+	m := &message.Manifest{
+		V: message.Version, TransferID: tid, Bucket: pl.Dest.Bucket, Prefix: pl.Dest.Prefix,
+		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.Codec), Level: pl.Level,
+		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, StartedAt: started, ProducerID: producerID,
+		ContentType: pl.Codec.ContentType(), Files: make([]message.File, len(pl.Files)),
+	}
+	for i, f := range pl.Files {
+		m.Files[i] = message.File{
+			Path: f.Rel, Object: f.Object, Size: f.Size, Mtime: time.Unix(0, f.Mod).UTC(),
+			Chunks: make([]message.ChunkInfo, f.Chunks),
+		}
+	}
+	return m
+}
+
+// record notes one stored part in the manifest. Parts of different chunks
+// may be recorded concurrently: each writes its own element.
+func record(m *message.Manifest, p *encodedPart) {
+	f := &m.Files[p.file]
+	info := message.ChunkInfo{Object: p.part.Object, RawSize: p.part.RawSize, RawCRC32C: p.part.RawCRC32C,
+		WireSize: p.part.WireSize, WireCRC32C: p.part.WireCRC32C}
+	f.Chunks[p.index] = info
+}
+
+// announceError: the manifest is sealed and written, but the sealed event
+// could not be published. The transfer is not failed for it: a later event
+// of the transfer still finds the manifest, though none may come.
+type announceError struct{ err error }
+
+func (e *announceError) Error() string { return "announce sealed manifest: " + e.err.Error() }
+func (e *announceError) Unwrap() error { return e.err }
+
+// seal completes the manifest once every chunk is published (each file's raw
+// CRC32C and its final object's wire size and CRC32C, seek table included),
+// writes it to the transfer's staging prefix and announces it.
+func (p *Producer) seal(ctx context.Context, m *message.Manifest) error {
+	for i := range m.Files {
+		f := &m.Files[i]
+		raw := make([]crc32c.Part, len(f.Chunks))
+		for j, c := range f.Chunks {
+			raw[j] = crc32c.Part{CRC32C: c.RawCRC32C, Size: c.RawSize}
+		}
+		f.RawCRC32C = crc32c.CombineAll(raw)
+		f.SealWire()
+	}
+	m.Sealed, m.SealedAt = true, time.Now().UTC()
+	if _, err := p.o.Store.PutSmall(ctx, m.Bucket, message.ManifestObject(m.TransferID), message.Encode(m), false, "application/json"); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: m.TransferID, Bucket: m.Bucket, At: m.SealedAt}
+	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type}); err != nil {
+		return &announceError{err}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package producer
+
+import (
+	"context"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+)
+
+// run reads, compresses, spools and publishes every chunk of pl, recording
+// each in m. All of its goroutines run in one errgroup: when run returns,
+// every stage has stopped.
+func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest) error {
+	// Buffer budget: raw buffers circulate between the reader and the
+	// compress goroutines, which also hold their job's compressed frames
+	// (about a third of the raw size for CSV, at worst as much). The CPU
+	// work is spread over one frame encoder per core, so compress
+	// goroutines need only be enough to keep those encoders fed: one per
+	// core plus one, and one buffer being read. Fresh buffers cost a page
+	// fault and a clear per page, so hold no more than that.
+	// With FERRY_TRANSPORT=pubsub, messages waiting for the publishers hold
+	// whole payloads: a quarter of the budget (at least two messages)
+	// bounds them.
+	bufSize := pl.MaxChunk()
+	if p.o.BundleMax > 0 {
+		bufSize = max(bufSize, p.o.BundleMax)
+	}
+	msgBudget := 4 * p.o.MessageMax // small messages: inline payloads of the spool transport
+	if p.pubsub() {
+		msgBudget = max(2*p.o.MessageMax, p.o.MemoryLimit/4)
+	}
+	slots := max(2, int((p.o.MemoryLimit-msgBudget)/(bufSize+bufSize/2)))
+	workers := max(1, min(slots-1, p.o.Concurrency+1))
+	pool := make(chan []byte, workers+1)
+	for range cap(pool) {
+		pool <- nil
+	}
+	encs, err := newFrameEncoders(p.o.Concurrency, pl.Codec, pl.Level)
+	if err != nil {
+		return err
+	}
+	mem := semaphore.NewWeighted(msgBudget)
+
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan job)
+	frames := make(chan frameJob)
+	out := make(chan outMsg, p.o.Publishers)
+
+	rd := &reader{pl: pl, pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes}
+	g.Go(func() error { return rd.run(ctx, jobs) })
+
+	for _, enc := range encs {
+		g.Go(func() error { runFrameEncoder(enc, frames); return nil })
+	}
+	var compressors sync.WaitGroup
+	for range workers {
+		compressors.Add(1)
+		g.Go(func() error {
+			defer compressors.Done()
+			return p.compressStage(ctx, pl, m, jobs, frames, pool, out, mem, msgBudget)
+		})
+	}
+	g.Go(func() error {
+		// Once no compressor is left, nothing sends frames or messages.
+		compressors.Wait()
+		close(frames)
+		close(out)
+		return nil
+	})
+	for range p.o.Publishers {
+		g.Go(func() error { return p.publishStage(ctx, out, mem) })
+	}
+	return g.Wait()
+}
+
+// compressStage is one compress goroutine: it turns jobs into chunk messages
+// for the publishers until jobs is closed.
+func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, jobs <-chan job,
+	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, mem *semaphore.Weighted, memMax int64) error {
+	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID}
+	k := &packer{p: p, tid: m.TransferID, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
+	for j := range jobs {
+		parts, err := c.compress(j)
+		pool <- j.buf[:0] // the parts do not refer to the raw bytes
+		if err != nil {
+			return err
+		}
+		for _, pc := range j.pieces {
+			p.doneBytes.Add(int64(len(pc.raw)))
+		}
+		msg, err := k.pack(ctx, parts)
+		if err != nil {
+			return err
+		}
+		for i := range parts {
+			record(m, &parts[i])
+		}
+		msg.weight = min(int64(len(msg.data)), memMax)
+		if err := mem.Acquire(ctx, msg.weight); err != nil {
+			return err
+		}
+		select {
+		case out <- msg:
+		case <-ctx.Done():
+			mem.Release(msg.weight)
+			return ctx.Err()
+		}
+	}
+	return nil
+}

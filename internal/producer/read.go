@@ -1,0 +1,182 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/plan"
+)
+
+// The read stage: files in plan order become jobs for the compress stage,
+// one per chunk of a large file, one per bundle of small files. Buffers come
+// from a fixed pool, so memory does not grow with file size or count. A file
+// that changes while it is read fails the transfer: a torn file is never
+// uploaded.
+
+// job is one unit of work for the compress stage: a chunk of a file, or a
+// bundle of whole small files. Its pieces share buf, a buffer of the pool.
+type job struct {
+	buf    []byte
+	pieces []piece
+}
+
+// piece is one chunk's raw bytes.
+type piece struct {
+	file, index int
+	offset      int64
+	raw         []byte
+}
+
+type reader struct {
+	pl      *plan.Plan
+	pool    chan []byte // buffers of bufSize capacity, or nil to be made
+	bufSize int64
+	bundler *bundler // nil: no bundles
+	read    *atomic.Int64
+}
+
+// run reads every file and sends its jobs; it closes jobs when it returns.
+func (r *reader) run(ctx context.Context, jobs chan<- job) error {
+	defer close(jobs)
+	var open *job // the bundle being filled
+	for i := range r.pl.Files {
+		f := &r.pl.Files[i]
+		if !r.bundler.takes(i, f) {
+			if err := r.readChunks(ctx, i, f, jobs); err != nil {
+				return err
+			}
+			continue
+		}
+		if open != nil && !r.bundler.fits(i, f) {
+			if err := send(ctx, jobs, *open); err != nil {
+				return err
+			}
+			open = nil
+		}
+		if open == nil {
+			buf, err := r.get(ctx)
+			if err != nil {
+				return err
+			}
+			open = &job{buf: buf[:0]}
+			r.bundler.reset()
+		}
+		if err := r.readWhole(i, f, open); err != nil {
+			r.pool <- open.buf
+			return err
+		}
+		r.bundler.add(i, f)
+	}
+	if open != nil {
+		return send(ctx, jobs, *open)
+	}
+	return nil
+}
+
+func send(ctx context.Context, jobs chan<- job, j job) error {
+	select {
+	case jobs <- j:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// get takes a buffer from the pool, waiting for one to come back.
+func (r *reader) get(ctx context.Context) ([]byte, error) {
+	select {
+	case buf := <-r.pool:
+		if buf == nil {
+			buf = make([]byte, 0, r.bufSize)
+		}
+		return buf[:0], nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readWhole appends file fi, one chunk, to the bundle j.
+func (r *reader) readWhole(fi int, f *plan.File, j *job) error {
+	fh, err := f.Open()
+	if err != nil {
+		return fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	start := len(j.buf)
+	j.buf = j.buf[:start+int(f.Size)] // within capacity: the bundler keeps a bundle within bufSize
+	if _, err := io.ReadFull(fh, j.buf[start:]); err != nil {
+		return fmt.Errorf("source %s: %w (did the file change while it was read?)", f.Path, err)
+	}
+	if err := unchanged(fh, f); err != nil {
+		return err
+	}
+	r.count(f.Size)
+	j.pieces = append(j.pieces, piece{file: fi, raw: j.buf[start:len(j.buf):len(j.buf)]})
+	return nil
+}
+
+// readChunks cuts file fi into chunks and sends them to jobs.
+func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan<- job) error {
+	fh, err := f.Open()
+	if err != nil {
+		return fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	for idx := 0; idx < f.Chunks; idx++ {
+		off := int64(idx) * f.ChunkSize
+		size := min(f.ChunkSize, f.Size-off)
+		buf, err := r.get(ctx)
+		if err != nil {
+			return err
+		}
+		buf = buf[:size]
+		if _, err := io.ReadFull(fh, buf); err != nil {
+			r.pool <- buf
+			return fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)
+		}
+		r.count(size)
+		if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, index: idx, offset: off, raw: buf}}}); err != nil {
+			r.pool <- buf
+			return err
+		}
+	}
+	return unchanged(fh, f)
+}
+
+func (r *reader) count(n int64) {
+	r.read.Add(n)
+	metrics.BytesRead.Add(float64(n))
+}
+
+// unchanged checks, after the last read, that the file ends where it ended
+// when it was planned and still has the same size and mtime.
+func unchanged(fh *os.File, f *plan.File) error {
+	var one [1]byte
+	if k, _ := fh.Read(one[:]); k != 0 {
+		return fmt.Errorf("source %s: file grew while it was read (planned %d bytes)", f.Path, f.Size)
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("source %s: %w", f.Path, err)
+	}
+	if st.Size() != f.Size || st.ModTime().UnixNano() != f.Mod {
+		return fmt.Errorf("source %s: file changed while it was read (size %d→%d, mtime %s→%s)",
+			f.Path, f.Size, st.Size(), time.Unix(0, f.Mod).UTC().Format(time.RFC3339Nano), st.ModTime().UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

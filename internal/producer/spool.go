@@ -1,0 +1,220 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The spool writer (FERRY_TRANSPORT=spool): a payload too large for its
+// message goes to a file in the spool directory, which the workers read and
+// remove once its objects are stored. The spool is bounded: this producer
+// keeps at most FERRY_SPOOL_MAX bytes there at once, and waits while it is
+// full.
+//
+// It counts what it wrote itself and checks which of those files the workers
+// have removed, rather than polling the directory's usage: the directory may
+// be shared with other producers (and, on a shared file system, hold anything
+// else), which would make a usage figure stall this producer for bytes that
+// are not its own; and stat calls on the files it wrote work the same on
+// every file system, where free-space figures of network file systems do not.
+// A file larger than the bound alone is written once the spool is empty.
+
+// spoolFS is where spool files go: the spool directory, or in tests a stand-in
+// that fails as a full disk does. Its methods are safe for concurrent use.
+type spoolFS interface {
+	// Prepare makes the spool ready to be written (creates the directory).
+	Prepare() error
+	// WriteFile writes segs, in order, as the file name, under a
+	// temporary name renamed into place, so a worker never reads a torn
+	// file; on error nothing is left behind.
+	WriteFile(name string, segs [][]byte) error
+	// Exists reports whether name is still there.
+	Exists(name string) (bool, error)
+	// Remove removes name; a missing file is not an error.
+	Remove(name string) error
+	// Names lists the files whose names start with prefix.
+	Names(prefix string) ([]string, error)
+}
+
+var _ spoolFS = dirSpool{}
+
+// dirSpool is a spool directory on a local or shared file system.
+type dirSpool struct{ dir string }
+
+func (d dirSpool) Prepare() error { return os.MkdirAll(d.dir, 0o755) }
+
+func (d dirSpool) WriteFile(name string, segs [][]byte) error {
+	fh, err := os.CreateTemp(d.dir, name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	for _, s := range segs { // one write per frame
+		if _, err := fh.Write(s); err != nil {
+			fh.Close()
+			os.Remove(fh.Name())
+			return err
+		}
+	}
+	if err := fh.Close(); err != nil {
+		os.Remove(fh.Name())
+		return err
+	}
+	if err := os.Rename(fh.Name(), filepath.Join(d.dir, name)); err != nil {
+		os.Remove(fh.Name())
+		return err
+	}
+	return nil
+}
+
+func (d dirSpool) Exists(name string) (bool, error) {
+	_, err := os.Lstat(filepath.Join(d.dir, name))
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (d dirSpool) Remove(name string) error {
+	if err := os.Remove(filepath.Join(d.dir, name)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+func (d dirSpool) Names(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// spoolName is the spool file of chunk index of file fi (for a bundle, its
+// first file): one path element, starting with the transfer id, as
+// message.DecodeChunk requires.
+func spoolName(tid string, fi, index int) string { return fmt.Sprintf("%s-%06d-%05d", tid, fi, index) }
+
+// spool writes spool files within a bound of bytes.
+type spool struct {
+	fs  spoolFS
+	max int64
+	log *slog.Logger
+
+	mu    sync.Mutex
+	used  int64     // bytes reserved or written and not yet seen removed
+	files []spooled // written, oldest first
+}
+
+type spooled struct {
+	name string
+	size int64
+}
+
+// spoolPoll bounds how long a full spool waits before it looks again.
+const spoolPoll = 500 * time.Millisecond
+
+func newSpool(fs spoolFS, max int64, log *slog.Logger) *spool {
+	return &spool{fs: fs, max: max, log: log}
+}
+
+// write waits for room for size bytes, then writes segs as name.
+func (s *spool) write(ctx context.Context, name string, segs [][]byte, size int64) error {
+	if err := s.reserve(ctx, size); err != nil {
+		return err
+	}
+	if err := s.fs.WriteFile(name, segs); err != nil {
+		s.mu.Lock()
+		s.used -= size
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Lock()
+	s.files = append(s.files, spooled{name, size})
+	s.mu.Unlock()
+	return nil
+}
+
+// reserve waits until size more bytes fit the bound (or the spool holds
+// nothing of this producer's) and counts them.
+func (s *spool) reserve(ctx context.Context, size int64) error {
+	wait, logged := 5*time.Millisecond, false
+	for {
+		s.mu.Lock()
+		if s.used > 0 && s.used+size > s.max {
+			s.reclaimLocked()
+		}
+		if s.used == 0 || s.used+size <= s.max {
+			s.used += size
+			s.mu.Unlock()
+			return nil
+		}
+		used := s.used
+		s.mu.Unlock()
+		if !logged {
+			s.log.Info("spool full; waiting for workers to take chunks", "bytes", used, "spool_max", s.max)
+			logged = true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, spoolPoll)
+	}
+}
+
+// reclaimLocked forgets the files workers have removed.
+func (s *spool) reclaimLocked() {
+	kept := s.files[:0]
+	for _, f := range s.files {
+		if ok, err := s.fs.Exists(f.name); err == nil && !ok {
+			s.used -= f.size
+			continue
+		}
+		kept = append(kept, f)
+	}
+	s.files = kept
+}
+
+// usage reports the bytes counted against the bound.
+func (s *spool) usage() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// removeTransfer removes every spool file of transfer tid, ours or left by an
+// earlier run of the same transfer.
+func (s *spool) removeTransfer(tid string) {
+	prefix := tid + "-"
+	s.mu.Lock()
+	kept := s.files[:0]
+	for _, f := range s.files {
+		if strings.HasPrefix(f.name, prefix) {
+			_ = s.fs.Remove(f.name)
+			s.used -= f.size
+			continue
+		}
+		kept = append(kept, f)
+	}
+	s.files = kept
+	s.mu.Unlock()
+	names, _ := s.fs.Names(prefix)
+	for _, n := range names {
+		_ = s.fs.Remove(n)
+	}
+}

@@ -1,0 +1,166 @@
+// Package requests runs the transfer requests batch systems publish to the
+// requests topic (`producer serve`). Its Handle is the queue.Handler of that
+// subscription. Every request ends with exactly one message on the done
+// topic: the merger's, or, for a request that cannot start, the server's own.
+//
+// A request chooses nothing configuration did not allow: its sources must lie
+// under FERRY_SOURCE_ROOTS (with none configured every request is refused),
+// and its bucket must be in FERRY_BUCKETS when that is set.
+package requests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+// submitter runs a transfer to the point where the fleet takes over.
+type submitter interface {
+	Submit(ctx context.Context, req producer.Request) (*message.Manifest, error)
+}
+
+var _ submitter = (*producer.Producer)(nil)
+
+// publisher sends one message and returns once it is stored.
+type publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
+// Defaults fill in what a request leaves out.
+type Defaults struct {
+	Codec     codec.Codec
+	Level     int
+	ChunkSize int64
+	Method    string
+}
+
+// Options configure a Server.
+type Options struct {
+	Defaults Defaults
+	// SourceRoots are the directories requests may read from
+	// (FERRY_SOURCE_ROOTS); with none, every request is refused.
+	SourceRoots []string
+	// Buckets, when set, are the only buckets requests may write to
+	// (FERRY_BUCKETS).
+	Buckets []string
+	Log     *slog.Logger
+}
+
+// Server runs transfer requests. It is safe for concurrent use.
+type Server struct {
+	p    submitter
+	done publisher
+	o    Options
+	log  *slog.Logger
+}
+
+// New returns a Server that runs requests on p and publishes the done events
+// of requests that cannot start to done.
+func New(p submitter, done publisher, o Options) *Server {
+	return &Server{p: p, done: done, o: o, log: logging.OrDiscard(o.Log)}
+}
+
+var unsafeID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// Handle runs one request message to the point where the fleet takes over.
+func (s *Server) Handle(ctx context.Context, m queue.Message) error {
+	var r message.Request
+	if err := message.Decode(m.Data, &r); err != nil {
+		// Nothing in it can be trusted; the message id names the answer.
+		err = fmt.Errorf("request message %s: %w", m.ID, err)
+		return s.reject(ctx, "m"+unsafeID.ReplaceAllString(m.ID, ""), "", err)
+	}
+	key := r.IdempotencyKey
+	if key == "" {
+		// A redelivery of the same message is the same transfer.
+		key = "pubsub-message:" + m.ID
+	}
+	req := producer.Request{
+		TransferID: producer.NewTransferID(key), Sources: r.Sources, Destination: r.Destination,
+		Codec: codec.Codec(r.Codec), Level: r.Level, ChunkSize: r.ChunkSize, Method: r.Method,
+		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
+	}
+	if err := s.allowed(req); err != nil {
+		return s.reject(ctx, req.TransferID, r.Destination, err)
+	}
+	if req.Codec == "" {
+		req.Codec = s.o.Defaults.Codec
+		if req.Level == 0 {
+			req.Level = s.o.Defaults.Level
+		}
+	}
+	if req.ChunkSize == 0 {
+		req.ChunkSize = s.o.Defaults.ChunkSize
+	}
+	if req.Method == "" {
+		req.Method = s.o.Defaults.Method
+	}
+	log := s.log.With("transfer_id", req.TransferID, "message_id", m.ID)
+	_, err := s.p.Submit(ctx, req)
+	var already *producer.AlreadyDoneError
+	var input *producer.InputError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &already):
+		// Asked again: answer again.
+		log.Info("request for a transfer that already ended; its done event is published again", "status", already.Done.Status)
+		return s.done.Publish(ctx, message.Encode(already.Done), doneAttrs(already.Done))
+	case errors.As(err, &input):
+		return s.reject(ctx, req.TransferID, r.Destination, err)
+	case ctx.Err() != nil:
+		return err // shutting down: let the request come back
+	default:
+		// Submit has published the failed event; the merger ends the
+		// transfer and answers. Retrying would find it ended.
+		return queue.Permanent(err)
+	}
+}
+
+// allowed checks what configuration decides before anything is read: that
+// sources may be read at all, and the destination bucket. The sources
+// themselves are confined by the plan, which resolves every file.
+func (s *Server) allowed(req producer.Request) error {
+	if len(s.o.SourceRoots) == 0 {
+		return errors.New("producer serve has no FERRY_SOURCE_ROOTS, so it reads no sources: set FERRY_SOURCE_ROOTS to the directories requests may read from")
+	}
+	if len(s.o.Buckets) > 0 {
+		d, err := plan.ParseDestination(req.Destination)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(s.o.Buckets, d.Bucket) {
+			return fmt.Errorf("destination %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)", d, d.Bucket, strings.Join(s.o.Buckets, ","))
+		}
+	}
+	return nil
+}
+
+// reject answers a request that cannot start with a failed done event, and
+// reports a permanent error so the message is acked (and dead-lettered).
+func (s *Server) reject(ctx context.Context, tid, dest string, cause error) error {
+	now := time.Now().UTC()
+	d := message.Done{V: message.Version, TransferID: tid, Status: message.StatusFailed, Error: cause.Error(),
+		Destination: dest, StartedAt: now, FinishedAt: now}
+	if err := s.done.Publish(ctx, message.Encode(d), doneAttrs(d)); err != nil {
+		return fmt.Errorf("answer rejected request (%v): %w", cause, err)
+	}
+	s.log.Warn("request rejected", "transfer_id", tid, "err", cause)
+	return queue.Permanent(cause)
+}
+
+func doneAttrs(d message.Done) map[string]string {
+	return map[string]string{"transfer_id": d.TransferID, "status": d.Status}
+}
