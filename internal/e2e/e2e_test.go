@@ -114,7 +114,7 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 }
 
 func TestDirectoryOfSmallFilesAndAnEmptyFile(t *testing.T) {
-	s := newStack(t, stackOptions{workers: 2, inlineMax: 256 << 10})
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 256 << 10, bundleMax: 128 << 10})
 	dir := filepath.Join(t.TempDir(), "many")
 	if err := datagen.WriteManySmall(filepath.Join(dir, "parts"), 40, 20_000, 3); err != nil {
 		t.Fatal(err)
@@ -203,5 +203,33 @@ func TestExistingDestinationFailsClearlyAndIsUntouched(t *testing.T) {
 	s.assertClean()
 	if row := s.row(second.TransferID); row.Status != "failed" || !strings.Contains(row.Error, "already exists") {
 		t.Fatalf("row %+v", row)
+	}
+}
+
+// TestPubSubTransportSharesNothingButPubSub: with FERRY_TRANSPORT=pubsub the
+// producer writes no spool file and the workers have no spool at all (as on
+// separate VMs); small files travel in bundles, a large file in capped
+// chunks, and every object arrives intact, each with its own CRC32C.
+func TestPubSubTransportSharesNothingButPubSub(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, pubsub: true, bundleMax: 256 << 10})
+	dir := filepath.Join(t.TempDir(), "fleet")
+	if err := datagen.WriteManySmall(filepath.Join(dir, "small"), 30, 15_000, 5); err != nil {
+		t.Fatal(err)
+	}
+	writeCSV(t, filepath.Join(dir, "large.csv"), 8_000_000, 6)
+	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/fleet", Codec: codec.Zstd, ChunkSize: 32 << 20}
+	done, err := s.transfer(req)
+	if err != nil || done.Status != message.StatusOK || len(done.Objects) != 31 {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	s.verifyAll(req)
+	if left, _ := os.ReadDir(s.spool); len(left) != 0 {
+		t.Fatalf("%d spool files written with the pubsub transport", len(left))
+	}
+	s.assertClean()
+	// 8 MB at the cap for a 3 MiB message (plan.MessageChunkCap) is 3
+	// chunks, beside 30 one-chunk files.
+	if row := s.row(done.TransferID); row.Files != 31 || row.Chunks != 33 {
+		t.Fatalf("row %+v: want 31 files in 33 chunks", row)
 	}
 }

@@ -83,6 +83,10 @@ type stackOptions struct {
 	// use (e.g. a fault-injecting proxy in front of fake-gcs-server), as
 	// "http://host:port/storage/v1/".
 	workerEndpoint string
+	// bundleMax bundles small files (FERRY_BUNDLE_MAX); 0: none.
+	bundleMax int64
+	// pubsub runs FERRY_TRANSPORT=pubsub: workers have no spool at all.
+	pubsub bool
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -117,7 +121,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Cleanup(func() { workerStore.Close() })
 	}
 	for i := 0; i < o.workers; i++ {
-		w, err := worker.New(worker.Options{Store: workerStore, Events: events, ID: fmt.Sprintf("w%d", i), MaxAttempts: 5, SpoolDir: s.spool})
+		spool := s.spool
+		if o.pubsub {
+			spool = ""
+		}
+		w, err := worker.New(worker.Options{Store: workerStore, Events: events, ID: fmt.Sprintf("w%d", i), MaxAttempts: 5, SpoolDir: spool})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,8 +151,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.duplicateChunks {
 		chunks = twice{chunks}
 	}
-	s.prod = producer.New(producer.Options{Store: s.store, Chunks: chunks, Events: events,
-		SpoolDir: s.spool, InlineMax: o.inlineMax, Concurrency: 2, MemoryLimit: 64 << 20})
+	transport := config.TransportSpool
+	if o.pubsub {
+		transport = config.TransportPubSub
+	}
+	s.prod = producer.New(producer.Options{Store: s.store, Chunks: chunks, Events: events, Transport: transport,
+		MessageMax: 3 << 20, // below pstest's 4 MiB
+		SpoolDir: s.spool, InlineMax: o.inlineMax, BundleMax: o.bundleMax, Concurrency: 2, MemoryLimit: 64 << 20})
 	t.Cleanup(func() {
 		cancel()
 		for i := 0; i < goroutines; i++ {
