@@ -157,7 +157,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	s.prod = producer.New(producer.Options{Store: s.store, Chunks: chunks, Events: events, Transport: transport,
 		MessageMax: 3 << 20, // below pstest's 4 MiB
-		SpoolDir: s.spool, InlineMax: o.inlineMax, BundleMax: o.bundleMax, Concurrency: 2, MemoryLimit: 64 << 20})
+		SpoolDir:   s.spool, InlineMax: o.inlineMax, BundleMax: o.bundleMax, Concurrency: 2, MemoryLimit: 64 << 20})
 	t.Cleanup(func() {
 		cancel()
 		for i := 0; i < goroutines; i++ {
