@@ -34,6 +34,12 @@ func record(m *message.Manifest, p *encodedPart) {
 	f := &m.Files[p.file]
 	info := message.ChunkInfo{Object: p.part.Object, RawSize: p.part.RawSize, RawCRC32C: p.part.RawCRC32C,
 		WireSize: p.part.WireSize, WireCRC32C: p.part.WireCRC32C}
+	if len(f.Chunks) > 1 {
+		// A composed file's seek table is written by the merger from
+		// these (message.File.SeekTable); a one-chunk file carries its
+		// own in its payload.
+		info.Frames = p.seek
+	}
 	f.Chunks[p.index] = info
 }
 
