@@ -343,9 +343,18 @@ func (m *Merger) composeFile(ctx context.Context, man *message.Manifest, i int, 
 		return err
 	}
 
-	srcs := make([]string, len(f.Chunks))
+	srcs := make([]string, len(f.Chunks), len(f.Chunks)+1)
 	for j, c := range f.Chunks {
 		srcs[j] = c.Object
+	}
+	// A zstd file ends with its seek table, built from the manifest as the
+	// producer counted it in f.WireSize and f.WireCRC32.
+	if table := f.SeekTable(); table != nil {
+		name := message.SeekTableObject(man.TransferID, i)
+		if _, err := m.o.Store.PutSmall(ctx, man.Bucket, name, table, false, "application/octet-stream"); err != nil {
+			return fmt.Errorf("file %s: seek table: %w", f.Path, err)
+		}
+		srcs = append(srcs, name)
 	}
 	for level := 0; len(srcs) > MaxComposeSources; level++ {
 		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
