@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -166,3 +167,5 @@ func (m *memSpool) String() string {
 	defer m.mu.Unlock()
 	return fmt.Sprintf("%d files, %d writes", len(m.files), m.writes)
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

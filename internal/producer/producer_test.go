@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -173,5 +174,39 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStartedOnlyOnceTheTransferReallyStarts: Started is not called for a
+// request refused by its checks (a bucket outside FERRY_BUCKETS, a missing
+// bucket), and is called once, before the first chunk, for one that starts.
+func TestStartedOnlyOnceTheTransferReallyStarts(t *testing.T) {
+	store := teststack.Bucket(t, "p-started")
+	src := filepath.Join(t.TempDir(), "f.csv")
+	genFile(t, src, 200_000)
+	var started []string
+	chunks := &teststack.Recorder{}
+	chunksAtStart := -1
+	p := New(Options{Store: store, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Buckets: []string{"p-started", "no-such-bucket"},
+		Started: func(id string) { started = append(started, id); chunksAtStart = len(chunks.Messages()) }})
+	for _, dest := range []string{"gs://elsewhere/x", "gs://no-such-bucket/x"} {
+		_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: dest, ChunkSize: 1 << 20})
+		var input *InputError
+		if !errors.As(err, &input) {
+			t.Fatalf("Submit to %s = %v, want an InputError", dest, err)
+		}
+		if dest == "gs://elsewhere/x" && !strings.Contains(err.Error(), "FERRY_BUCKETS=p-started,no-such-bucket") {
+			t.Fatalf("error %q does not name FERRY_BUCKETS", err)
+		}
+	}
+	if len(started) != 0 {
+		t.Fatalf("Started called with %v for transfers that never started", started)
+	}
+	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://p-started/x", ChunkSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(started) != 1 || started[0] != man.TransferID || chunksAtStart != 0 {
+		t.Fatalf("Started calls %v (chunks published before: %d), want [%s] before any chunk", started, chunksAtStart, man.TransferID)
 	}
 }

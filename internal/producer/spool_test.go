@@ -1,0 +1,196 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// until polls cond, failing the test after a generous deadline.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSpoolWaitsWhileFull: a write that would pass the bound waits, looking
+// again at the files it wrote, until a worker has removed enough of them.
+func TestSpoolWaitsWhileFull(t *testing.T) {
+	fs := newMemSpool()
+	s := newSpool(fs, 100, nil)
+	s.log = discard()
+	ctx := context.Background()
+	must(t, s.write(ctx, "t-a", [][]byte{make([]byte, 60)}, 60))
+	done := make(chan error, 1)
+	go func() { done <- s.write(ctx, "t-b", [][]byte{make([]byte, 60)}, 60) }()
+	until(t, "the writer to look at the spool twice while it is full", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.exists >= 2
+	})
+	if ok, _ := fs.Exists("t-b"); ok {
+		t.Fatal("t-b was written while the spool was full")
+	}
+	must(t, fs.Remove("t-a")) // a worker finished t-a
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write did not go on once the spool had room")
+	}
+	if u := s.usage(); u != 60 {
+		t.Fatalf("spool usage %d, want 60", u)
+	}
+}
+
+// workerSim plays the workers: it removes spool files named in published
+// chunk messages, but first lets hold of them pile up, so the producer
+// must wait for room.
+type workerSim struct {
+	fs    *memSpool
+	hold  int
+	names chan string
+	done  chan struct{}
+}
+
+func (w *workerSim) Publish(_ context.Context, data []byte, _ map[string]string) error {
+	c, _, err := message.DecodeChunk(data)
+	if err != nil {
+		return err
+	}
+	if c.Spool != "" {
+		w.names <- c.Spool
+	}
+	return nil
+}
+
+func (w *workerSim) run() {
+	defer close(w.done)
+	var held []string
+	for n := range w.names {
+		held = append(held, n)
+		if len(held) >= w.hold {
+			for _, h := range held {
+				_ = w.fs.Remove(h)
+			}
+			held = held[:0]
+		}
+	}
+}
+
+// TestSubmitKeepsTheSpoolWithinSpoolMax: a transfer whose spooled chunks
+// add up to many times FERRY_SPOOL_MAX never holds more than that at once;
+// it waits for the workers and then completes.
+func TestSubmitKeepsTheSpoolWithinSpoolMax(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "random.bin")
+	writeRandom(t, src, 2<<20, 5) // 32 chunks of 64 KiB, incompressible
+	fs := newMemSpool()
+	const spoolMax = 4 * (64<<10 + 1<<10) // four chunks
+	w := &workerSim{fs: fs, hold: 4, names: make(chan string, 100), done: make(chan struct{})}
+	go w.run()
+	p := New(Options{Store: nopStore{}, Chunks: w, Events: &teststack.Recorder{}, Spool: fs, SpoolMax: spoolMax, InlineMax: 1 << 10, Concurrency: 2})
+	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
+	close(w.names)
+	<-w.done
+	must(t, err)
+	if fs.writes != 32 || fs.peak > spoolMax || fs.exists == 0 {
+		t.Fatalf("%d spool writes, peak %d bytes (FERRY_SPOOL_MAX %d), %d looks at the spool; want 32 writes within the bound, having waited",
+			fs.writes, fs.peak, spoolMax, fs.exists)
+	}
+	t.Logf("peak %d of %d bytes; the producer looked at its files %d times", fs.peak, spoolMax, fs.exists)
+}
+
+// TestSpoolWriteErrorFailsTheTransferCleanly: a full disk (ENOSPC on the
+// third spool file) fails Submit with the cause and the chunk named, a
+// failed event tells the merger (which removes the staging objects), and the
+// transfer's spool files and its share of the bound are gone.
+func TestSpoolWriteErrorFailsTheTransferCleanly(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "random.bin")
+	writeRandom(t, src, 1<<20, 6)
+	fs := newMemSpool()
+	fs.failAt, fs.err = 3, &os.PathError{Op: "write", Path: "spool/x", Err: syscall.ENOSPC}
+	events := &teststack.Recorder{}
+	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: events, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
+	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "spool chunk") || !strings.Contains(err.Error(), "random.bin") {
+		t.Fatalf("Submit = %v, want ENOSPC with the chunk named", err)
+	}
+	var ev message.Event
+	if msgs := events.Messages(); len(msgs) != 1 || message.Decode(msgs[0].Data, &ev) != nil || ev.Type != message.EventFailed ||
+		!strings.Contains(ev.Error, "no space left on device") {
+		t.Fatalf("events %v, want one failed event with the cause", msgs)
+	}
+	if names, _ := fs.Names(""); len(names) != 0 || p.spool.usage() != 0 {
+		t.Fatalf("left in the spool: %v (%d bytes counted)", names, p.spool.usage())
+	}
+	if left := pipelineGoroutines(); len(left) > 0 {
+		t.Fatalf("%d pipeline goroutines outlived Submit", len(left))
+	}
+}
+
+// TestRealWriteErrorLeavesNoSpoolFile: the spool directory on a real file
+// system refusing a write (RLIMIT_FSIZE makes the kernel answer EFBIG past
+// 256 KiB, no root or tmpfs needed) fails the transfer with the kernel's
+// error and leaves no spool file, whole or partial. It runs in a child
+// process, since the limit holds for the whole process.
+func TestRealWriteErrorLeavesNoSpoolFile(t *testing.T) {
+	if dir := os.Getenv("FERRY_TEST_FSIZE_SPOOL"); dir != "" {
+		realWriteErrorChild(t, dir)
+		return
+	}
+	spool := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRealWriteErrorLeavesNoSpoolFile$", "-test.v")
+	cmd.Env = append(os.Environ(), "FERRY_TEST_FSIZE_SPOOL="+spool)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if left, _ := os.ReadDir(spool); len(left) != 0 {
+		t.Fatalf("%d files left in the spool", len(left))
+	}
+	t.Logf("child:\n%s", out)
+}
+
+func realWriteErrorChild(t *testing.T, spoolDir string) {
+	// a.csv compresses: its two spool files are written, then removed when
+	// random.bin's first chunk (256 KiB of noise: a little more once
+	// compressed) passes the limit.
+	srcDir := t.TempDir()
+	genFile(t, filepath.Join(srcDir, "a.csv"), 300_000)
+	writeRandom(t, filepath.Join(srcDir, "random.bin"), 600<<10, 7)
+	written := 0
+	signal.Ignore(syscall.SIGXFSZ)
+	lim := syscall.Rlimit{Cur: 256 << 10, Max: 256 << 10}
+	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim))
+	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: spoolDir, InlineMax: 1 << 10,
+		Concurrency: 1, Publishers: 1, MemoryLimit: 1 << 20})
+	p.o.Chunks = publishFunc(func() { left, _ := os.ReadDir(spoolDir); written = max(written, len(left)) })
+	_, err := p.Submit(context.Background(), Request{Sources: []string{srcDir}, Destination: "gs://bkt/x", ChunkSize: 256 << 10})
+	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "random.bin") {
+		t.Fatalf("Submit = %v, want the kernel's EFBIG for random.bin", err)
+	}
+	if written == 0 {
+		t.Fatal("no spool file was written before the error; the test proves nothing")
+	}
+	t.Logf("Submit failed as it should: %v", err)
+}
+
+// publishFunc is a publisher that calls f for every message.
+type publishFunc func()
+
+func (f publishFunc) Publish(context.Context, []byte, map[string]string) error { f(); return nil }

@@ -1,0 +1,92 @@
+package requests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// memStore knows every bucket and keeps nothing: the requests tests are
+// about what a request may ask for, not about GCS.
+type memStore struct{}
+
+func (memStore) BucketExists(context.Context, string) error              { return nil }
+func (memStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
+func (memStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
+	return gcs.Attrs{}, nil
+}
+
+// TestRequestsReadOnlyUnderSourceRoots: producer serve refuses every request
+// when FERRY_SOURCE_ROOTS is empty, refuses sources that resolve outside
+// the roots (by "..", an absolute path or a link) and buckets outside
+// FERRY_BUCKETS, each with one failed done event naming the cause and
+// nothing published; a request inside the roots runs.
+func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "exports")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(base, "secret.txt")
+	for path, body := range map[string]string{secret: "secret", filepath.Join(root, "ok.csv"): "a,b\n"} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(secret, filepath.Join(root, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	req := func(src, bucket string) string {
+		return fmt.Sprintf(`{"v":1,"sources":[%q],"destination":"gs://%s/p","chunk_size":1048576}`, src, bucket)
+	}
+	for _, tc := range []struct {
+		name    string
+		roots   []string
+		buckets []string
+		body    string
+		want    string // "" means the transfer runs
+	}{
+		{"no roots configured", nil, nil, req(filepath.Join(root, "ok.csv"), "bkt"), "no FERRY_SOURCE_ROOTS"},
+		{"dot-dot", []string{root}, nil, req(root+"/../secret.txt", "bkt"), "outside the source roots (FERRY_SOURCE_ROOTS=" + root},
+		{"absolute", []string{root}, nil, req(secret, "bkt"), "outside the source roots"},
+		{"symlink out", []string{root}, nil, req(filepath.Join(root, "link.txt"), "bkt"), "outside the source roots"},
+		{"directory with a link out", []string{root}, nil, req(root, "bkt"), "link.txt"},
+		{"bucket not allowed", []string{root}, []string{"landing"}, req(filepath.Join(root, "ok.csv"), "other"), "FERRY_BUCKETS=landing"},
+		{"malformed", []string{root}, nil, `{"v":1,"sources":"x"}`, "request message"},
+		{"inside", []string{root}, []string{"landing"}, req(filepath.Join(root, "ok.csv"), "landing"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chunks, done := &teststack.Recorder{}, &teststack.Recorder{}
+			p := producer.New(producer.Options{Store: memStore{}, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Buckets: tc.buckets})
+			s := New(p, done, Options{Defaults: Defaults{ChunkSize: 1 << 20}, SourceRoots: tc.roots, Buckets: tc.buckets})
+			err := s.Handle(context.Background(), queue.Message{ID: "m1", Data: []byte(tc.body)})
+			if tc.want == "" {
+				if err != nil || len(chunks.Messages()) != 1 || len(done.Messages()) != 0 {
+					t.Fatalf("Handle = %v, %d chunks, %d done events; want the transfer to run", err, len(chunks.Messages()), len(done.Messages()))
+				}
+				return
+			}
+			if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Handle = %v, want a permanent error naming %q", err, tc.want)
+			}
+			var d message.Done
+			msgs := done.Messages()
+			if len(msgs) != 1 || message.Decode(msgs[0].Data, &d) != nil || d.Status != message.StatusFailed || !strings.Contains(d.Error, tc.want) {
+				t.Fatalf("done events %v, want one failed event naming %q", msgs, tc.want)
+			}
+			if len(chunks.Messages()) != 0 {
+				t.Fatal("a refused request published chunks")
+			}
+		})
+	}
+}
