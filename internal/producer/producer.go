@@ -319,6 +319,8 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 	}
 	// Chunks spooled for a transfer that cannot complete are garbage; a
 	// worker that still gets one of their messages finds the transfer over.
-	p.spool.removeTransfer(m.TransferID)
+	if !p.pubsub() {
+		p.spool.removeTransfer(m.TransferID)
+	}
 	log.Error("transfer failed", "err", cause)
 }
