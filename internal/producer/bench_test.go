@@ -2,11 +2,15 @@ package producer
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/datagen"
 )
 
 // BenchmarkCompressVsZstdCLI runs the producer's pipeline (read, compress
@@ -70,4 +74,33 @@ func BenchmarkCompressVsZstdCLI(b *testing.B) {
 	b.ReportMetric(ferryMBps/cliMBps, "speed-vs-zstd")
 	b.ReportMetric(float64(size)/float64(ferryWire), "ferry-ratio")
 	b.ReportMetric(float64(size)/float64(cliWire), "zstd-ratio")
+}
+
+// BenchmarkManySmallFiles runs the pipeline over 2,000 small files (about
+// 23 KB each, as the source tree) with and without bundles, and
+// reports files/s and the chunk messages sent: the producer's share of the
+// many-small-files workload.
+func BenchmarkManySmallFiles(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "tree")
+	if err := datagen.WriteManySmall(dir, 2000, 23_000, 1); err != nil {
+		b.Fatal(err)
+	}
+	for _, bundleMax := range []int64{0, 4 << 20} {
+		b.Run(fmt.Sprintf("bundle=%d", bundleMax), func(b *testing.B) {
+			var msgs atomic.Int64
+			count := publishFunc(func() { msgs.Add(1) })
+			var files int
+			t0 := time.Now()
+			for i := 0; i < b.N; i++ {
+				p := New(Options{Store: nopStore{}, Chunks: count, Events: nopPublisher{}, SpoolDir: b.TempDir(), BundleMax: bundleMax})
+				man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bench/x", ChunkSize: 32 << 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				files += len(man.Files)
+			}
+			b.ReportMetric(float64(files)/time.Since(t0).Seconds(), "files/s")
+			b.ReportMetric(float64(msgs.Load())/float64(b.N), "messages")
+		})
+	}
 }
