@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -145,7 +146,7 @@ func TestFailedSubmitLeavesNoGoroutine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o
-			o.Store, o.Events, o.SpoolDir, o.Concurrency, o.MemoryLimit = nopStore{}, &teststack.Recorder{}, t.TempDir(), 2, 16<<20
+			o.Store, o.Events, o.SpoolDir, o.Concurrency, o.MemoryLimit, o.FailGrace = nopStore{}, &teststack.Recorder{}, t.TempDir(), 2, 16<<20, time.Millisecond
 			_, err := New(o).Submit(tc.ctx, Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 256 << 10})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Submit = %v, want an error with %q", err, tc.want)

@@ -151,6 +151,10 @@ type Options struct {
 	// Publishers is how many messages are published at once; publishing
 	// waits on the network, not the CPU. Default 16.
 	Publishers int
+	// FailGrace is how long a failed transfer waits for the merger to end
+	// it before removing the spool files it announced (see fail).
+	// Default 10s.
+	FailGrace time.Duration
 	// Started, when set, is called once per transfer when it has really
 	// started: every check passed, before the first chunk is read.
 	Started func(transferID string)
@@ -174,6 +178,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.Publishers <= 0 {
 		o.Publishers = 16
+	}
+	if o.FailGrace <= 0 {
+		o.FailGrace = 10 * time.Second
 	}
 	if o.SpoolMax <= 0 {
 		o.SpoolMax = 4 << 30
@@ -309,18 +316,48 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 
 // fail tells the merger that the transfer cannot complete, and removes its
 // spool files. It runs even when ctx is cancelled.
+//
+// Workers may still hold messages naming spool files of the transfer, and a
+// worker that finds its spool file gone reports it missing unless the
+// transfer's done marker exists. So fail waits, up to FailGrace, for the
+// merger to end the transfer before it removes files it already announced:
+// the transfer then fails with its own cause, not a worker's "spool file is
+// missing".
 func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket,
 		Error: cause.Error(), At: time.Now().UTC()}
-	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type}); err != nil {
+	err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type})
+	if err != nil {
 		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)
 	}
-	// Chunks spooled for a transfer that cannot complete are garbage; a
-	// worker that still gets one of their messages finds the transfer over.
 	if !p.pubsub() {
+		if err == nil && p.spool.holds(m.TransferID) {
+			p.awaitEnd(ctx, m)
+		}
+		// Chunks spooled for a transfer that cannot complete are
+		// garbage; a worker that still gets one of their messages finds
+		// the transfer over.
 		p.spool.removeTransfer(m.TransferID)
 	}
 	log.Error("transfer failed", "err", cause)
+}
+
+// awaitEnd polls for the transfer's done marker, for at most FailGrace.
+func (p *Producer) awaitEnd(ctx context.Context, m *message.Manifest) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.FailGrace)
+	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if _, err := p.o.Store.ReadAll(ctx, m.Bucket, message.DoneMarker(m.TransferID)); err == nil {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
@@ -112,7 +113,7 @@ func TestPublishErrorFailsTheTransferNamingTheChunk(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
 	genFile(t, src, 100_000)
 	events := &teststack.Recorder{}
-	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{Err: errors.New("topic ferry-chunks: permission denied")}, Events: events, SpoolDir: t.TempDir()})
+	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{Err: errors.New("topic ferry-chunks: permission denied")}, Events: events, SpoolDir: t.TempDir(), FailGrace: time.Millisecond})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
 	if err == nil || !strings.Contains(err.Error(), "publish chunk") || !strings.Contains(err.Error(), "f.csv") || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("Submit = %v, want the chunk, file and cause named", err)

@@ -197,6 +197,18 @@ func (s *spool) usage() int64 {
 	return s.used
 }
 
+// holds reports whether files of transfer tid are in the spool.
+func (s *spool) holds(tid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.files {
+		if strings.HasPrefix(f.name, tid+"-") {
+			return true
+		}
+	}
+	return false
+}
+
 // removeTransfer removes every spool file of transfer tid, ours or left by an
 // earlier run of the same transfer.
 func (s *spool) removeTransfer(tid string) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
@@ -125,7 +126,8 @@ func TestSpoolWriteErrorFailsTheTransferCleanly(t *testing.T) {
 	fs := newMemSpool()
 	fs.failAt, fs.err = 3, &os.PathError{Op: "write", Path: "spool/x", Err: syscall.ENOSPC}
 	events := &teststack.Recorder{}
-	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: events, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
+	merger := &markerStore{events: events, spool: fs}
+	p := New(Options{Store: merger, Chunks: &teststack.Recorder{}, Events: events, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "spool chunk") || !strings.Contains(err.Error(), "random.bin") {
 		t.Fatalf("Submit = %v, want ENOSPC with the chunk named", err)
@@ -134,6 +136,9 @@ func TestSpoolWriteErrorFailsTheTransferCleanly(t *testing.T) {
 	if msgs := events.Messages(); len(msgs) != 1 || message.Decode(msgs[0].Data, &ev) != nil || ev.Type != message.EventFailed ||
 		!strings.Contains(ev.Error, "no space left on device") {
 		t.Fatalf("events %v, want one failed event with the cause", msgs)
+	}
+	if merger.filesAtMarker == 0 {
+		t.Fatal("spool files were removed before the transfer's done marker existed (or none were written)")
 	}
 	if names, _ := fs.Names(""); len(names) != 0 || p.spool.usage() != 0 {
 		t.Fatalf("left in the spool: %v (%d bytes counted)", names, p.spool.usage())
@@ -178,7 +183,7 @@ func realWriteErrorChild(t *testing.T, spoolDir string) {
 	lim := syscall.Rlimit{Cur: 256 << 10, Max: 256 << 10}
 	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim))
 	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: spoolDir, InlineMax: 1 << 10,
-		Concurrency: 1, Publishers: 1, MemoryLimit: 1 << 20})
+		FailGrace: time.Millisecond, Concurrency: 1, Publishers: 1, MemoryLimit: 1 << 20})
 	p.o.Chunks = publishFunc(func() { left, _ := os.ReadDir(spoolDir); written = max(written, len(left)) })
 	_, err := p.Submit(context.Background(), Request{Sources: []string{srcDir}, Destination: "gs://bkt/x", ChunkSize: 256 << 10})
 	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "random.bin") {
@@ -194,3 +199,24 @@ func realWriteErrorChild(t *testing.T, spoolDir string) {
 type publishFunc func()
 
 func (f publishFunc) Publish(context.Context, []byte, map[string]string) error { f(); return nil }
+
+// markerStore plays the merger for a failed transfer: the done marker
+// exists once a failed event was published. It notes how many spool files
+// were still there when the producer first saw the marker.
+type markerStore struct {
+	nopStore
+	events        *teststack.Recorder
+	spool         *memSpool
+	filesAtMarker int
+}
+
+func (m *markerStore) ReadAll(_ context.Context, _, name string) ([]byte, error) {
+	if !strings.HasPrefix(name, message.DoneRoot) || len(m.events.Messages()) == 0 {
+		return nil, gcs.ErrNotFound
+	}
+	if m.filesAtMarker == 0 {
+		names, _ := m.spool.Names("")
+		m.filesAtMarker = len(names)
+	}
+	return []byte("{}"), nil
+}
