@@ -43,12 +43,23 @@ type Attrs struct {
 	Generation int64
 	Metadata   map[string]string
 	Created    time.Time
+	// KMSKey is the Cloud KMS key that encrypts the object, with its
+	// version (…/cryptoKeyVersions/N) as GCS reports it; empty when the
+	// bucket's default encryption applies (and on fake-gcs-server, which
+	// ignores KMS keys).
+	KMSKey string
 }
 
 // Store reads and writes objects. It is safe for concurrent use. Its methods
 // do not retry beyond what the client library does for idempotent calls.
+//
+// Encryption: a Store made WithKMSKey writes every object (uploads, PutSmall,
+// composes) with that Cloud KMS key; UploadOptions.KMSKey and
+// ComposeOptions.KMSKey override it for one call. Services set it once from
+// FERRY_KMS_KEY (see internal/setup), so no caller can forget it.
 type Store struct {
-	c *storage.Client
+	c      *storage.Client
+	kmsKey string
 }
 
 // New returns a Store using Application Default Credentials, or the emulator
@@ -64,8 +75,25 @@ func New(ctx context.Context, opts ...option.ClientOption) (*Store, error) {
 	return &Store{c: c}, nil
 }
 
-// Close releases the client.
+// Close releases the client (shared with every Store made from this one by
+// WithKMSKey).
 func (s *Store) Close() error { return s.c.Close() }
+
+// WithKMSKey returns a Store on the same client that encrypts every object it
+// writes with key (projects/P/locations/L/keyRings/R/cryptoKeys/K); an empty
+// key means the bucket's default encryption. The service account needs
+// roles/cloudkms.cryptoKeyEncrypterDecrypter on the key.
+func (s *Store) WithKMSKey(key string) *Store {
+	return &Store{c: s.c, kmsKey: key}
+}
+
+// kms is the key a write uses: the call's own, else the Store's.
+func (s *Store) kms(key string) string {
+	if key != "" {
+		return key
+	}
+	return s.kmsKey
+}
 
 // BucketExists returns nil when bucket exists, an error wrapping ErrNotFound
 // when it does not.
@@ -97,6 +125,9 @@ type UploadOptions struct {
 	IfAbsent    bool
 	ContentType string
 	Metadata    map[string]string
+	// KMSKey, when set, encrypts the object with this Cloud KMS key instead
+	// of the Store's (see WithKMSKey).
+	KMSKey string
 }
 
 // Upload writes r to the object in a single request and commits on Close. The
@@ -119,6 +150,7 @@ func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, op
 	w.SendCRC32C = true
 	w.ContentType = opt.ContentType
 	w.Metadata = opt.Metadata
+	w.KMSKeyName = s.kms(opt.KMSKey)
 	n, err := io.Copy(w, r)
 	if err != nil {
 		cancel()
@@ -166,12 +198,13 @@ func (s *Store) NewReader(ctx context.Context, bucket, name string) (io.ReadClos
 	return r, nil
 }
 
-// NewRangeReader opens length bytes of an object from offset (length < 0:
-// to the end). A missing object is ErrNotFound.
+// NewRangeReader opens length bytes of an object from offset (length -1:
+// to the end; a negative offset with length -1: the last -offset bytes). A
+// missing object is an error wrapping ErrNotFound.
 func (s *Store) NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error) {
 	r, err := s.c.Bucket(bucket).Object(name).NewRangeReader(ctx, offset, length)
 	if err != nil {
-		return nil, fmt.Errorf("read gs://%s/%s bytes %d+%d: %w", bucket, name, offset, length, translate(err))
+		return nil, fmt.Errorf("read gs://%s/%s at %d+%d: %w", bucket, name, offset, length, translate(err))
 	}
 	return r, nil
 }
@@ -183,6 +216,9 @@ type ComposeOptions struct {
 	IfAbsent    bool
 	ContentType string
 	Metadata    map[string]string
+	// KMSKey, when set, encrypts dst with this Cloud KMS key instead of the
+	// Store's (see WithKMSKey).
+	KMSKey string
 }
 
 // Compose concatenates at most 32 source objects into dst, atomically.
@@ -199,6 +235,7 @@ func (s *Store) Compose(ctx context.Context, bucket, dst string, srcs []string, 
 	c := o.ComposerFrom(handles...)
 	c.ContentType = opt.ContentType
 	c.Metadata = opt.Metadata
+	c.KMSKeyName = s.kms(opt.KMSKey)
 	a, err := c.Run(ctx)
 	if err != nil {
 		return Attrs{}, fmt.Errorf("compose gs://%s/%s from %d sources: %w", bucket, dst, len(srcs), translate(err))
@@ -236,7 +273,7 @@ func fromAttrs(a *storage.ObjectAttrs) Attrs {
 	if a == nil {
 		return Attrs{}
 	}
-	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata, Created: a.Created}
+	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata, Created: a.Created, KMSKey: a.KMSKeyName}
 }
 
 // translate maps the library's errors onto the package sentinels, keeping the

@@ -65,12 +65,26 @@ func Start(ctx context.Context, cfg serviceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Store = c.Store.WithKMSKey(kmsKey(cfg))
 	h, err := metrics.Start(ctx, hc.Addr, log)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	return &Service{Clients: c, Log: log, Health: h}, nil
+}
+
+// kmsKey is FERRY_KMS_KEY of the services that write objects.
+func kmsKey(cfg serviceConfig) string {
+	switch c := cfg.(type) {
+	case *config.Producer:
+		return c.Buckets.KMSKey
+	case *config.Worker:
+		return c.Buckets.KMSKey
+	case *config.Merger:
+		return c.Buckets.KMSKey
+	}
+	return ""
 }
 
 // Clients are the connections a service uses.
