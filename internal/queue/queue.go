@@ -9,8 +9,12 @@
 //   - any other error: Nack, so Pub/Sub redelivers with backoff and finally
 //     moves the message to the subscription's dead-letter topic.
 //
-// The client library honours PUBSUB_EMULATOR_HOST, so the same code runs
-// against the emulator and Google Cloud.
+// Every call it makes has a deadline, and an unreachable Pub/Sub gives an
+// error naming the endpoint and what chose it (PUBSUB_EMULATOR_HOST=…, or
+// Google Cloud Pub/Sub); Receive rides out an outage with backoff instead of
+// returning. The client library honours PUBSUB_EMULATOR_HOST, so the same
+// code runs against the emulator and Google Cloud. The conformance suite in
+// queuetest holds what this package promises, on every backend.
 package queue
 
 import (
@@ -20,11 +24,14 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/ferry-dev/ferry/internal/logging"
 )
@@ -49,6 +56,10 @@ type Middleware func(Handler) Handler
 // ErrPermanent marks an error that retrying cannot fix.
 var ErrPermanent = errors.New("permanent error")
 
+// ErrUnreachable marks an error of a call that got no answer from Pub/Sub:
+// refused, reset, or no answer within the call's deadline.
+var ErrUnreachable = errors.New("unreachable")
+
 // Permanent wraps err so that errors.Is(err, ErrPermanent) holds.
 func Permanent(err error) error {
 	if err == nil || errors.Is(err, ErrPermanent) {
@@ -57,30 +68,98 @@ func Permanent(err error) error {
 	return fmt.Errorf("%w: %w", ErrPermanent, err)
 }
 
+// Deadlines of the calls this package makes. A call that gets no answer
+// within its deadline fails with an error naming the endpoint.
+const (
+	// callTimeout bounds calls that carry no payload: acks, lease
+	// extensions, admin calls, a Pull answered at once.
+	callTimeout = 10 * time.Second
+	// publishFloor and publishRate bound a Publish: the floor, plus the
+	// message's bytes at a rate any working link beats.
+	publishFloor = 10 * time.Second
+	publishRate  = 1 << 20 // bytes per second
+)
+
 // Client publishes and receives. It is safe for concurrent use.
 type Client struct {
 	ps  *pubsub.Client
 	log *slog.Logger
-
-	mu   sync.Mutex
-	pubs map[string]*pubsub.Publisher
+	// endpoint names where this client connects and what chose it, for
+	// errors: "PUBSUB_EMULATOR_HOST=127.0.0.1:8085" or "Google Cloud Pub/Sub (pubsub.googleapis.com:443)".
+	endpoint string
 	// emulator: the Java emulator keeps a cancelled long-polling Pull
 	// alive and leases the next messages to it, so that a stopped process
 	// holds them for a whole ack deadline (seen: 20 s stalls after a worker
 	// stopped). Against it, Pull returns at once instead; Pub/Sub itself
-	// deprecates that flag, so it is used only there.
+	// deprecates that flag, so it is used only there. Receive also pulls
+	// with unary Pull there (ModeAuto), streaming pull against Google Cloud.
 	emulator bool
+	health   func(error)
+	hold     func(context.Context) error
+
+	mu   sync.Mutex
+	pubs map[string]*pubsub.Publisher
 }
 
-// Dial connects to Pub/Sub for project.
-func Dial(ctx context.Context, project string, log *slog.Logger) (*Client, error) {
-	ps, err := pubsub.NewClient(ctx, project)
-	if err != nil {
-		return nil, fmt.Errorf("pubsub client for project %s: %w", project, err)
-	}
-	return &Client{ps: ps, log: logging.OrDiscard(log), pubs: map[string]*pubsub.Publisher{},
-		emulator: os.Getenv("PUBSUB_EMULATOR_HOST") != ""}, nil
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	emulator string
+	health   func(error)
+	hold     func(context.Context) error
 }
+
+// WithEmulator connects to the emulator at host:port, as
+// PUBSUB_EMULATOR_HOST does (tests use it to reach two emulators at once).
+func WithEmulator(host string) Option { return func(o *options) { o.emulator = host } }
+
+// WithHealth makes the client report whether Pub/Sub answers: fn(nil) after
+// a call that got an answer, fn(err) after one that did not (or that Pub/Sub
+// refused, such as a Pull from a missing subscription). fn must be cheap and
+// safe for concurrent use; services feed it to /readyz.
+func WithHealth(fn func(err error)) Option { return func(o *options) { o.health = fn } }
+
+// WithHold makes every Receive of this client pull only while hold returns
+// nil: a worker that cannot reach GCS stops taking messages it could not
+// upload, instead of burning their delivery attempts. hold is called before
+// each Pull and must be cheap when all is well (gcs.Store.Reachable is).
+func WithHold(hold func(ctx context.Context) error) Option {
+	return func(o *options) { o.hold = hold }
+}
+
+// Dial connects to Pub/Sub for project. It makes no call: an unreachable
+// Pub/Sub shows up on the first call (see Probe).
+func Dial(ctx context.Context, project string, log *slog.Logger, opts ...Option) (*Client, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	c := &Client{log: logging.OrDiscard(log), pubs: map[string]*pubsub.Publisher{}, health: o.health, hold: o.hold}
+	var copts []option.ClientOption
+	switch env := os.Getenv("PUBSUB_EMULATOR_HOST"); {
+	case o.emulator != "":
+		c.emulator, c.endpoint = true, "Pub/Sub emulator at "+o.emulator
+		copts = []option.ClientOption{option.WithEndpoint(o.emulator), option.WithoutAuthentication(),
+			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())), option.WithTelemetryDisabled()}
+	case env != "":
+		c.emulator, c.endpoint = true, "PUBSUB_EMULATOR_HOST="+env
+	default:
+		c.endpoint = "Google Cloud Pub/Sub (pubsub.googleapis.com:443)"
+	}
+	ps, err := pubsub.NewClient(ctx, project, copts...)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub client for project %s at %s: %w", project, c.endpoint, err)
+	}
+	c.ps = ps
+	return c, nil
+}
+
+// Endpoint names where the client connects and what chose it.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Emulator reports whether the client talks to an emulator.
+func (c *Client) Emulator() bool { return c.emulator }
 
 // Close flushes every publisher, then closes the connection.
 func (c *Client) Close() error {
@@ -93,234 +172,108 @@ func (c *Client) Close() error {
 	return c.ps.Close()
 }
 
+// PublishSettings are the batching settings of every publisher: see
+// Publisher. Exported so that benchmarks can compare others.
+var PublishSettings = struct {
+	DelayThreshold time.Duration
+	CountThreshold int
+}{DelayThreshold: 5 * time.Millisecond, CountThreshold: 100}
+
 // Publisher publishes to one topic.
 type Publisher struct {
+	c     *Client
 	p     *pubsub.Publisher
 	topic string
 }
 
 // Publisher returns the publisher of topic (an id in the client's project).
+//
+// Messages published at once travel in one request: the client waits up to
+// PublishSettings.DelayThreshold (5 ms) or 100 messages for a batch. A lone
+// message waits those 5 ms; a producer publishing a thousand chunk messages
+// sends ten requests instead of a thousand (see BenchmarkPublish).
 func (c *Client) Publisher(topic string) *Publisher {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pubs[topic]
 	if !ok {
 		p = c.ps.Publisher(topic)
-		// ferry's messages are few and each one gates work: send them
-		// promptly rather than waiting to fill a batch.
-		p.PublishSettings.DelayThreshold = time.Millisecond
+		p.PublishSettings.DelayThreshold = PublishSettings.DelayThreshold
+		p.PublishSettings.CountThreshold = PublishSettings.CountThreshold
+		// The library retries a batch until this, also after Publish gave
+		// up (publishTimeout); Close waits for it.
+		p.PublishSettings.Timeout = publishTimeout(pubsub.MaxPublishRequestBytes)
 		c.pubs[topic] = p
 	}
-	return &Publisher{p: p, topic: topic}
+	return &Publisher{c: c, p: p, topic: topic}
 }
 
-// Publish sends one message and returns once Pub/Sub has stored it. It is
-// safe for concurrent use; the client library retries transient errors.
+// publishTimeout bounds one Publish of n bytes.
+func publishTimeout(n int) time.Duration {
+	return publishFloor + time.Duration(n)*time.Second/publishRate
+}
+
+// Publish sends one message and returns once Pub/Sub has stored it, or
+// fails within publishTimeout with an error naming the endpoint. It is safe
+// for concurrent use; the client library retries transient errors.
 func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
-	if _, err := p.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx); err != nil {
-		return fmt.Errorf("publish to %s: %w", p.topic, err)
-	}
-	return nil
-}
-
-// ReceiveSettings bound the work a receiver holds at once.
-type ReceiveSettings struct {
-	// MaxMessages is how many messages are handled at once.
-	MaxMessages int
-	// MaxBytes bounds the message bytes held at once; 0 means no bound.
-	MaxBytes int
-	// Grace is how long running handlers may go on after ctx is cancelled;
-	// after it their context is cancelled and their messages are left to
-	// redelivery.
-	Grace time.Duration
-	// DeadLetterTopic, when set, receives a copy of every message that
-	// failed permanently, with its error in the "ferry_error" attribute,
-	// before the message is acked: operators find there what never
-	// succeeded, as they find what ran out of delivery attempts.
-	DeadLetterTopic string
-}
-
-// Lease timing: a message being handled is kept leased in steps of
-// leaseDeadline, renewed every leaseRenew, so that the message of a process
-// that died comes back within leaseDeadline.
-const (
-	leaseDeadline = 20 * time.Second
-	leaseRenew    = 7 * time.Second
-	emptyPause    = 25 * time.Millisecond // the emulator answers an empty Pull at once; Pub/Sub waits
-)
-
-// Receive runs h on messages of subscription until ctx is cancelled, then
-// stops pulling, waits up to Grace for running handlers and returns nil.
-//
-// It pulls with unary Pull calls, never more messages than it can start at
-// once: a message it holds is always being handled. (With streaming pull the
-// client buffers messages it has not started, does not release them on
-// shutdown, and the Java emulator was seen to sit on such messages for
-// minutes.)
-func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
-	name := c.SubscriptionName(subscription)
-	admin := c.ps.SubscriptionAdminClient
-	slots := make(chan struct{}, max(1, s.MaxMessages))
-	var held atomic.Int64 // message bytes held
-
-	// Handlers outlive ctx by the grace period, so that an upload in flight
-	// when SIGTERM arrives can finish and be acked.
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d := publishTimeout(len(data))
+	pctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("not stored within %v", d))
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(s.Grace, cancel) })
-	defer stop()
-
-	var running sync.WaitGroup
-	defer running.Wait() // bounded: handlers' context ends Grace after ctx
-	failures := 0
-	for {
-		// Wait for a free slot, and room under the byte bound.
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		for s.MaxBytes > 0 && held.Load() >= int64(s.MaxBytes) {
-			if !sleep(ctx, emptyPause) {
-				<-slots
-				return nil
-			}
-		}
-		want := 1
-		for want < cap(slots) {
-			select {
-			case slots <- struct{}{}:
-				want++
-				continue
-			default:
-			}
-			break
-		}
-		req := &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want)}
-		req.ReturnImmediately = c.emulator //nolint:staticcheck // deprecated, and needed by the emulator (see Client.emulator)
-		resp, err := admin.Pull(ctx, req)
-		got := 0
-		if err == nil {
-			got = len(resp.ReceivedMessages)
-		}
-		for i := got; i < want; i++ {
-			<-slots
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			failures++
-			if failures > 10 {
-				return fmt.Errorf("receive from %s: %w", subscription, err)
-			}
-			c.log.Warn("pull failed; retrying", "subscription", subscription, "err", err)
-			sleep(ctx, time.Duration(failures)*time.Second)
-			continue
-		}
-		failures = 0
-		if got == 0 {
-			sleep(ctx, emptyPause)
-			continue
-		}
-		for _, rm := range resp.ReceivedMessages {
-			size := int64(len(rm.GetMessage().GetData()))
-			held.Add(size)
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				defer func() { held.Add(-size); <-slots }()
-				c.handle(ctx, hctx, name, subscription, s, rm, h)
-			}()
+	_, err := p.p.Publish(pctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(pctx)
+	if err == nil {
+		p.c.report(nil)
+		return nil
+	}
+	op := fmt.Sprintf("publish %d bytes to %s", len(data), p.topic)
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// The library retries what Pub/Sub refuses as well as what it
+		// cannot reach, and does not say which: ask.
+		if perr := p.c.Probe(ctx); perr == nil {
+			return fmt.Errorf("%s at %s: %w (Pub/Sub answers, but refused the message until then; is it over the backend's size limit?)", op, p.c.endpoint, context.Cause(pctx))
 		}
 	}
+	return p.c.fail(pctx, op, err)
 }
 
-// handle runs h on one message, keeps its lease while h runs, and settles it.
-func (c *Client) handle(ctx, hctx context.Context, name, subscription string, s ReceiveSettings, rm *pubsubpb.ReceivedMessage, h Handler) {
-	admin := c.ps.SubscriptionAdminClient
-	ackIDs := []string{rm.GetAckId()}
-	modack := func(d time.Duration) error {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		return admin.ModifyAckDeadline(mctx, &pubsubpb.ModifyAckDeadlineRequest{Subscription: name, AckIds: ackIDs, AckDeadlineSeconds: int32(d / time.Second)})
-	}
-	settle := func(ack bool) {
-		var err error
-		if ack {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			err = admin.Acknowledge(actx, &pubsubpb.AcknowledgeRequest{Subscription: name, AckIds: ackIDs})
-			cancel()
-		} else {
-			err = modack(0) // a nack: deliver again now
-		}
-		if err != nil {
-			c.log.Warn("could not settle a message; it will be redelivered", "subscription", subscription, "ack", ack, "err", err)
-		}
-	}
-	_ = modack(leaseDeadline)
-	leased := make(chan struct{})
-	defer close(leased)
-	go func() {
-		t := time.NewTicker(leaseRenew)
-		defer t.Stop()
-		for {
-			select {
-			case <-leased:
-				return
-			case <-t.C:
-				_ = modack(leaseDeadline)
-			}
-		}
-	}()
-
-	pm := rm.GetMessage()
-	m := Message{ID: pm.GetMessageId(), Data: pm.GetData(), Attributes: pm.GetAttributes(), DeliveryAttempt: int(rm.GetDeliveryAttempt())}
-	if ctx.Err() != nil {
-		settle(false) // shutting down: to another process, now
-		return
-	}
-	err := h(hctx, m)
-	switch {
-	case err == nil:
-		settle(true)
-	case errors.Is(err, ErrPermanent):
-		if s.DeadLetterTopic != "" {
-			attrs := map[string]string{"ferry_error": truncate(err.Error(), 1000), "ferry_subscription": subscription}
-			for k, v := range m.Attributes {
-				attrs[k] = v
-			}
-			if perr := c.Publisher(s.DeadLetterTopic).Publish(hctx, m.Data, attrs); perr != nil {
-				c.log.Warn("could not dead-letter a failed message; will be redelivered", "message_id", m.ID, "err", perr)
-				settle(false)
-				return
-			}
-		}
-		c.log.Error("message failed permanently; acked", "subscription", subscription, "message_id", m.ID,
-			"dead_letter_topic", s.DeadLetterTopic, "err", err)
-		settle(true)
-	default:
-		c.log.Warn("message failed; will be redelivered", "subscription", subscription, "message_id", m.ID,
-			"attempt", m.DeliveryAttempt, "err", err)
-		settle(false)
-	}
+// withTimeout is ctx bounded by d, with a cause that says so.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("no answer within %v", d))
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
+// fail wraps the error of call op: a call that got no answer says so and
+// names the endpoint, and is reported to the health function. ctx is the
+// call's own context (its cause says which deadline passed).
+func (c *Client) fail(ctx context.Context, op string, err error) error {
+	if unreachable(ctx, err) {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
+		err = fmt.Errorf("%s: %s: %w: %w", op, c.endpoint, ErrUnreachable, err)
+		c.report(err)
+		return err
+	}
+	c.report(nil) // an answer, if not the one hoped for
+	return fmt.Errorf("%s at %s: %w", op, c.endpoint, err)
+}
+
+// unreachable reports whether err means that Pub/Sub did not answer, as
+// opposed to answering with an error. A ctx cancelled by the caller is
+// neither: it is reported as it is.
+func unreachable(ctx context.Context, err error) bool {
+	if errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// report passes what a call found to the health function.
+func (c *Client) report(err error) {
+	if c.health != nil {
+		c.health(err)
 	}
-	return s[:n] + "…"
 }
