@@ -3,18 +3,31 @@
 // composes, listings and deletes, with the library's errors translated into
 // the sentinels below so callers branch on errors.Is.
 //
+// Every call has a deadline: metadata calls 10 s, uploads 30 s plus 4 s per
+// MiB, composes 60 s; reads, listings and uploads also end when no byte or
+// entry has moved for 15 s. A call that gets no answer fails with an error
+// wrapping ErrUnreachable that names the endpoint and what chose it
+// (STORAGE_EMULATOR_HOST=…, or Google Cloud Storage).
+//
 // The same code runs against Google Cloud Storage and against fake-gcs-server:
-// the client library honours STORAGE_EMULATOR_HOST.
+// the client library honours STORAGE_EMULATOR_HOST. The conformance suite in
+// gcstest holds what this package promises, on every backend.
 package gcs
 
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -22,6 +35,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	rawgcs "google.golang.org/api/storage/v1"
 )
 
 // Errors callers branch on.
@@ -33,6 +47,26 @@ var (
 	ErrPrecondition = errors.New("precondition failed")
 	// ErrChecksum: what the server stored is not what the caller expected.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrUnreachable: the call got no answer (refused, reset, or nothing
+	// within its deadline).
+	ErrUnreachable = errors.New("unreachable")
+)
+
+// Deadlines of the calls a Store makes.
+const (
+	// metaTimeout bounds calls without payload: attributes, deletes,
+	// bucket checks, probes, opening a reader.
+	metaTimeout = 10 * time.Second
+	// uploadFloor and uploadRate bound an upload: the floor plus its bytes
+	// at a rate any working link beats (a throttled worker's included).
+	uploadFloor = 30 * time.Second
+	uploadRate  = 256 << 10 // bytes per second
+	// composeTimeout bounds a compose, which fake-gcs-server does by
+	// reading every source byte.
+	composeTimeout = 60 * time.Second
+	// stallTimeout ends a read, a listing or the sending of an upload that
+	// has moved nothing for that long.
+	stallTimeout = 15 * time.Second
 )
 
 // Attrs are the object attributes ferry uses.
@@ -58,21 +92,67 @@ type Attrs struct {
 // ComposeOptions.KMSKey override it for one call. Services set it once from
 // FERRY_KMS_KEY (see internal/setup), so no caller can forget it.
 type Store struct {
-	c      *storage.Client
+	c *storage.Client
+	// raw is the JSON API itself, for composes with a KMS key: the client
+	// library does not send a compose's KMSKeyName over HTTP.
+	raw    *rawgcs.Service
 	kmsKey string
+	*conn
 }
 
+// conn is what the Stores sharing a client share: where it connects, and
+// whether it answered last time.
+type conn struct {
+	// endpoint names where the client connects and what chose it.
+	endpoint string
+	state    atomic.Int32 // unknown, answered or silent
+	health   atomic.Pointer[func(error)]
+}
+
+const (
+	unknown int32 = iota
+	answered
+	silent
+)
+
 // New returns a Store using Application Default Credentials, or the emulator
-// named by STORAGE_EMULATOR_HOST.
+// named by STORAGE_EMULATOR_HOST. It makes no call (see Probe).
 func New(ctx context.Context, opts ...option.ClientOption) (*Store, error) {
+	endpoint := "Google Cloud Storage (storage.googleapis.com)"
+	if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
+		endpoint = "STORAGE_EMULATOR_HOST=" + h
+	}
 	// JSON reads work against both GCS and fake-gcs-server; XML reads need
 	// the fake's public host configured.
-	opts = append([]option.ClientOption{storage.WithJSONReads()}, opts...)
-	c, err := storage.NewClient(ctx, opts...)
+	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("storage client: %w", err)
+		return nil, fmt.Errorf("storage client for %s: %w", endpoint, err)
 	}
-	return &Store{c: c}, nil
+	if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
+		opts = append([]option.ClientOption{option.WithEndpoint("http://" + h + "/storage/v1/"), option.WithoutAuthentication()}, opts...)
+	}
+	return newStore(ctx, c, endpoint, opts)
+}
+
+func newStore(ctx context.Context, c *storage.Client, endpoint string, opts []option.ClientOption) (*Store, error) {
+	raw, err := rawgcs.NewService(ctx, opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("storage JSON API client for %s: %w", endpoint, err)
+	}
+	return &Store{c: c, raw: raw, conn: &conn{endpoint: endpoint}}, nil
+}
+
+// NewEmulator returns a Store on the GCS emulator at host:port, as
+// STORAGE_EMULATOR_HOST=host does; tests use it to reach one of several.
+func NewEmulator(ctx context.Context, host string) (*Store, error) {
+	endpoint := "GCS emulator at " + host
+	opts := []option.ClientOption{option.WithEndpoint("http://" + host + "/storage/v1/"), option.WithoutAuthentication()}
+	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("storage client for %s: %w", endpoint, err)
+	}
+	return newStore(ctx, c, endpoint, opts)
 }
 
 // Close releases the client (shared with every Store made from this one by
@@ -84,7 +164,7 @@ func (s *Store) Close() error { return s.c.Close() }
 // key means the bucket's default encryption. The service account needs
 // roles/cloudkms.cryptoKeyEncrypterDecrypter on the key.
 func (s *Store) WithKMSKey(key string) *Store {
-	return &Store{c: s.c, kmsKey: key}
+	return &Store{c: s.c, raw: s.raw, kmsKey: key, conn: s.conn}
 }
 
 // kms is the key a write uses: the call's own, else the Store's.
@@ -95,21 +175,53 @@ func (s *Store) kms(key string) string {
 	return s.kmsKey
 }
 
-// BucketExists returns nil when bucket exists, an error wrapping ErrNotFound
-// when it does not.
-func (s *Store) BucketExists(ctx context.Context, bucket string) error {
-	_, err := s.c.Bucket(bucket).Attrs(ctx)
-	if err != nil {
-		return fmt.Errorf("bucket gs://%s: %w", bucket, translate(err))
+// Endpoint names where the Store connects and what chose it.
+func (s *Store) Endpoint() string { return s.endpoint }
+
+// SetHealth makes the Store report whether GCS answers: fn(nil) after a call
+// that got an answer (any answer, a 404 included), fn(err) after one that got
+// none. fn must be cheap and safe for concurrent use; services feed it to
+// /readyz. It applies to every Store sharing this one's client.
+func (s *Store) SetHealth(fn func(err error)) { s.health.Store(&fn) }
+
+// Reachable returns nil at once if the last call got an answer; otherwise
+// it probes GCS (within 10 s) and returns the probe's error. Receivers call
+// it before they take work (queue.WithHold), so it is cheap when all is well.
+func (s *Store) Reachable(ctx context.Context) error {
+	if s.state.Load() == answered {
+		return nil
+	}
+	return s.Probe(ctx)
+}
+
+// Probe asks GCS, within 10 s, for a bucket that need not exist: any answer
+// (200, 403, 404) shows that GCS is reachable. The error names the endpoint.
+func (s *Store) Probe(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
+	_, err := s.c.Bucket("ferry-reachability-probe").Attrs(ctx)
+	if err = s.fail(ctx, "probe", err); errors.Is(err, ErrUnreachable) {
+		return err
 	}
 	return nil
 }
 
+// BucketExists returns nil when bucket exists, an error wrapping ErrNotFound
+// when it does not.
+func (s *Store) BucketExists(ctx context.Context, bucket string) error {
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
+	_, err := s.c.Bucket(bucket).Attrs(ctx)
+	return s.fail(ctx, "bucket gs://"+bucket, err)
+}
+
 // Attrs returns the attributes of an object.
 func (s *Store) Attrs(ctx context.Context, bucket, name string) (Attrs, error) {
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
 	a, err := s.c.Bucket(bucket).Object(name).Attrs(ctx)
-	if err != nil {
-		return Attrs{}, fmt.Errorf("stat gs://%s/%s: %w", bucket, name, translate(err))
+	if err = s.fail(ctx, fmt.Sprintf("stat gs://%s/%s", bucket, name), err); err != nil {
+		return Attrs{}, err
 	}
 	return fromAttrs(a), nil
 }
@@ -122,12 +234,21 @@ type UploadOptions struct {
 	CRC32C uint32
 	// IfAbsent makes the upload fail with ErrPrecondition when the object
 	// exists, so a final object is never replaced by accident.
-	IfAbsent    bool
-	ContentType string
-	Metadata    map[string]string
+	IfAbsent bool
+	// IfGeneration, when not 0, makes the upload fail with ErrPrecondition
+	// unless the object's live generation is this one: it replaces only
+	// the version the caller read.
+	IfGeneration int64
+	ContentType  string
+	Metadata     map[string]string
 	// KMSKey, when set, encrypts the object with this Cloud KMS key instead
 	// of the Store's (see WithKMSKey).
 	KMSKey string
+}
+
+// uploadTimeout bounds an upload of n bytes.
+func uploadTimeout(n int64) time.Duration {
+	return uploadFloor + time.Duration(n)*time.Second/uploadRate
 }
 
 // Upload writes r to the object in a single request and commits on Close. The
@@ -135,12 +256,13 @@ type UploadOptions struct {
 // are compared again after Close, as fake servers may not check. Nothing is
 // visible under name unless the whole upload succeeded.
 func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, opt UploadOptions) (Attrs, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	where := fmt.Sprintf("upload gs://%s/%s", bucket, name)
+	ctx, cancel := withTimeout(ctx, uploadTimeout(opt.Size))
 	defer cancel() // aborts the upload on every early return
-	o := s.c.Bucket(bucket).Object(name)
-	if opt.IfAbsent {
-		o = o.If(storage.Conditions{DoesNotExist: true})
-	}
+	ctx, stalled := stallWatch(ctx)
+	defer stalled.stop()
+	stalled.pause()
+	o := conditions(s.c.Bucket(bucket).Object(name), opt.IfAbsent, opt.IfGeneration)
 	w := o.NewWriter(ctx)
 	// One request: chunked resumable uploads buffer ChunkSize bytes per
 	// writer and are quadratic on fake-gcs-server. A failed upload is retried
@@ -151,19 +273,22 @@ func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, op
 	w.ContentType = opt.ContentType
 	w.Metadata = opt.Metadata
 	w.KMSKeyName = s.kms(opt.KMSKey)
-	n, err := io.Copy(w, r)
+	n, err := io.Copy(stalled.writer(w), r)
 	if err != nil {
 		cancel()
 		_ = w.Close()
-		return Attrs{}, fmt.Errorf("upload gs://%s/%s: %w", bucket, name, translate(err))
+		return Attrs{}, s.fail(ctx, where, err)
 	}
+	// All sent; the answer (GCS checking a large object) is bounded by
+	// the upload's deadline.
 	if err := w.Close(); err != nil {
-		return Attrs{}, fmt.Errorf("upload gs://%s/%s: %w", bucket, name, translate(err))
+		return Attrs{}, s.fail(ctx, where, err)
 	}
+	s.report(nil)
 	a := fromAttrs(w.Attrs())
 	if n != opt.Size || a.Size != opt.Size || a.CRC32C != opt.CRC32C {
-		return a, fmt.Errorf("upload gs://%s/%s: sent %d bytes, stored %d bytes with crc32c %08x, want %d bytes with crc32c %08x: %w",
-			bucket, name, n, a.Size, a.CRC32C, opt.Size, opt.CRC32C, ErrChecksum)
+		return a, fmt.Errorf("%s: sent %d bytes, stored %d bytes with crc32c %08x, want %d bytes with crc32c %08x: %w",
+			where, n, a.Size, a.CRC32C, opt.Size, opt.CRC32C, ErrChecksum)
 	}
 	return a, nil
 }
@@ -182,79 +307,155 @@ func (s *Store) ReadAll(ctx context.Context, bucket, name string) ([]byte, error
 		return nil, err
 	}
 	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("read gs://%s/%s: %w", bucket, name, translate(err))
-	}
-	return b, nil
+	return io.ReadAll(r)
 }
 
-// NewReader opens an object for reading.
+// NewReader opens an object for reading. Reading fails once no byte has come
+// for 15 s; Close the reader.
 func (s *Store) NewReader(ctx context.Context, bucket, name string) (io.ReadCloser, error) {
-	r, err := s.c.Bucket(bucket).Object(name).NewReader(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read gs://%s/%s: %w", bucket, name, translate(err))
-	}
-	return r, nil
+	return s.NewRangeReader(ctx, bucket, name, 0, -1)
 }
 
 // NewRangeReader opens length bytes of an object from offset (length -1:
 // to the end; a negative offset with length -1: the last -offset bytes). A
-// missing object is an error wrapping ErrNotFound.
+// missing object is an error wrapping ErrNotFound. Reading fails once no
+// byte has come for 15 s; Close the reader.
 func (s *Store) NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error) {
-	r, err := s.c.Bucket(bucket).Object(name).NewRangeReader(ctx, offset, length)
-	if err != nil {
-		return nil, fmt.Errorf("read gs://%s/%s at %d+%d: %w", bucket, name, offset, length, translate(err))
+	where := fmt.Sprintf("read gs://%s/%s", bucket, name)
+	if offset != 0 || length >= 0 {
+		where = fmt.Sprintf("read gs://%s/%s at %d+%d", bucket, name, offset, length)
 	}
-	return r, nil
+	ctx, stalled := stallWatch(ctx)
+	r, err := s.c.Bucket(bucket).Object(name).NewRangeReader(ctx, offset, length)
+	if err = s.fail(ctx, where, err); err != nil {
+		stalled.stop()
+		return nil, err
+	}
+	return &reader{s: s, r: r, ctx: ctx, w: stalled, where: where}, nil
+}
+
+// reader is an object being read under a stall watch.
+type reader struct {
+	s     *Store
+	r     *storage.Reader
+	ctx   context.Context
+	w     *watch
+	where string
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	r.w.kick() // the watch runs while GCS has the turn, not the caller
+	n, err := r.r.Read(p)
+	r.w.pause()
+	if err != nil && err != io.EOF {
+		err = r.s.fail(r.ctx, r.where, err)
+	}
+	return n, err
+}
+
+func (r *reader) Close() error {
+	r.w.stop()
+	return r.r.Close()
 }
 
 // ComposeOptions describe a compose.
 type ComposeOptions struct {
-	// IfAbsent makes the compose fail when dst exists. fake-gcs-server
-	// ignores compose preconditions, so callers check dst themselves too.
-	IfAbsent    bool
-	ContentType string
-	Metadata    map[string]string
+	// IfAbsent makes the compose fail with ErrPrecondition when dst
+	// exists. fake-gcs-server ignores compose preconditions, so callers
+	// check dst themselves too.
+	IfAbsent bool
+	// IfGeneration, when not 0, makes the compose fail with
+	// ErrPrecondition unless dst's live generation is this one.
+	IfGeneration int64
+	ContentType  string
+	Metadata     map[string]string
 	// KMSKey, when set, encrypts dst with this Cloud KMS key instead of the
 	// Store's (see WithKMSKey).
 	KMSKey string
 }
 
+// MaxComposeSources is how many sources one compose takes.
+const MaxComposeSources = 32
+
 // Compose concatenates at most 32 source objects into dst, atomically.
 func (s *Store) Compose(ctx context.Context, bucket, dst string, srcs []string, opt ComposeOptions) (Attrs, error) {
+	where := fmt.Sprintf("compose gs://%s/%s from %d sources", bucket, dst, len(srcs))
+	if len(srcs) == 0 || len(srcs) > MaxComposeSources {
+		return Attrs{}, fmt.Errorf("%s: want 1 to %d", where, MaxComposeSources)
+	}
+	ctx, cancel := withTimeout(ctx, composeTimeout)
+	defer cancel()
+	if key := s.kms(opt.KMSKey); key != "" {
+		a, err := s.composeRaw(ctx, bucket, dst, srcs, opt, key)
+		if err = s.fail(ctx, where, err); err != nil {
+			return Attrs{}, err
+		}
+		return a, nil
+	}
 	b := s.c.Bucket(bucket)
 	handles := make([]*storage.ObjectHandle, len(srcs))
 	for i, n := range srcs {
 		handles[i] = b.Object(n)
 	}
-	o := b.Object(dst)
-	if opt.IfAbsent {
-		o = o.If(storage.Conditions{DoesNotExist: true})
-	}
-	c := o.ComposerFrom(handles...)
+	c := conditions(b.Object(dst), opt.IfAbsent, opt.IfGeneration).ComposerFrom(handles...)
 	c.ContentType = opt.ContentType
 	c.Metadata = opt.Metadata
-	c.KMSKeyName = s.kms(opt.KMSKey)
 	a, err := c.Run(ctx)
-	if err != nil {
-		return Attrs{}, fmt.Errorf("compose gs://%s/%s from %d sources: %w", bucket, dst, len(srcs), translate(err))
+	if err = s.fail(ctx, where, err); err != nil {
+		return Attrs{}, err
 	}
 	return fromAttrs(a), nil
 }
 
-// List calls fn for every object under prefix, in name order.
+// composeRaw composes through the JSON API itself, which takes the KMS key
+// of the destination (the client library drops it). It is not retried: the
+// caller retries the whole step.
+func (s *Store) composeRaw(ctx context.Context, bucket, dst string, srcs []string, opt ComposeOptions, key string) (Attrs, error) {
+	req := &rawgcs.ComposeRequest{Destination: &rawgcs.Object{ContentType: opt.ContentType, Metadata: opt.Metadata}}
+	for _, n := range srcs {
+		req.SourceObjects = append(req.SourceObjects, &rawgcs.ComposeRequestSourceObjects{Name: n})
+	}
+	call := s.raw.Objects.Compose(bucket, dst, req).KmsKeyName(key).Context(ctx)
+	switch {
+	case opt.IfAbsent:
+		call.IfGenerationMatch(0)
+	case opt.IfGeneration != 0:
+		call.IfGenerationMatch(opt.IfGeneration)
+	}
+	o, err := call.Do()
+	if err != nil {
+		return Attrs{}, err
+	}
+	a := Attrs{Name: o.Name, Size: int64(o.Size), Generation: o.Generation, Metadata: o.Metadata, KMSKey: o.KmsKeyName}
+	a.Created, _ = time.Parse(time.RFC3339Nano, o.TimeCreated)
+	c, err := base64.StdEncoding.DecodeString(o.Crc32c)
+	if err != nil || len(c) != 4 {
+		return a, fmt.Errorf("compose answered crc32c %q: not 4 bytes of base64", o.Crc32c)
+	}
+	a.CRC32C = binary.BigEndian.Uint32(c)
+	return a, nil
+}
+
+// List calls fn for every object under prefix, in name order. It fails once
+// no entry has come for 15 s.
 func (s *Store) List(ctx context.Context, bucket, prefix string, fn func(Attrs) error) error {
+	where := fmt.Sprintf("list gs://%s/%s", bucket, prefix)
+	ctx, stalled := stallWatch(ctx)
+	defer stalled.stop()
 	it := s.c.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix})
 	for {
 		a, err := it.Next()
+		stalled.kick()
 		if errors.Is(err, iterator.Done) {
-			return nil
+			return s.fail(ctx, where, nil)
 		}
 		if err != nil {
-			return fmt.Errorf("list gs://%s/%s: %w", bucket, prefix, translate(err))
+			return s.fail(ctx, where, err)
 		}
-		if err := fn(fromAttrs(a)); err != nil {
+		stalled.pause()
+		err = fn(fromAttrs(a))
+		stalled.kick()
+		if err != nil {
 			return err
 		}
 	}
@@ -262,18 +463,85 @@ func (s *Store) List(ctx context.Context, bucket, prefix string, fn func(Attrs) 
 
 // Delete removes an object; one already gone is not an error.
 func (s *Store) Delete(ctx context.Context, bucket, name string) error {
-	err := s.c.Bucket(bucket).Object(name).Delete(ctx)
-	if err != nil && !errors.Is(translate(err), ErrNotFound) {
-		return fmt.Errorf("delete gs://%s/%s: %w", bucket, name, translate(err))
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
+	err := s.fail(ctx, fmt.Sprintf("delete gs://%s/%s", bucket, name), s.c.Bucket(bucket).Object(name).Delete(ctx))
+	if errors.Is(err, ErrNotFound) {
+		return nil
 	}
-	return nil
+	return err
+}
+
+// conditions puts a write's preconditions on o.
+func conditions(o *storage.ObjectHandle, ifAbsent bool, generation int64) *storage.ObjectHandle {
+	switch {
+	case ifAbsent:
+		return o.If(storage.Conditions{DoesNotExist: true})
+	case generation != 0:
+		return o.If(storage.Conditions{GenerationMatch: generation})
+	}
+	return o
 }
 
 func fromAttrs(a *storage.ObjectAttrs) Attrs {
 	if a == nil {
 		return Attrs{}
 	}
-	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata, Created: a.Created, KMSKey: a.KMSKeyName}
+	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata,
+		Created: a.Created, KMSKey: a.KMSKeyName}
+}
+
+// fail records what call op found and returns its error, nil for nil: the
+// library's errors translated into the package sentinels (keeping their
+// text), and a call that got no answer wrapped in ErrUnreachable with the
+// endpoint named. ctx is the call's own context, whose cause says which
+// deadline passed.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if err == nil {
+		s.report(nil)
+		return nil
+	}
+	if unreachable(ctx, err) {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
+		err = fmt.Errorf("%s: %s: %w: %w", op, s.endpoint, ErrUnreachable, err)
+		s.report(err)
+		return err
+	}
+	s.report(nil) // an answer, if not the one hoped for
+	return fmt.Errorf("%s: %w", op, translate(err))
+}
+
+// report records whether GCS answered and passes it on to the health
+// function.
+func (s *Store) report(err error) {
+	st := answered
+	if err != nil {
+		st = silent
+	}
+	s.state.Store(st)
+	if fn := s.health.Load(); fn != nil {
+		(*fn)(err)
+	}
+}
+
+// unreachable reports whether err means that GCS did not answer, as opposed
+// to answering with an error. A ctx cancelled by the caller is neither.
+func unreachable(ctx context.Context, err error) bool {
+	if errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), errStalled) {
+		return false
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return false
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // translate maps the library's errors onto the package sentinels, keeping the
@@ -296,4 +564,67 @@ func translate(err error) error {
 		}
 	}
 	return err
+}
+
+// withTimeout is ctx bounded by d, with a cause that says so.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("no answer within %v", d))
+}
+
+// errStalled is the cause of a call ended by its stall watch.
+var errStalled = fmt.Errorf("nothing moved for %v", stallTimeout)
+
+// watch cancels its context when it has not been kicked for stallTimeout.
+type watch struct {
+	t      *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+// stallWatch returns ctx under a new watch, started: it ends ctx when GCS
+// has had the turn for stallTimeout without moving anything.
+func stallWatch(ctx context.Context) (context.Context, *watch) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &watch{cancel: cancel}
+	w.t = time.AfterFunc(stallTimeout, func() { cancel(errStalled) })
+	return ctx, w
+}
+
+// kick restarts the watch: something moved.
+func (w *watch) kick() { w.t.Reset(stallTimeout) }
+
+// pause stops the watch until the next kick (while the caller, not GCS, has
+// the turn).
+func (w *watch) pause() { w.t.Stop() }
+
+// stop ends the watch and releases its context.
+func (w *watch) stop() {
+	w.t.Stop()
+	w.cancel(nil)
+}
+
+// writer returns w under the watch: each write of at most 256 KiB must be
+// taken within stallTimeout; the time between writes (the caller's) does
+// not count.
+func (wt *watch) writer(w io.Writer) io.Writer { return watchedWriter{w, wt} }
+
+type watchedWriter struct {
+	w  io.Writer
+	wt *watch
+}
+
+func (ww watchedWriter) Write(p []byte) (int, error) {
+	const piece = 256 << 10
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), piece)
+		ww.wt.kick()
+		m, err := ww.w.Write(p[:n])
+		ww.wt.pause()
+		written += m
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
 }

@@ -1,40 +1,243 @@
 package gcs_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
-	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/gcs/gcstest"
+	"github.com/ferry-dev/ferry/internal/localstack"
 )
 
-func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
+var (
+	fake *localstack.GCS
+	// cloud is a Store on Google Cloud Storage when FERRY_TEST_PROJECT and
+	// FERRY_TEST_BUCKET are set; made before STORAGE_EMULATOR_HOST is.
+	cloud    *gcs.Store
+	cloudErr error
+	// closed is a Store whose STORAGE_EMULATOR_HOST is a closed port.
+	closed *gcs.Store
+)
 
-func TestNewRangeReader(t *testing.T) {
+const closedHost = "127.0.0.1:1"
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
 	ctx := context.Background()
-	s := teststack.Bucket(t, "gcs-range")
-	if _, err := s.PutSmall(ctx, "gcs-range", "o", []byte("0123456789"), false, ""); err != nil {
+	if os.Getenv("FERRY_TEST_PROJECT") != "" && os.Getenv("FERRY_TEST_BUCKET") != "" && os.Getenv("STORAGE_EMULATOR_HOST") == "" {
+		cloud, cloudErr = gcs.New(ctx)
+	}
+	// Each Store reads STORAGE_EMULATOR_HOST when it is made, as the
+	// binaries do.
+	var err error
+	os.Setenv("STORAGE_EMULATOR_HOST", closedHost)
+	if closed, err = gcs.New(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if fake, err = localstack.StartGCS(0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer fake.Stop()
+	os.Setenv("STORAGE_EMULATOR_HOST", fake.Host)
+	return m.Run()
+}
+
+var bucketSeq atomic.Int64
+
+func TestConformanceFakeGCSServer(t *testing.T) {
+	t.Parallel()
+	s, err := gcs.New(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		off, n int64
-		want   string
-	}{{0, -1, "0123456789"}, {3, 4, "3456"}, {7, -1, "789"}, {-2, -1, "89"}} {
-		r, err := s.NewRangeReader(ctx, "gcs-range", "o", tc.off, tc.n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(r)
-		r.Close()
-		if err != nil || string(b) != tc.want {
-			t.Errorf("range %d+%d: %q, %v; want %q", tc.off, tc.n, b, err, tc.want)
-		}
+	t.Cleanup(func() { s.Close() })
+	gcstest.Run(t, func(t *testing.T) gcstest.Target {
+		return gcstest.Target{Kind: gcstest.Fake, Store: s, KMSKey: "projects/p/locations/l/keyRings/r/cryptoKeys/k",
+			Bucket: func(t *testing.T) string {
+				b := fmt.Sprintf("gcstest-%d", bucketSeq.Add(1))
+				fake.CreateBucket(b)
+				return b
+			}}
+	})
+}
+
+// TestConformanceCloud runs the suite against FERRY_TEST_BUCKET in
+// FERRY_TEST_PROJECT, with Application Default Credentials; it writes only
+// under gcstest/ and removes what it wrote. FERRY_TEST_KMS_KEY, when set,
+// is a key the bucket's service agent may encrypt with.
+func TestConformanceCloud(t *testing.T) {
+	t.Parallel()
+	bucket := os.Getenv("FERRY_TEST_BUCKET")
+	switch {
+	case os.Getenv("FERRY_TEST_PROJECT") == "" || bucket == "":
+		t.Skip("FERRY_TEST_PROJECT and FERRY_TEST_BUCKET are not both set: no real bucket to test")
+	case cloudErr != nil:
+		t.Fatal(cloudErr)
+	case cloud == nil:
+		t.Fatal("STORAGE_EMULATOR_HOST is set: unset it to test the real service")
 	}
-	_, err := s.NewRangeReader(ctx, "gcs-range", "missing", 0, 1)
-	if !errors.Is(err, gcs.ErrNotFound) {
-		t.Fatalf("missing object: %v, want ErrNotFound", err)
+	gcstest.Run(t, func(t *testing.T) gcstest.Target {
+		return gcstest.Target{Kind: gcstest.Cloud, Store: cloud, KMSKey: os.Getenv("FERRY_TEST_KMS_KEY"),
+			Bucket: func(*testing.T) string { return bucket }}
+	})
+}
+
+// TestUnreachableEndpointIsNamed: every call to a closed port fails, within
+// its deadline, with ErrUnreachable and an error naming the variable that
+// chose the endpoint.
+func TestUnreachableEndpointIsNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	want := "STORAGE_EMULATOR_HOST=" + closedHost
+	calls := map[string]func() error{
+		"Attrs":        func() error { _, err := closed.Attrs(ctx, "b", "o"); return err },
+		"BucketExists": func() error { return closed.BucketExists(ctx, "b") },
+		"PutSmall":     func() error { _, err := closed.PutSmall(ctx, "b", "o", []byte("x"), true, ""); return err },
+		"ReadAll":      func() error { _, err := closed.ReadAll(ctx, "b", "o"); return err },
+		"Compose":      func() error { _, err := closed.Compose(ctx, "b", "o", []string{"a"}, gcs.ComposeOptions{}); return err },
+		"List":         func() error { return closed.List(ctx, "b", "", func(gcs.Attrs) error { return nil }) },
+		"Delete":       func() error { return closed.Delete(ctx, "b", "o") },
+		"Probe":        func() error { return closed.Probe(ctx) },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := call()
+			if !errors.Is(err, gcs.ErrUnreachable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s on a closed port: %v; want ErrUnreachable naming %s", name, err, want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestStoppedServerReportsHealth: when fake-gcs-server stops, calls fail
+// with ErrUnreachable, the health function hears it and Reachable says so;
+// when it is back, Reachable probes, succeeds and the health function hears
+// that too.
+func TestStoppedServerReportsHealth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := localstack.StartGCS(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.CreateBucket("b")
+	s, err := gcs.NewEmulator(ctx, srv.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var last error
+	reports := 0
+	s.SetHealth(func(err error) { mu.Lock(); last, reports = err, reports+1; mu.Unlock() })
+	health := func() (int, error) { mu.Lock(); defer mu.Unlock(); return reports, last }
+
+	if _, err := s.PutSmall(ctx, "b", "o", []byte("x"), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := health(); err != nil || n == 0 {
+		t.Fatalf("after a successful call the health function heard %v (%d reports)", err, n)
+	}
+	if err := s.Reachable(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	_, err = s.Attrs(ctx, "b", "o")
+	if !errors.Is(err, gcs.ErrUnreachable) || !strings.Contains(err.Error(), srv.Host) {
+		t.Fatalf("Attrs on a stopped server: %v; want ErrUnreachable naming %s", err, srv.Host)
+	}
+	if _, err := health(); !errors.Is(err, gcs.ErrUnreachable) {
+		t.Fatalf("health function heard %v after a call got no answer", err)
+	}
+	if err := s.Reachable(ctx); !errors.Is(err, gcs.ErrUnreachable) {
+		t.Fatalf("Reachable with the server stopped: %v", err)
+	}
+
+	p, err := strconv.ParseUint(srv.Host[strings.LastIndex(srv.Host, ":")+1:], 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := localstack.StartGCS(uint16(p))
+	if err != nil {
+		t.Fatalf("restart on port %d: %v", p, err)
+	}
+	defer again.Stop()
+	if err := s.Reachable(ctx); err != nil {
+		t.Fatalf("Reachable with the server back: %v", err)
+	}
+	if _, err := health(); err != nil {
+		t.Fatalf("health function heard %v with the server back", err)
+	}
+}
+
+// TestKMSKeyReachesTheServer: fake-gcs-server ignores KMS keys (so the suite
+// skips KMSKeyPassedThrough there), but the key a Store is given must still
+// be in the requests it sends: an upload's kmsKeyName parameter and a
+// compose's destination.
+func TestKMSKeyReachesTheServer(t *testing.T) {
+	t.Parallel()
+	const key = "projects/p/locations/l/keyRings/r/cryptoKeys/k"
+	var mu sync.Mutex
+	var seen []string // what carried the key
+	target, _ := url.Parse("http://" + fake.Host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mu.Lock()
+		if r.URL.Query().Get("kmsKeyName") == key {
+			seen = append(seen, "query of "+r.URL.Path)
+		}
+		if bytes.Contains(body, []byte(`"kmsKeyName":"`+key+`"`)) {
+			seen = append(seen, "body of "+r.URL.Path)
+		}
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	fake.CreateBucket("kms")
+	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.WithKMSKey(key).PutSmall(ctx, "kms", "a", []byte("x"), true, ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Compose(ctx, "kms", "c", []string{"a", "a"}, gcs.ComposeOptions{KMSKey: key, IfAbsent: true, Metadata: map[string]string{"m": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.ReadAll(ctx, "kms", "c"); err != nil || string(b) != "xx" || c.Size != 2 || c.CRC32C != crc32c.Checksum([]byte("xx")) || c.Metadata["m"] != "1" {
+		t.Fatalf("composed with a key: %q, %v, attrs %+v", b, err, c)
+	}
+	if _, err := s.PutSmall(ctx, "kms", "plain", []byte("x"), true, ""); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || !strings.Contains(seen[0], "/upload/") || !strings.Contains(seen[1], "/compose") {
+		t.Fatalf("the key travelled in %v; want the upload's and the compose's requests only", seen)
 	}
 }

@@ -1,0 +1,381 @@
+package gcstest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+)
+
+// put uploads data to the case's object name, IfAbsent, and fails the case
+// on an error.
+func (h *harness) put(name string, data []byte) gcs.Attrs {
+	h.t.Helper()
+	a, err := h.s.PutSmall(context.Background(), h.bucket, h.obj(name), data, true, "application/octet-stream")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+// read returns the whole object, failing the case on an error.
+func (h *harness) read(name string) []byte {
+	h.t.Helper()
+	b, err := h.s.ReadAll(context.Background(), h.bucket, h.obj(name))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+// payload is n deterministic bytes.
+func payload(n int, seed uint32) []byte {
+	b := make([]byte, n)
+	x := seed | 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// testUploadRoundTrip: what Upload reports is what Attrs reports and what a
+// read returns: the same bytes, size and CRC32C.
+func testUploadRoundTrip(t *testing.T, h *harness) {
+	data := payload(300<<10, 1)
+	a, err := h.s.Upload(context.Background(), h.bucket, h.obj("o"), bytes.NewReader(data),
+		gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data), IfAbsent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.s.Attrs(context.Background(), h.bucket, h.obj("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != int64(len(data)) || a.CRC32C != crc32c.Checksum(data) || a.Generation == 0 ||
+		st.Size != a.Size || st.CRC32C != a.CRC32C || st.Generation != a.Generation || st.Name != h.obj("o") {
+		t.Fatalf("upload reported %+v, attrs %+v; sent %d bytes with crc32c %08x", a, st, len(data), crc32c.Checksum(data))
+	}
+	if got := h.read("o"); !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes (crc32c %08x), wrote %d", len(got), crc32c.Checksum(got), len(data))
+	}
+}
+
+// testMetadata: content type and metadata set by an upload and by a compose
+// come back from Attrs.
+func testMetadata(t *testing.T, h *harness) {
+	ctx := context.Background()
+	md := map[string]string{"ferry-transfer": "t1", "ferry-raw-crc32c": "123", "with space": "ü"}
+	data := []byte("metadata")
+	if _, err := h.s.Upload(ctx, h.bucket, h.obj("m"), bytes.NewReader(data), gcs.UploadOptions{
+		Size: int64(len(data)), CRC32C: crc32c.Checksum(data), ContentType: "text/csv", Metadata: md}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.s.Attrs(ctx, h.bucket, h.obj("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mapsEqual(a.Metadata, md) {
+		t.Errorf("upload: metadata %v, set %v", a.Metadata, md)
+	}
+	cmd := map[string]string{"ferry-codec": "zstd"}
+	c, err := h.s.Compose(ctx, h.bucket, h.obj("c"), []string{h.obj("m"), h.obj("m")}, gcs.ComposeOptions{ContentType: "application/zstd", Metadata: cmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mapsEqual(c.Metadata, cmd) {
+		t.Errorf("compose: metadata %v, set %v", c.Metadata, cmd)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// testIfAbsent: an IfAbsent write to an existing object fails with
+// ErrPrecondition and leaves the object as it was.
+func testIfAbsent(t *testing.T, h *harness) {
+	first := h.put("o", []byte("first"))
+	_, err := h.s.PutSmall(context.Background(), h.bucket, h.obj("o"), []byte("second"), true, "")
+	if !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("IfAbsent upload over an existing object: %v, want ErrPrecondition", err)
+	}
+	if !strings.Contains(err.Error(), h.obj("o")) {
+		t.Errorf("error %q does not name the object", err)
+	}
+	if got := h.read("o"); string(got) != "first" {
+		t.Fatalf("object holds %q after a refused upload, want %q", got, "first")
+	}
+	if a, _ := h.s.Attrs(context.Background(), h.bucket, h.obj("o")); a.Generation != first.Generation {
+		t.Fatalf("generation %d after a refused upload, was %d", a.Generation, first.Generation)
+	}
+}
+
+// testGeneration: a write conditioned on a generation replaces only that
+// generation.
+func testGeneration(t *testing.T, h *harness) {
+	ctx := context.Background()
+	first := h.put("o", []byte("v1"))
+	up := func(data string, gen int64) (gcs.Attrs, error) {
+		return h.s.Upload(ctx, h.bucket, h.obj("o"), strings.NewReader(data),
+			gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum([]byte(data)), IfGeneration: gen})
+	}
+	second, err := up("v2", first.Generation)
+	if err != nil {
+		t.Fatalf("upload conditioned on the live generation: %v", err)
+	}
+	if second.Generation == first.Generation {
+		t.Fatalf("replaced object kept generation %d", first.Generation)
+	}
+	if _, err := up("v3", first.Generation); !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("upload conditioned on a replaced generation: %v, want ErrPrecondition", err)
+	}
+	if got := h.read("o"); string(got) != "v2" {
+		t.Fatalf("object holds %q, want v2", got)
+	}
+}
+
+// testChecksumMismatch: an upload whose bytes do not match the CRC32C the
+// caller expects fails with ErrChecksum, and nothing is visible.
+func testChecksumMismatch(t *testing.T, h *harness) {
+	data := payload(64<<10, 2)
+	_, err := h.s.Upload(context.Background(), h.bucket, h.obj("bad"), bytes.NewReader(data),
+		gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data) ^ 1, IfAbsent: true})
+	if !errors.Is(err, gcs.ErrChecksum) {
+		t.Fatalf("upload with a wrong crc32c: %v, want ErrChecksum", err)
+	}
+	if _, err := h.s.Attrs(context.Background(), h.bucket, h.obj("bad")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("after a rejected upload: %v, want ErrNotFound (nothing visible)", err)
+	}
+}
+
+// testRangedReads: NewRangeReader returns exactly the bytes asked for.
+func testRangedReads(t *testing.T, h *harness) {
+	data := payload(1<<20+17, 3)
+	h.put("r", data)
+	n := int64(len(data))
+	for _, tc := range []struct{ off, length, from, to int64 }{
+		{0, -1, 0, n},
+		{0, 1, 0, 1},
+		{5, 100, 5, 105},
+		{1 << 19, 1 << 19, 1 << 19, 1 << 20},
+		{n - 10, -1, n - 10, n},
+		{n - 10, 1000, n - 10, n}, // past the end: what there is
+		{-17, -1, n - 17, n},      // the last 17 bytes
+	} {
+		r, err := h.s.NewRangeReader(context.Background(), h.bucket, h.obj("r"), tc.off, tc.length)
+		if err != nil {
+			t.Errorf("range %d+%d: %v", tc.off, tc.length, err)
+			continue
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data[tc.from:tc.to]) {
+			t.Errorf("range %d+%d: %d bytes (crc32c %08x), %v; want bytes %d to %d (crc32c %08x)",
+				tc.off, tc.length, len(got), crc32c.Checksum(got), err, tc.from, tc.to, crc32c.Checksum(data[tc.from:tc.to]))
+		}
+	}
+}
+
+// testNotFound: every read of a missing object fails with ErrNotFound,
+// naming it.
+func testNotFound(t *testing.T, h *harness) {
+	ctx := context.Background()
+	name := h.obj("missing")
+	_, err1 := h.s.Attrs(ctx, h.bucket, name)
+	_, err2 := h.s.ReadAll(ctx, h.bucket, name)
+	_, err3 := h.s.NewRangeReader(ctx, h.bucket, name, 10, 10)
+	for i, err := range []error{err1, err2, err3} {
+		if !errors.Is(err, gcs.ErrNotFound) || !strings.Contains(err.Error(), name) {
+			t.Errorf("call %d on a missing object: %v, want ErrNotFound naming %s", i+1, err, name)
+		}
+	}
+	if err := h.s.BucketExists(ctx, "ferry-no-such-bucket-"+strings.ReplaceAll(h.prefix[8:20], "-", "")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Errorf("a missing bucket: %v, want ErrNotFound", err)
+	}
+}
+
+// testList: List under a prefix returns exactly the objects under it, in
+// name order, with their sizes.
+func testList(t *testing.T, h *harness) {
+	for _, n := range []string{"a/2", "a/1", "a/b/3", "ab/4", "b/5"} {
+		h.put(n, []byte(n))
+	}
+	list := func(prefix string) []string {
+		var got []string
+		err := h.s.List(context.Background(), h.bucket, h.obj(prefix), func(a gcs.Attrs) error {
+			if a.Size != int64(len(strings.TrimPrefix(a.Name, h.prefix))) {
+				t.Errorf("%s listed with size %d", a.Name, a.Size)
+			}
+			got = append(got, strings.TrimPrefix(a.Name, h.prefix))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"a/", []string{"a/1", "a/2", "a/b/3"}},
+		{"a", []string{"a/1", "a/2", "a/b/3", "ab/4"}},
+		{"", []string{"a/1", "a/2", "a/b/3", "ab/4", "b/5"}},
+		{"zzz", nil},
+	} {
+		if got := list(tc.prefix); !slices.Equal(got, tc.want) {
+			t.Errorf("list %q: %v, want %v", tc.prefix, got, tc.want)
+		}
+	}
+	stop := errors.New("enough")
+	n := 0
+	err := h.s.List(context.Background(), h.bucket, h.prefix, func(gcs.Attrs) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("a callback error: List returned %v after %d calls, want it at once", err, n)
+	}
+}
+
+// testDelete: deleting a missing object is no error; a deleted object is
+// gone.
+func testDelete(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if err := h.s.Delete(ctx, h.bucket, h.obj("never")); err != nil {
+		t.Fatalf("delete of a missing object: %v", err)
+	}
+	h.put("d", []byte("x"))
+	if err := h.s.Delete(ctx, h.bucket, h.obj("d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.Attrs(ctx, h.bucket, h.obj("d")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("after delete: %v, want ErrNotFound", err)
+	}
+	if err := h.s.Delete(ctx, h.bucket, h.obj("d")); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// sources uploads n small objects and returns their names and
+// concatenation.
+func (h *harness) sources(n int) ([]string, []byte) {
+	var names []string
+	var all []byte
+	for i := range n {
+		data := payload(1000+i*37, uint32(i+10))
+		names = append(names, h.obj(fmt.Sprintf("src/%02d", i)))
+		h.put(fmt.Sprintf("src/%02d", i), data)
+		all = append(all, data...)
+	}
+	return names, all
+}
+
+// testCompose32: 32 sources compose into their concatenation, with the
+// CRC32C combined from theirs.
+func testCompose32(t *testing.T, h *harness) {
+	names, all := h.sources(gcs.MaxComposeSources)
+	a, err := h.s.Compose(context.Background(), h.bucket, h.obj("dst"), names, gcs.ComposeOptions{IfAbsent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != int64(len(all)) || a.CRC32C != crc32c.Checksum(all) {
+		t.Fatalf("composed %d bytes with crc32c %08x, want %d with %08x", a.Size, a.CRC32C, len(all), crc32c.Checksum(all))
+	}
+	if got := h.read("dst"); !bytes.Equal(got, all) {
+		t.Fatalf("composed object reads %d bytes, want the %d of the sources", len(got), len(all))
+	}
+}
+
+// testCompose33: more than 32 sources is an error, and writes nothing.
+func testCompose33(t *testing.T, h *harness) {
+	names, _ := h.sources(gcs.MaxComposeSources + 1)
+	_, err := h.s.Compose(context.Background(), h.bucket, h.obj("dst"), names, gcs.ComposeOptions{})
+	if err == nil || !strings.Contains(err.Error(), "33 sources") {
+		t.Fatalf("compose of 33 sources: %v, want an error naming the count", err)
+	}
+	if _, err := h.s.Attrs(context.Background(), h.bucket, h.obj("dst")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("after a refused compose: %v, want ErrNotFound", err)
+	}
+}
+
+// testComposePreconditions: IfAbsent and IfGeneration hold for composes.
+func testComposePreconditions(t *testing.T, h *harness) {
+	ctx := context.Background()
+	names, _ := h.sources(2)
+	old := h.put("dst", []byte("old"))
+	if _, err := h.s.Compose(ctx, h.bucket, h.obj("dst"), names, gcs.ComposeOptions{IfAbsent: true}); !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("IfAbsent compose over an existing object: %v, want ErrPrecondition", err)
+	}
+	if _, err := h.s.Compose(ctx, h.bucket, h.obj("dst"), names, gcs.ComposeOptions{IfGeneration: old.Generation + 1}); !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("compose conditioned on a wrong generation: %v, want ErrPrecondition", err)
+	}
+	if got := h.read("dst"); string(got) != "old" {
+		t.Fatalf("dst holds %d bytes after refused composes, want %q", len(got), "old")
+	}
+	if _, err := h.s.Compose(ctx, h.bucket, h.obj("dst"), names, gcs.ComposeOptions{IfGeneration: old.Generation}); err != nil {
+		t.Fatalf("compose conditioned on the live generation: %v", err)
+	}
+}
+
+// testComposeMissingSource: a compose naming a missing source fails with
+// ErrNotFound, and writes nothing.
+func testComposeMissingSource(t *testing.T, h *harness) {
+	names, _ := h.sources(2)
+	names = append(names, h.obj("src/missing"))
+	_, err := h.s.Compose(context.Background(), h.bucket, h.obj("dst"), names, gcs.ComposeOptions{})
+	if !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("compose with a missing source: %v, want ErrNotFound", err)
+	}
+	if _, err := h.s.Attrs(context.Background(), h.bucket, h.obj("dst")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("after a failed compose: %v, want ErrNotFound", err)
+	}
+}
+
+// testKMS: an upload and a compose made with a KMS key are encrypted with
+// it, and a Store made WithKMSKey applies it to every write.
+func testKMS(t *testing.T, h *harness) {
+	key := h.target.KMSKey
+	if key == "" {
+		t.Skip("no KMS key for this backend (FERRY_TEST_KMS_KEY)")
+	}
+	ctx := context.Background()
+	data := []byte("secret")
+	a, err := h.s.Upload(ctx, h.bucket, h.obj("k"), bytes.NewReader(data),
+		gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data), KMSKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(a.KMSKey, key) {
+		t.Errorf("upload: encrypted with %q, want %s", a.KMSKey, key)
+	}
+	c, err := h.s.Compose(ctx, h.bucket, h.obj("kc"), []string{h.obj("k")}, gcs.ComposeOptions{KMSKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(c.KMSKey, key) {
+		t.Errorf("compose: encrypted with %q, want %s", c.KMSKey, key)
+	}
+	p, err := h.s.WithKMSKey(key).PutSmall(ctx, h.bucket, h.obj("kp"), data, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p.KMSKey, key) {
+		t.Errorf("WithKMSKey: encrypted with %q, want %s", p.KMSKey, key)
+	}
+}
