@@ -1,7 +1,7 @@
 // Package metrics holds ferry's Prometheus metrics and the small HTTP server
 // every service runs for operators: /metrics, /healthz (the process is alive:
-// the instance group's autohealing) and /readyz (it is connected and
-// receiving). Metric names are stable: dashboards and alerts may rely on them.
+// the instance group's autohealing) and /readyz (it is receiving, and the
+// backends it needs answer). Metric names are stable: dashboards and alerts may rely on them.
 package metrics
 
 import (
@@ -11,6 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +78,44 @@ func init() {
 type Health struct {
 	ready    atomic.Bool
 	stopping atomic.Bool
+
+	mu   sync.Mutex
+	down map[string]string // backend → why it does not answer
+}
+
+// Backend records whether backend (say "pubsub", "gcs") answers: err is nil
+// when its last call got an answer. While a backend does not, /readyz
+// answers 503 naming it and err. It reports whether the backend's state
+// changed, for a log line.
+func (h *Health) Backend(backend string, err error) (changed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, wasDown := h.down[backend]
+	if err == nil {
+		delete(h.down, backend)
+		return wasDown
+	}
+	if h.down == nil {
+		h.down = map[string]string{}
+	}
+	h.down[backend] = err.Error()
+	return !wasDown
+}
+
+// unreachable lists the backends that do not answer, and why.
+func (h *Health) unreachable() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := make([]string, 0, len(h.down))
+	for n := range h.down {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s unreachable: %s\n", n, h.down[n])
+	}
+	return b.String()
 }
 
 // SetReady marks the service ready (connected and receiving) or not.
@@ -92,9 +133,12 @@ func (h *Health) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		down := h.unreachable()
 		switch {
 		case h.stopping.Load():
 			http.Error(w, "stopping", http.StatusServiceUnavailable)
+		case down != "":
+			http.Error(w, strings.TrimSuffix(down, "\n"), http.StatusServiceUnavailable)
 		case !h.ready.Load():
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 		default:

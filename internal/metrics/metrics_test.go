@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -37,6 +38,18 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	h.SetReady(true)
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz %d when ready", code)
+	}
+	if !h.Backend("pubsub", errors.New("PUBSUB_EMULATOR_HOST=127.0.0.1:1: unreachable")) {
+		t.Fatal("a backend going down is a change")
+	}
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "pubsub unreachable: PUBSUB_EMULATOR_HOST=127.0.0.1:1") {
+		t.Fatalf("/readyz %d %q with Pub/Sub unreachable, want 503 naming it", code, body)
+	}
+	if !h.Backend("pubsub", nil) || h.Backend("pubsub", nil) {
+		t.Fatal("a backend coming back is one change")
+	}
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz %d with Pub/Sub back", code)
 	}
 	Uploads.WithLabelValues("ok").Inc()
 	code, body := get(t, base+"/metrics")

@@ -23,8 +23,10 @@ func (c *Client) SubscriptionName(id string) string {
 
 // Probe checks within callTimeout that Pub/Sub answers; any answer will do
 // (asking for a topic that need not exist). The error names the endpoint.
-func (c *Client) Probe(ctx context.Context) error {
-	ctx, cancel := withTimeout(ctx, callTimeout)
+func (c *Client) Probe(ctx context.Context) error { return c.probe(ctx, callTimeout) }
+
+func (c *Client) probe(ctx context.Context, d time.Duration) error {
+	ctx, cancel := withTimeout(ctx, d)
 	defer cancel()
 	_, err := c.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName("ferry-probe")})
 	if err == nil {

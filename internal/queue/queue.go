@@ -78,6 +78,9 @@ const (
 	// message's bytes at a rate any working link beats.
 	publishFloor = 10 * time.Second
 	publishRate  = 1 << 20 // bytes per second
+	// diagnoseTimeout bounds the probe that tells, after a publish timed
+	// out, whether Pub/Sub refused the message or did not answer at all.
+	diagnoseTimeout = 3 * time.Second
 )
 
 // Client publishes and receives. It is safe for concurrent use.
@@ -161,14 +164,27 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // Emulator reports whether the client talks to an emulator.
 func (c *Client) Emulator() bool { return c.emulator }
 
-// Close flushes every publisher, then closes the connection.
+// Close flushes every publisher, then closes the connection. Every Publish
+// has returned by then (stored, or failed at its deadline), so flushing only
+// ends the library's retries of messages whose Publish gave up: it is given
+// callTimeout, not the library's PublishSettings.Timeout.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	for _, p := range c.pubs {
-		p.Stop()
-	}
+	pubs := c.pubs
 	c.pubs = map[string]*pubsub.Publisher{}
 	c.mu.Unlock()
+	stopped := make(chan struct{})
+	go func() {
+		for _, p := range pubs {
+			p.Stop()
+		}
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(callTimeout):
+		c.log.Warn("publishers still retrying at close; dropping what Publish already gave up on", "endpoint", c.endpoint)
+	}
 	return c.ps.Close()
 }
 
@@ -229,7 +245,7 @@ func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]s
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		// The library retries what Pub/Sub refuses as well as what it
 		// cannot reach, and does not say which: ask.
-		if perr := p.c.Probe(ctx); perr == nil {
+		if perr := p.c.probe(ctx, diagnoseTimeout); perr == nil {
 			return fmt.Errorf("%s at %s: %w (Pub/Sub answers, but refused the message until then; is it over the backend's size limit?)", op, p.c.endpoint, context.Cause(pctx))
 		}
 	}

@@ -1,10 +1,18 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/queue"
@@ -103,4 +111,111 @@ func TestConformanceCloud(t *testing.T) {
 		return queue.Dial(ctx, project, nil, opts...)
 	}}
 	queuetest.Run(t, func(*testing.T) queuetest.Target { return tg })
+}
+
+// TestUnreachableEndpointIsNamed: every call to a closed port fails within
+// its deadline with ErrUnreachable, naming the variable that chose it.
+func TestUnreachableEndpointIsNamed(t *testing.T) {
+	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
+	c, err := queue.Dial(context.Background(), "ferry-test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for name, call := range map[string]func() error{
+		"Publish":            func() error { return c.Publisher("t").Publish(ctx, []byte("x"), nil) },
+		"EnsureTopic":        func() error { return c.EnsureTopic(ctx, "t") },
+		"EnsureSubscription": func() error { return c.EnsureSubscription(ctx, queue.Subscription{ID: "s", Topic: "t", AckDeadline: 10 * time.Second}) },
+		"Probe":              func() error { return c.Probe(ctx) },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			err := call()
+			t.Logf("%s: %v after %v", name, err, time.Since(start).Round(time.Millisecond))
+			if !errors.Is(err, queue.ErrUnreachable) || !strings.Contains(err.Error(), "PUBSUB_EMULATOR_HOST=127.0.0.1:1") {
+				t.Errorf("%s on a closed port: %v; want ErrUnreachable naming PUBSUB_EMULATOR_HOST=127.0.0.1:1", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestReceiveBacksOffWhileUnreachable: Receive from a closed port does not
+// return and does not spin: it reports the outage to the health function
+// and logs each retry, waiting longer each time, until its context ends.
+func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
+	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
+	var logs syncBuffer
+	var healthErr atomic.Value
+	c, err := queue.Dial(context.Background(), "ferry-test", slog.New(slog.NewJSONHandler(&logs, nil)),
+		queue.WithHealth(func(err error) {
+			if err != nil {
+				healthErr.Store(err)
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Receive(ctx, "s", queue.ReceiveSettings{MaxMessages: 1, Mode: queue.ModeUnary}, func(context.Context, queue.Message) error { return nil })
+	}()
+	var waits []time.Duration
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(waits) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no three retries logged within 2 minutes:\n%s", logs.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Receive returned while Pub/Sub was unreachable: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		waits = waits[:0]
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec struct {
+				Msg, Endpoint, Err string
+				RetryIn            time.Duration `json:"retry_in"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "cannot receive; retrying" {
+				if !strings.Contains(rec.Err, "PUBSUB_EMULATOR_HOST=127.0.0.1:1") {
+					t.Fatalf("logged error %q does not name the endpoint", rec.Err)
+				}
+				waits = append(waits, rec.RetryIn)
+			}
+		}
+	}
+	if waits[0] >= waits[1] || waits[1] >= waits[2] {
+		t.Errorf("retries waited %v: want each longer than the last", waits)
+	}
+	if err, _ := healthErr.Load().(error); !errors.Is(err, queue.ErrUnreachable) {
+		t.Errorf("health function heard %v, want ErrUnreachable", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Receive returned %v after its context ended, want nil", err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

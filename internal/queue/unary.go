@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/googleapis/gax-go/v2"
 )
 
 // receiveUnary is ModeUnary: it pulls with unary Pull calls, never more
@@ -60,7 +61,7 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 			timeout = pullTimeout
 		}
 		pctx, cancel := withTimeout(ctx, timeout)
-		resp, err := admin.Pull(pctx, req)
+		resp, err := admin.Pull(pctx, req, noRetry)
 		got := 0
 		if err == nil {
 			got = len(resp.ReceivedMessages)
@@ -118,6 +119,10 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 		}
 	}
 }
+
+// noRetry makes a Pull fail at once when Pub/Sub cannot be reached: Receive
+// retries on its own, with backoff it logs, rather than inside the call.
+var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
 
 // Batching of acks, nacks and lease extensions: an ack waits up to ackDelay
 // for others to share its request, and a request carries at most

@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"golang.org/x/sync/errgroup"
 )
 
 // Main runs a service that takes no arguments: any argument prints about and
@@ -53,25 +54,50 @@ type Service struct {
 }
 
 // Start loads cfg from the environment (and FERRY_ENV_FILE), builds the
-// logger, connects and serves the health endpoints. Close the Service when
+// logger, serves the health endpoints and connects. Close the Service when
 // done; mark it ready once it receives.
+//
+// An unreachable backend does not stop a service: Start makes no call, and
+// Receive retries with backoff while /readyz answers 503 naming the backend
+// (which the clients report to Health). Receive also stops pulling while GCS
+// does not answer, so that messages are not taken only to fail.
 func Start(ctx context.Context, cfg serviceConfig) (*Service, error) {
 	if err := config.FromEnvironment(ctx, cfg); err != nil {
 		return nil, err
 	}
 	ps, lc, hc := cfg.Shared()
 	log := logging.New(os.Stderr, lc.Level, lc.Format)
-	c, err := Connect(ctx, ps.Project, log)
-	if err != nil {
-		return nil, err
-	}
-	c.Store = c.Store.WithKMSKey(kmsKey(cfg))
 	h, err := metrics.Start(ctx, hc.Addr, log)
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	return &Service{Clients: c, Log: log, Health: h}, nil
+	store, err := gcs.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store.SetHealth(reporter(h, "gcs", log))
+	store = store.WithKMSKey(kmsKey(cfg))
+	q, err := queue.Dial(ctx, ps.Project, log, queue.WithHold(store.Reachable), queue.WithHealth(reporter(h, "pubsub", log)))
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &Service{Clients: &Clients{Store: store, Queue: q}, Log: log, Health: h}, nil
+}
+
+// reporter feeds what a client finds to Health, and logs when a backend
+// stops or starts answering (the error names the endpoint).
+func reporter(h *metrics.Health, backend string, log *slog.Logger) func(error) {
+	return func(err error) {
+		if !h.Backend(backend, err) {
+			return
+		}
+		if err != nil {
+			log.Warn("backend unreachable; /readyz answers 503 until it answers again", "backend", backend, "err", err)
+		} else {
+			log.Info("backend answers again", "backend", backend)
+		}
+	}
 }
 
 // kmsKey is FERRY_KMS_KEY of the services that write objects.
@@ -93,7 +119,10 @@ type Clients struct {
 	Queue *queue.Client
 }
 
-// Connect opens GCS and Pub/Sub (the emulators, when their variables are set).
+// Connect opens GCS and Pub/Sub (the emulators, when their variables are
+// set) and checks that both answer, each within 10 s: a command run against
+// a stopped stack fails at once with an error naming the endpoint and the
+// variable that chose it, instead of hanging.
 func Connect(ctx context.Context, project string, log *slog.Logger) (*Clients, error) {
 	store, err := gcs.New(ctx)
 	if err != nil {
@@ -104,7 +133,15 @@ func Connect(ctx context.Context, project string, log *slog.Logger) (*Clients, e
 		store.Close()
 		return nil, err
 	}
-	return &Clients{Store: store, Queue: q}, nil
+	c := &Clients{Store: store, Queue: q}
+	probes, pctx := errgroup.WithContext(ctx)
+	probes.Go(func() error { return store.Probe(pctx) })
+	probes.Go(func() error { return q.Probe(pctx) })
+	if err := probes.Wait(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Close flushes publishers and closes both clients, Pub/Sub first.

@@ -1,0 +1,180 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+// TestConnectNamesTheUnreachableBackend: a command run against a stack that
+// is not there fails, within the probes' deadline, with an error naming the
+// variable that chose the endpoint, instead of hanging.
+func TestConnectNamesTheUnreachableBackend(t *testing.T) {
+	ps := pstest.NewServer()
+	defer func() { _ = ps.Close() }()
+	fake, err := localstack.StartGCS(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Stop()
+	for _, tc := range []struct{ gcs, pubsub, want string }{
+		{"127.0.0.1:1", ps.Addr, "STORAGE_EMULATOR_HOST=127.0.0.1:1"},
+		{fake.Host, "127.0.0.1:1", "PUBSUB_EMULATOR_HOST=127.0.0.1:1"},
+		{fake.Host, ps.Addr, ""},
+	} {
+		t.Setenv("STORAGE_EMULATOR_HOST", tc.gcs)
+		t.Setenv("PUBSUB_EMULATOR_HOST", tc.pubsub)
+		c, err := Connect(context.Background(), "ferry-test", nil)
+		if tc.want == "" {
+			if err != nil {
+				t.Fatalf("both backends up: %v", err)
+			}
+			c.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("Connect with %s: %v; want an error naming it", tc.want, err)
+		}
+		t.Log(err)
+	}
+}
+
+// TestServiceRidesOutOutages: a service started by Start keeps receiving
+// through a Pub/Sub outage and a GCS outage: /readyz answers 503 naming the
+// backend while it is gone, Receive does not return, and messages published
+// after the backend is back are handled.
+func TestServiceRidesOutOutages(t *testing.T) {
+	ps := pstest.NewServerWithAddress("127.0.0.1:0")
+	psHost := ps.Addr
+	fake, err := localstack.StartGCS(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.CreateBucket("b")
+	t.Setenv("PUBSUB_EMULATOR_HOST", psHost)
+	t.Setenv("STORAGE_EMULATOR_HOST", fake.Host)
+	t.Setenv("FERRY_PROJECT", "ferry-test")
+	t.Setenv("FERRY_HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("FERRY_LOG_LEVEL", "error")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cfg config.Worker
+	svc, err := Start(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	provision := func() {
+		t.Helper()
+		if err := svc.Queue.EnsureTopic(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Queue.EnsureSubscription(ctx, queue.Subscription{ID: "s", Topic: "t", AckDeadline: 10 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	provision()
+	var mu sync.Mutex
+	handled := map[string]bool{}
+	done := make(chan error, 1)
+	svc.Health.SetReady(true)
+	go func() {
+		done <- svc.Queue.Receive(ctx, "s", queue.ReceiveSettings{MaxMessages: 2, Mode: queue.ModeUnary}, func(ctx context.Context, m queue.Message) error {
+			// As a worker does: the message's work needs GCS.
+			if _, err := svc.Store.Attrs(ctx, "b", "x"); err != nil && !errors.Is(err, gcs.ErrNotFound) {
+				return err
+			}
+			mu.Lock()
+			handled[string(m.Data)] = true
+			mu.Unlock()
+			return nil
+		})
+	}()
+	isHandled := func(s string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return handled[s] }
+	}
+	publish := func(s string) {
+		t.Helper()
+		if err := svc.Queue.Publisher("t").Publish(ctx, []byte(s), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		svc.Health.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	returned := func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Receive returned during an outage: %v", err)
+		default:
+		}
+		return false
+	}
+
+	publish("before")
+	until(t, "the first message", isHandled("before"))
+	if code, body := readyz(); code != 200 {
+		t.Fatalf("/readyz %d %q with both backends up", code, body)
+	}
+
+	// Pub/Sub goes away, and comes back empty on the same port.
+	_ = ps.Close()
+	until(t, "/readyz to name Pub/Sub", func() bool {
+		code, body := readyz()
+		return code == 503 && strings.Contains(body, "pubsub unreachable") && strings.Contains(body, "PUBSUB_EMULATOR_HOST="+psHost)
+	})
+	returned()
+	ps = pstest.NewServerWithAddress(psHost)
+	defer func() { _ = ps.Close() }()
+	provision()
+	publish("after pubsub")
+	until(t, "a message after Pub/Sub came back", isHandled("after pubsub"))
+	until(t, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
+
+	// GCS goes away: the handler fails, /readyz names GCS; it comes back on
+	// the same port.
+	port, _ := strconv.ParseUint(fake.Host[strings.LastIndex(fake.Host, ":")+1:], 10, 16)
+	fake.Stop()
+	publish("during gcs")
+	until(t, "/readyz to name GCS", func() bool {
+		code, body := readyz()
+		return code == 503 && strings.Contains(body, "gcs unreachable") && strings.Contains(body, "STORAGE_EMULATOR_HOST="+fake.Host)
+	})
+	returned()
+	again, err := localstack.StartGCS(uint16(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Stop()
+	again.CreateBucket("b")
+	until(t, "the message held during the GCS outage", isHandled("during gcs"))
+	until(t, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
+	returned()
+}
+
+// until polls cond every 20 ms for up to two minutes.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
