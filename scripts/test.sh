@@ -21,8 +21,17 @@ done
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")
 skipped=$(grep -cE '^\s*--- SKIP' "$log")
+# Test mains that start a Pub/Sub emulator print "ferry-test: pubsub=KIND":
+# the summary says which one the tests ran against, so that a fallback to
+# pstest is seen (CI sets FERRY_TEST_PUBSUB=java to forbid it).
+kinds=$(grep -oE '^ferry-test: pubsub=[a-z]+' "$log" | sed 's/.*=//' | sort -u | paste -sd, -)
+pubsub=""
+case ",$kinds," in
+  *,pstest,*) pubsub=" (Pub/Sub: pstest)" ;;
+  *,java,*) pubsub=" (Pub/Sub: java)" ;;
+esac
 echo
-echo "go test: $passed passed, $failed failed, $skipped skipped"
+echo "go test: $passed passed, $failed failed, $skipped skipped$pubsub"
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
   echo "go test exited $status (a build failure or a package-level failure); see $log" >&2
 fi

@@ -36,8 +36,9 @@ func TestEveryChunkPublishedTwice(t *testing.T) {
 	if len(finals) != 2 {
 		t.Fatalf("final objects %v, want 2", finals)
 	}
-	// Give late duplicates time to arrive; they must not add a row.
-	time.Sleep(500 * time.Millisecond)
+	// Late duplicates must not add a row: wait until every copy of every
+	// chunk message, and every event they caused, has been handled.
+	s.settle()
 	if rows := rowsOf(t, s.results, done.TransferID); len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}

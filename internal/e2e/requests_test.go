@@ -128,8 +128,8 @@ func TestREADMEGcloudPublishExample(t *testing.T) {
 	if _, err := exec.LookPath("gcloud"); err != nil {
 		t.Skip("gcloud not on PATH")
 	}
-	if os.Getenv("FERRY_TEST_PUBSUB") == "pstest" {
-		t.Skip("gcloud talks to the Java emulator's REST endpoint; pstest has none")
+	if pubsubKind != "java" {
+		t.Skipf("gcloud talks to the Java emulator's REST endpoint; the %s emulator that started has none", pubsubKind)
 	}
 	s := newStack(t, stackOptions{workers: 1})
 	feed := s.doneFeed()

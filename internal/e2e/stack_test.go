@@ -25,7 +25,12 @@ import (
 	"github.com/ferry-dev/ferry/internal/worker"
 )
 
-var fakeGCS *localstack.GCS
+var (
+	fakeGCS *localstack.GCS
+	// pubsubKind is the kind of Pub/Sub emulator that started: skips
+	// follow it, not an environment variable.
+	pubsubKind string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -46,6 +51,8 @@ func run(m *testing.M) int {
 	}
 	defer emu.Stop()
 	fmt.Fprintf(os.Stderr, "e2e: Pub/Sub emulator %s on %s\n", emu.Kind, emu.Host)
+	fmt.Fprintf(os.Stderr, "ferry-test: pubsub=%s\n", emu.Kind) // for make test's summary
+	pubsubKind = emu.Kind
 	fakeGCS, err = localstack.StartGCS(0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -70,6 +77,10 @@ type stack struct {
 	spool   string
 	results string
 	prod    *producer.Producer
+	// What went through the stack's own workers and merger, for tests
+	// that wait until everything published has been handled.
+	chunksPublished, chunksHandled atomic.Int64
+	eventsPublished, eventsHandled atomic.Int64
 }
 
 type stackOptions struct {
@@ -110,7 +121,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if s.store, err = gcs.New(ctx); err != nil {
 		t.Fatal(err)
 	}
-	events := s.q.Publisher(s.ps.EventsTopic)
+	events := counting{s.q.Publisher(s.ps.EventsTopic), &s.eventsPublished}
 	running := make(chan struct{}, o.workers+1)
 	goroutines := o.workers
 	workerStore := s.store
@@ -132,7 +143,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Cleanup(func() { w.Close() })
 		go func() {
 			defer func() { running <- struct{}{} }()
-			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.ChunksDeadLetter}, w.Handle)
+			_ = s.q.Receive(ctx, s.ps.ChunksSubscription, queue.ReceiveSettings{MaxMessages: 4, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.ChunksDeadLetter},
+				counted(w.Handle, &s.chunksHandled))
 		}()
 	}
 	if !o.noMerger {
@@ -144,10 +156,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		goroutines++
 		go func() {
 			defer func() { running <- struct{}{} }()
-			_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter}, m.Handle)
+			_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter},
+				counted(m.Handle, &s.eventsHandled))
 		}()
 	}
-	var chunks publisher = s.q.Publisher(s.ps.ChunksTopic)
+	var chunks publisher = counting{s.q.Publisher(s.ps.ChunksTopic), &s.chunksPublished}
 	if o.duplicateChunks {
 		chunks = twice{chunks}
 	}
@@ -182,6 +195,37 @@ func (t twice) Publish(ctx context.Context, data []byte, attrs map[string]string
 		return err
 	}
 	return t.p.Publish(ctx, data, attrs)
+}
+
+// counting is a publisher that counts what it published.
+type counting struct {
+	p publisher
+	n *atomic.Int64
+}
+
+func (c counting) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	err := c.p.Publish(ctx, data, attrs)
+	if err == nil {
+		c.n.Add(1)
+	}
+	return err
+}
+
+// counted is h, counting the messages it handled.
+func counted(h queue.Handler, n *atomic.Int64) queue.Handler {
+	return func(ctx context.Context, m queue.Message) error {
+		defer n.Add(1)
+		return h(ctx, m)
+	}
+}
+
+// settle waits until the stack's workers and merger have handled at least
+// as many messages as were published to them: nothing is left in flight.
+func (s *stack) settle() {
+	s.t.Helper()
+	until(s.t, 2*time.Minute, "every chunk message and event to be handled", func() bool {
+		return s.chunksHandled.Load() >= s.chunksPublished.Load() && s.eventsHandled.Load() >= s.eventsPublished.Load()
+	})
 }
 
 // transfer submits req and waits for its done event.
@@ -247,7 +291,7 @@ func (s *stack) staging() []string {
 // so both are empty soon after the done event, not necessarily at it.
 func (s *stack) assertClean() {
 	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		left := s.staging()
 		spool, _ := os.ReadDir(s.spool)

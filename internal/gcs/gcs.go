@@ -509,7 +509,9 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		s.report(err)
 		return err
 	}
-	s.report(nil) // an answer, if not the one hoped for
+	if ctx.Err() == nil {
+		s.report(nil) // an answer, if not the one hoped for
+	} // else the caller gave up: that says nothing about GCS
 	return fmt.Errorf("%s: %w", op, translate(err))
 }
 

@@ -269,7 +269,9 @@ func (c *Client) fail(ctx context.Context, op string, err error) error {
 		c.report(err)
 		return err
 	}
-	c.report(nil) // an answer, if not the one hoped for
+	if ctx.Err() == nil {
+		c.report(nil) // an answer, if not the one hoped for
+	} // else the caller gave up: that says nothing about Pub/Sub
 	return fmt.Errorf("%s at %s: %w", op, c.endpoint, err)
 }
 

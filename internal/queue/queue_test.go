@@ -65,6 +65,12 @@ func run(m *testing.M) int {
 	for k, e := range emulators {
 		fmt.Fprintf(os.Stderr, "queue: Pub/Sub emulator %s on %s\n", k, e.Host)
 	}
+	// For make test's summary: the Java emulator, or the fallback.
+	if emulators[queuetest.Java] != nil {
+		fmt.Fprintln(os.Stderr, "ferry-test: pubsub=java")
+	} else {
+		fmt.Fprintf(os.Stderr, "ferry-test: pubsub=pstest (%v)\n", javaErr)
+	}
 	return m.Run()
 }
 
