@@ -131,10 +131,12 @@ func TestUnreachableEndpointIsNamed(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for name, call := range map[string]func() error{
-		"Publish":            func() error { return c.Publisher("t").Publish(ctx, []byte("x"), nil) },
-		"EnsureTopic":        func() error { return c.EnsureTopic(ctx, "t") },
-		"EnsureSubscription": func() error { return c.EnsureSubscription(ctx, queue.Subscription{ID: "s", Topic: "t", AckDeadline: 10 * time.Second}) },
-		"Probe":              func() error { return c.Probe(ctx) },
+		"Publish":     func() error { return c.Publisher("t").Publish(ctx, []byte("x"), nil) },
+		"EnsureTopic": func() error { return c.EnsureTopic(ctx, "t") },
+		"EnsureSubscription": func() error {
+			return c.EnsureSubscription(ctx, queue.Subscription{ID: "s", Topic: "t", AckDeadline: 10 * time.Second})
+		},
+		"Probe": func() error { return c.Probe(ctx) },
 	} {
 		wg.Add(1)
 		go func() {
