@@ -161,9 +161,6 @@ func Dial(ctx context.Context, project string, log *slog.Logger, opts ...Option)
 // Endpoint names where the client connects and what chose it.
 func (c *Client) Endpoint() string { return c.endpoint }
 
-// Emulator reports whether the client talks to an emulator.
-func (c *Client) Emulator() bool { return c.emulator }
-
 // Close flushes every publisher, then closes the connection. Every Publish
 // has returned by then (stored, or failed at its deadline), so flushing only
 // ends the library's retries of messages whose Publish gave up: it is given

@@ -74,7 +74,7 @@ func testUploadRoundTrip(t *testing.T, h *harness) {
 // come back from Attrs.
 func testMetadata(t *testing.T, h *harness) {
 	ctx := context.Background()
-	md := map[string]string{"ferry-transfer": "t1", "ferry-raw-crc32c": "123", "with space": "ü"}
+	md := map[string]string{"ferry-transfer": "t1", "ferry-raw-crc32c": "123", "ferry-note": "ü ñ"}
 	data := []byte("metadata")
 	if _, err := h.s.Upload(ctx, h.bucket, h.obj("m"), bytes.NewReader(data), gcs.UploadOptions{
 		Size: int64(len(data)), CRC32C: crc32c.Checksum(data), ContentType: "text/csv", Metadata: md}); err != nil {
