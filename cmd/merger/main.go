@@ -51,7 +51,7 @@ func realMain(ctx context.Context) error {
 	}
 	m := merger.New(merger.Options{
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
-		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Log: log,
+		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Buckets: cfg.Buckets, Log: log,
 	})
 	svc.Health.SetReady(true)
 	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)

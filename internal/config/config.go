@@ -7,6 +7,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,6 +141,19 @@ func (b Buckets) Allows(bucket string) bool {
 	}
 	return false
 }
+
+// Check returns nil when ferry may write to bucket, else an error naming the
+// bucket and the variable that does not list it.
+func (b Buckets) Check(bucket string) error {
+	if b.Allows(bucket) {
+		return nil
+	}
+	return fmt.Errorf("bucket %q is not in FERRY_BUCKETS (%s): %w", bucket, strings.Join(b.Allowed, ","), ErrBucketNotAllowed)
+}
+
+// ErrBucketNotAllowed marks a message or request naming a bucket that
+// FERRY_BUCKETS does not list.
+var ErrBucketNotAllowed = errors.New("bucket not allowed")
 
 var (
 	bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -66,7 +67,11 @@ type Options struct {
 	// ComposeConcurrency bounds compose calls in flight; default 8.
 	ComposeConcurrency int
 	Version            string
-	Log                *slog.Logger
+	// Buckets are the buckets the merger may write to (FERRY_BUCKETS; none
+	// listed: any). An event naming another ends its transfer failed
+	// without touching that bucket.
+	Buckets config.Buckets
+	Log     *slog.Logger
 }
 
 // Merger handles events. It is safe for concurrent use.
@@ -84,6 +89,7 @@ type transfer struct {
 	id       string
 	checked  bool // done marker looked for
 	finished bool // ended by this process; later events are late
+	refused  bool // names a bucket FERRY_BUCKETS does not allow; ended
 	manifest *message.Manifest
 	scanned  bool
 	present  map[chunkKey]gcs.Attrs
@@ -122,8 +128,11 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 	if err := message.Decode(msg.Data, &ev); err != nil {
 		return queue.Permanent(fmt.Errorf("event %s: %w", msg.ID, err))
 	}
-	if ev.TransferID == "" || ev.Bucket == "" {
-		return queue.Permanent(fmt.Errorf("event %s: no transfer id or bucket", msg.ID))
+	if !message.ValidTransferID(ev.TransferID) || !message.ValidBucket(ev.Bucket) {
+		return queue.Permanent(fmt.Errorf("event %s: transfer id %.64q or bucket %.64q is not one ferry makes", msg.ID, ev.TransferID, ev.Bucket))
+	}
+	if err := m.o.Buckets.Check(ev.Bucket); err != nil {
+		return m.refuse(ctx, ev, err)
 	}
 	metrics.InFlight.WithLabelValues("events").Inc()
 	defer metrics.InFlight.WithLabelValues("events").Dec()
@@ -195,6 +204,37 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 		return nil
 	}
 	return m.finish(ctx, t, log)
+}
+
+// refuse ends a transfer whose event names a bucket the merger may not
+// write to: a failed done event and row say which bucket and which
+// variable; nothing is read from or written to that bucket (so no done
+// marker, and no staging to remove). The event fails permanently.
+func (m *Merger) refuse(ctx context.Context, ev message.Event, cause error) error {
+	cause = fmt.Errorf("%s event of transfer %s: %w", ev.Type, ev.TransferID, cause)
+	if ev.Type == message.EventFailed && ev.Error != "" {
+		cause = fmt.Errorf("%w; reported by %s: %s", cause, ev.Worker, ev.Error)
+	}
+	t := m.get(ev.TransferID)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.refused {
+		return queue.Permanent(cause) // ended already
+	}
+	man := &message.Manifest{TransferID: ev.TransferID, Bucket: ev.Bucket}
+	now := time.Now().UTC()
+	done := message.Done{V: message.Version, TransferID: ev.TransferID, Status: message.StatusFailed, Error: cause.Error(),
+		Destination: destination(man), StartedAt: now, FinishedAt: now}
+	if err := m.o.Sink.Write(ctx, Row(done, man, nil, m.o.Version), nil); err != nil {
+		return fmt.Errorf("write benchmark row: %w", err)
+	}
+	if err := m.o.Done.Publish(ctx, message.Encode(done), map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {
+		return err
+	}
+	t.refused = true
+	m.log.Error("transfer refused", "transfer_id", ev.TransferID, "bucket", ev.Bucket, "err", cause)
+	metrics.Transfers.WithLabelValues(done.Status).Inc()
+	return queue.Permanent(cause)
 }
 
 // scan rebuilds the set of present chunks from GCS: a listing of the staging

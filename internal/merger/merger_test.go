@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -278,5 +279,40 @@ func TestConcurrentEventsEndATransferOnce(t *testing.T) {
 	}
 	if d := f.dones(); len(d) != 1 {
 		t.Fatalf("%d done events for one transfer, want 1", len(d))
+	}
+}
+
+// Issue 8: an event naming a bucket FERRY_BUCKETS does not list ends its
+// transfer failed — done event and row name the bucket and the variable —
+// and the merger neither reads nor writes that bucket.
+func TestEventForBucketNotAllowedEndsFailedWithoutTouchingIt(t *testing.T) {
+	f := newFixture(t, "m-victim", 2)
+	f.upload(0)
+	f.seal()
+	sink, err := result.OpenFile(f.rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Options{Store: f.store, Done: f.done, Sink: sink, Version: "test", Buckets: config.Buckets{Allowed: []string{"ferry-only"}}})
+	for i, typ := range []string{message.EventChunk, message.EventSealed, message.EventFailed} {
+		err := f.event(typ, 0, m)
+		if !errors.Is(err, queue.ErrPermanent) || !errors.Is(err, config.ErrBucketNotAllowed) {
+			t.Fatalf("event %d (%s): %v, want a permanent error", i, typ, err)
+		}
+	}
+	d := f.dones()
+	if len(d) != 1 || d[0].Status != message.StatusFailed ||
+		!strings.Contains(d[0].Error, fmt.Sprintf("bucket %q is not in FERRY_BUCKETS (ferry-only)", f.bucket)) {
+		t.Fatalf("done events %+v, want one failed event naming the bucket and FERRY_BUCKETS", d)
+	}
+	rows, _ := result.ReadFile(f.rows)
+	if len(rows) != 1 || rows[0].Status != "failed" || !strings.Contains(rows[0].Error, "FERRY_BUCKETS") {
+		t.Fatalf("rows %+v", rows)
+	}
+	if left := f.staging(); len(left) != 2 { // the chunk and the manifest
+		t.Fatalf("staging in a bucket the merger may not write to changed: %v", left)
+	}
+	if _, err := f.store.Attrs(context.Background(), f.bucket, message.DoneMarker(f.man.TransferID)); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("done marker written to a bucket FERRY_BUCKETS does not allow: %v", err)
 	}
 }

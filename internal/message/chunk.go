@@ -122,6 +122,9 @@ var (
 // ValidTransferID reports whether id is a transfer id ferry could have made.
 func ValidTransferID(id string) bool { return transferIDRE.MatchString(id) }
 
+// ValidBucket reports whether name is a bucket name GCS could accept.
+func ValidBucket(name string) bool { return bucketRE.MatchString(name) }
+
 // ValidSpoolName reports whether name can name a spool file: one path
 // element of letters, digits, '_', '-' and '.', not starting with '.', with
 // no "..".

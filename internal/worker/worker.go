@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
@@ -60,7 +61,10 @@ type Options struct {
 	// removed in. Empty: this worker has no spool (FERRY_TRANSPORT=pubsub)
 	// and refuses messages that name one.
 	SpoolDir string
-	Log      *slog.Logger
+	// Buckets are the buckets this worker may write to (FERRY_BUCKETS;
+	// none listed: any) and the KMS key it writes with (FERRY_KMS_KEY).
+	Buckets config.Buckets
+	Log     *slog.Logger
 }
 
 // Worker handles chunk messages. It is safe for concurrent use.
@@ -100,6 +104,15 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	if err != nil {
 		return queue.Permanent(fmt.Errorf("chunk message %s: %w", m.ID, err))
 	}
+	if err := w.o.Buckets.Check(c.Bucket); err != nil {
+		// Refused before anything is read or written: not the bucket, not
+		// the spool file the message names.
+		err = queue.Permanent(fmt.Errorf("chunk message %s of transfer %s: %w", m.ID, c.TransferID, err))
+		if perr := w.reportFailure(ctx, &c, err); perr != nil {
+			return perr
+		}
+		return err
+	}
 	first := c.Parts[0]
 	log := w.log.With("transfer_id", c.TransferID, "object", first.Object, "chunk", first.Index, "file", first.Path, "parts", len(c.Parts))
 	start := time.Now()
@@ -118,12 +131,8 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	}
 	if errors.Is(err, queue.ErrPermanent) {
 		metrics.Uploads.WithLabelValues("failed").Inc()
-		// Tell the merger, so the transfer ends failed and its staging is
-		// removed. Only then may the message be acked.
-		ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: c.TransferID, Bucket: c.Bucket,
-			Worker: w.o.ID, Error: err.Error(), At: time.Now().UTC()}
-		if perr := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); perr != nil {
-			return fmt.Errorf("report failure (%v): %w", err, perr)
+		if perr := w.reportFailure(ctx, &c, err); perr != nil {
+			return perr
 		}
 		w.removeSpool(c.Spool)
 		return err
@@ -150,6 +159,18 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	// finds them present and only announces them again.
 	w.removeSpool(c.Spool)
 	log.Debug("chunk uploaded", "bytes", wire, "ms", time.Since(start).Milliseconds(), "worker", w.o.ID)
+	return nil
+}
+
+// reportFailure tells the merger that c failed permanently, so the transfer
+// ends failed and its staging is removed. Only then may the message be
+// acked; an error here is transient, and the message is redelivered.
+func (w *Worker) reportFailure(ctx context.Context, c *message.Chunk, cause error) error {
+	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: c.TransferID, Bucket: c.Bucket,
+		Worker: w.o.ID, Error: cause.Error(), At: time.Now().UTC()}
+	if err := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
+		return fmt.Errorf("report failure (%v): %w", cause, err)
+	}
 	return nil
 }
 

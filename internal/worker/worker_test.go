@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -268,5 +269,48 @@ func TestInlineBundleUploadsEveryPart(t *testing.T) {
 	}
 	if ev := events(t, rec); len(ev) != 1 || len(ev[0].Parts) != 2 {
 		t.Fatalf("events %+v, want one event with two parts", ev)
+	}
+}
+
+// Issue 8: a message naming a bucket FERRY_BUCKETS does not list fails
+// permanently, writes nothing there and leaves its spool file alone; the
+// failed event names the bucket and the variable.
+func TestBucketNotAllowedFailsPermanently(t *testing.T) {
+	store := teststack.Bucket(t, "w-victim")
+	teststack.Bucket(t, "w-allowed")
+	rec := &teststack.Recorder{}
+	c, dir, m := chunkMsg(t, "w-victim", []byte("frame for a bucket we may not touch"), false)
+	w, err := New(Options{Store: store, Events: rec, ID: "w1", MaxAttempts: 5, SpoolDir: dir,
+		Buckets: config.Buckets{Allowed: []string{"w-allowed", "w-other"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+
+	err = w.Handle(context.Background(), m)
+	if !errors.Is(err, queue.ErrPermanent) || !errors.Is(err, config.ErrBucketNotAllowed) {
+		t.Fatalf("Handle = %v, want a permanent error", err)
+	}
+	for _, want := range []string{`"w-victim"`, "FERRY_BUCKETS", "w-allowed,w-other"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if _, err := store.Attrs(context.Background(), "w-victim", c.Parts[0].Object); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("wrote to a bucket FERRY_BUCKETS does not allow: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, c.Spool)); err != nil {
+		t.Fatalf("spool file of a refused message was touched: %v", err)
+	}
+	ev := events(t, rec)
+	if len(ev) != 1 || ev[0].Type != message.EventFailed || ev[0].Bucket != "w-victim" ||
+		!strings.Contains(ev[0].Error, `bucket "w-victim" is not in FERRY_BUCKETS`) {
+		t.Fatalf("events %+v, want one failed event naming the bucket and FERRY_BUCKETS", ev)
+	}
+
+	// The same message for an allowed bucket goes through.
+	w.o.Buckets.Allowed = append(w.o.Buckets.Allowed, "w-victim")
+	if err := w.Handle(context.Background(), m); err != nil {
+		t.Fatalf("allowed bucket: %v", err)
 	}
 }
