@@ -1,13 +1,16 @@
-// Package worker uploads chunks. Its handler takes one chunk message, checks
-// the CRC32C of each part's bytes (from the message itself, or from a file
-// inside this worker's own spool directory), uploads each part to its object
-// under a DoesNotExist precondition with the CRC32C sent, compares what GCS
-// stored, publishes one chunk-uploaded event for the message and only then
-// lets it be acked. Every step is idempotent: an object already present with
-// the right CRC32C is a duplicate delivery, not an error.
+// Package worker uploads chunks. Its handler takes one chunk message — one
+// chunk of a large file, or a bundle of many small files — checks the CRC32C
+// of every part's bytes (from the message itself, or from a file inside this
+// worker's own spool directory) before sending any, uploads the parts in
+// parallel, each under a DoesNotExist precondition with the CRC32C sent,
+// publishes one chunk-uploaded event listing what GCS stored and only then
+// lets the message be acked. Every step is idempotent: an object already
+// present with the right CRC32C is a duplicate delivery, not an error, and
+// its attributes are read only when the precondition says it exists.
 //
-// A message never chooses a path: a spool name is one file name, resolved
-// inside the worker's spool directory without following links out of it.
+// A message never chooses a path or a bucket: a spool name is one file name,
+// resolved inside the worker's spool directory without following links out
+// of it, and the bucket must be one FERRY_BUCKETS allows.
 package worker
 
 import (
@@ -22,6 +25,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -61,6 +66,10 @@ type Options struct {
 	// removed in. Empty: this worker has no spool (FERRY_TRANSPORT=pubsub)
 	// and refuses messages that name one.
 	SpoolDir string
+	// PartConcurrency bounds the parts of one message uploaded at once;
+	// default 8. A bundle's files are small and their uploads bound by
+	// round trips, so they go in parallel.
+	PartConcurrency int
 	// Buckets are the buckets this worker may write to (FERRY_BUCKETS;
 	// none listed: any) and the KMS key it writes with (FERRY_KMS_KEY).
 	Buckets config.Buckets
@@ -76,6 +85,9 @@ type Worker struct {
 
 // New returns a Worker. It creates the spool directory if it is missing.
 func New(o Options) (*Worker, error) {
+	if o.PartConcurrency <= 0 {
+		o.PartConcurrency = 8
+	}
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log)}
 	if o.SpoolDir != "" {
 		if err := os.MkdirAll(o.SpoolDir, 0o755); err != nil {
@@ -178,6 +190,8 @@ func (w *Worker) reportFailure(ctx context.Context, c *message.Chunk, cause erro
 var errFinished = errors.New("transfer already finished")
 
 // store uploads every part of c; dup reports that all were there already.
+// The parts are read as sections of the payload or of the spool file, never
+// copied, so a bundle costs no more memory than its message.
 func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, attempt int) ([]message.EventPart, bool, error) {
 	var src io.ReaderAt = bytes.NewReader(payload)
 	if c.Spool != "" {
@@ -192,48 +206,64 @@ func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, at
 		src = f
 	}
 	offs, _ := c.Offsets()
-	out := make([]message.EventPart, len(c.Parts))
-	allDup := true
+	section := func(i int) *io.SectionReader { return io.NewSectionReader(src, offs[i], c.Parts[i].WireSize) }
+	// Check every part's bytes before any is sent: a corrupt part can never
+	// succeed and must not reach GCS, and a message that cannot succeed
+	// writes none of its files.
 	for i := range c.Parts {
-		p := &c.Parts[i]
-		a, dup, err := w.upload(ctx, c, p, io.NewSectionReader(src, offs[i], p.WireSize), attempt)
-		if err != nil {
+		if err := check(c, &c.Parts[i], section(i)); err != nil {
 			return nil, false, err
 		}
-		allDup = allDup && dup
-		out[i] = eventPart(p, a)
+	}
+	out := make([]message.EventPart, len(c.Parts))
+	dup := make([]bool, len(c.Parts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(w.o.PartConcurrency)
+	for i := range c.Parts {
+		g.Go(func() error {
+			p := &c.Parts[i]
+			a, d, err := w.upload(gctx, c, p, section(i), attempt)
+			if err != nil {
+				return err
+			}
+			out[i], dup[i] = eventPart(p, a), d
+			return nil
+		})
+	}
+	// The first error wins; a permanent one fails the transfer. Parts
+	// already stored stay: each is a whole, verified object, and a
+	// redelivery finds it present.
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	allDup := true
+	for _, d := range dup {
+		allDup = allDup && d
 	}
 	return out, allDup, nil
 }
 
-// upload stores one part; dup reports that it was there already.
-func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, body io.ReadSeeker, attempt int) (a gcs.Attrs, dup bool, err error) {
-	where := fmt.Sprintf("file %s chunk %d", p.Path, p.Index)
-	a, err = w.o.Store.Attrs(ctx, c.Bucket, p.Object)
-	switch {
-	case err == nil && same(c, p, a):
-		return a, true, nil // a duplicate delivery: already done
-	case err == nil && p.Final && !c.Overwrite:
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where, c.Bucket, p.Object))
-	case err != nil && !errors.Is(err, gcs.ErrNotFound):
-		return gcs.Attrs{}, false, err
-	}
-	exists := err == nil
-
-	// Check the bytes before sending them: a corrupt spool file can never
-	// succeed, and must not reach GCS.
+// check reads a part's bytes and compares them with what the producer wrote.
+func check(c *message.Chunk, p *message.Part, body io.Reader) error {
 	h := crc32c.New()
 	n, err := io.Copy(h, body)
 	if err != nil {
-		return gcs.Attrs{}, false, fmt.Errorf("%s: read spool %s: %w", where, c.Spool, err)
+		return fmt.Errorf("%s: read spool %s: %w", where(p), c.Spool, err)
 	}
 	if n != p.WireSize || h.Sum32() != p.WireCRC32C {
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: chunk bytes are corrupt: %d bytes with crc32c %08x, the producer wrote %d bytes with crc32c %08x: %w",
-			where, n, h.Sum32(), p.WireSize, p.WireCRC32C, gcs.ErrChecksum))
+		return queue.Permanent(fmt.Errorf("%s: chunk bytes are corrupt: %d bytes with crc32c %08x, the producer wrote %d bytes with crc32c %08x: %w",
+			where(p), n, h.Sum32(), p.WireSize, p.WireCRC32C, gcs.ErrChecksum))
 	}
-	if _, err := body.Seek(0, io.SeekStart); err != nil {
-		return gcs.Attrs{}, false, err
-	}
+	return nil
+}
+
+func where(p *message.Part) string { return fmt.Sprintf("file %s chunk %d", p.Path, p.Index) }
+
+// upload stores one part whose bytes were checked; dup reports that it was
+// there already. It uploads first, under a DoesNotExist precondition, and
+// asks for the object's attributes only when that fails: a redelivery or a
+// retry costs a round trip, a first upload none.
+func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, body io.ReadSeeker, attempt int) (gcs.Attrs, bool, error) {
 	meta := map[string]string{}
 	for k, v := range p.Metadata {
 		meta[k] = v
@@ -244,24 +274,38 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 	if !p.Final {
 		meta[message.MetaTransfer] = c.TransferID
 	}
-	// Staging objects and new final objects are written only if absent;
-	// an existing object is replaced only when it is a staging object left
-	// by an earlier attempt, or when the request says overwrite.
-	a, err = w.o.Store.Upload(ctx, c.Bucket, p.Object, body, gcs.UploadOptions{
-		Size: p.WireSize, CRC32C: p.WireCRC32C, IfAbsent: !exists, ContentType: p.ContentType, Metadata: meta,
-	})
-	if errors.Is(err, gcs.ErrPrecondition) {
-		// Someone else wrote it meanwhile: a duplicate delivery, or a
-		// final object that appeared under our feet.
-		if b, aerr := w.o.Store.Attrs(ctx, c.Bucket, p.Object); aerr == nil && same(c, p, b) {
-			return b, true, nil
-		}
-		if p.Final {
-			return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists: %w", where, c.Bucket, p.Object, err))
-		}
+	opt := gcs.UploadOptions{Size: p.WireSize, CRC32C: p.WireCRC32C, IfAbsent: true, ContentType: p.ContentType, Metadata: meta}
+	a, err := w.o.Store.Upload(ctx, c.Bucket, p.Object, w.limited(ctx, body), opt)
+	if err == nil {
+		return a, false, nil
 	}
+	if !errors.Is(err, gcs.ErrPrecondition) {
+		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
+	}
+	// The object exists: a duplicate delivery, a staging object an earlier
+	// attempt left, or a final object that was there before or appeared
+	// under our feet.
+	b, err := w.o.Store.Attrs(ctx, c.Bucket, p.Object)
+	switch {
+	case errors.Is(err, gcs.ErrNotFound):
+		return gcs.Attrs{}, false, fmt.Errorf("%s: gs://%s/%s existed at upload and is gone now; retry: %w", where(p), c.Bucket, p.Object, err)
+	case err != nil:
+		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
+	case same(c, p, b):
+		return b, true, nil
+	case p.Final && !c.Overwrite:
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where(p), c.Bucket, p.Object))
+	}
+	// Replace it: a staging object of an earlier attempt (its name is
+	// this transfer's own), or a final object the request says to
+	// overwrite. The upload itself is atomic.
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return gcs.Attrs{}, false, err
+	}
+	opt.IfAbsent = false
+	a, err = w.o.Store.Upload(ctx, c.Bucket, p.Object, w.limited(ctx, body), opt)
 	if err != nil {
-		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where, err)
+		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	}
 	return a, false, nil
 }
@@ -276,8 +320,7 @@ func same(c *message.Chunk, p *message.Part, a gcs.Attrs) bool {
 // that would resolve outside the directory, and the file itself must not be
 // a link. A missing file is fs.ErrNotExist.
 func (w *Worker) openSpool(c *message.Chunk) (*os.File, error) {
-	first := c.Parts[0]
-	where := fmt.Sprintf("file %s chunk %d", first.Path, first.Index)
+	where := where(&c.Parts[0])
 	if w.spool == nil {
 		return nil, queue.Permanent(fmt.Errorf("%s: message names spool file %s, but this worker has no spool (FERRY_TRANSPORT=pubsub)", where, c.Spool))
 	}
@@ -311,7 +354,7 @@ func (w *Worker) gone(ctx context.Context, c *message.Chunk) ([]message.EventPar
 			if _, derr := w.o.Store.Attrs(ctx, c.Bucket, message.DoneMarker(c.TransferID)); derr == nil {
 				return nil, false, errFinished
 			}
-			return nil, false, queue.Permanent(fmt.Errorf("file %s chunk %d: spool file %s is missing", p.Path, p.Index, c.Spool))
+			return nil, false, queue.Permanent(fmt.Errorf("%s: spool file %s is missing", where(p), c.Spool))
 		}
 		out[i] = eventPart(p, a)
 	}
@@ -334,3 +377,6 @@ func (w *Worker) removeSpool(name string) {
 		_ = w.spool.Remove(name)
 	}
 }
+
+// limited is body as the upload reads it. (The rate limit comes later.)
+func (w *Worker) limited(_ context.Context, body io.Reader) io.Reader { return body }

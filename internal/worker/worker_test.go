@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/config"
@@ -312,5 +315,202 @@ func TestBucketNotAllowedFailsPermanently(t *testing.T) {
 	w.o.Buckets.Allowed = append(w.o.Buckets.Allowed, "w-victim")
 	if err := w.Handle(context.Background(), m); err != nil {
 		t.Fatalf("allowed bucket: %v", err)
+	}
+}
+
+// countingStore counts the calls a worker makes.
+type countingStore struct {
+	objectStore
+	attrs, uploads atomic.Int64
+}
+
+func (s *countingStore) Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error) {
+	s.attrs.Add(1)
+	return s.objectStore.Attrs(ctx, bucket, name)
+}
+
+func (s *countingStore) Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
+	s.uploads.Add(1)
+	return s.objectStore.Upload(ctx, bucket, name, r, opt)
+}
+
+// bundle returns a chunk message of transfer tid carrying files as final
+// objects under p/, and one staging chunk (file len(files), chunk 2 of 4).
+func bundle(bucket, tid string, files ...[]byte) (message.Chunk, [][]byte) {
+	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: bucket, Codec: "none"}
+	for i, b := range files {
+		c.Parts = append(c.Parts, message.Part{Object: fmt.Sprintf("p/f%d", i), Final: true, File: i, Path: fmt.Sprintf("f%d", i), Chunks: 1,
+			RawSize: int64(len(b)), WireSize: int64(len(b)), WireCRC32C: crc32c.Checksum(b),
+			Metadata: message.FinalMetadata(tid, int64(len(b)), crc32c.Checksum(b), "none")})
+	}
+	big := bytes.Repeat([]byte("a chunk of a large file "), 100)
+	c.Parts = append(c.Parts, message.Part{Object: message.ChunkObject(tid, len(files), 2), File: len(files), Path: "big", Index: 2, Chunks: 4,
+		RawSize: int64(len(big)), WireSize: int64(len(big)), WireCRC32C: crc32c.Checksum(big)})
+	return c, append(append([][]byte(nil), files...), big)
+}
+
+// Issue 12 §2: upload first under a DoesNotExist precondition; attributes
+// are read only when that fails (a redelivery), and a redelivery rewrites
+// nothing.
+func TestUploadReadsAttrsOnlyAfterAPreconditionFailure(t *testing.T) {
+	bucket := "w-precond"
+	store := &countingStore{objectStore: teststack.Bucket(t, bucket)}
+	rec := &teststack.Recorder{}
+	w := newWorker(t, store, rec, "")
+	c, payload := bundle(bucket, "tid3", []byte("one"), []byte("two two"))
+	m := queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}
+	if err := w.Handle(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if a, u := store.attrs.Load(), store.uploads.Load(); a != 0 || u != 3 {
+		t.Fatalf("first delivery: %d Attrs and %d uploads, want 0 and 3", a, u)
+	}
+	first := events(t, rec)[0].Parts
+	if err := w.Handle(context.Background(), m); err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+	if a, u := store.attrs.Load(), store.uploads.Load(); a != 3 || u != 6 {
+		t.Fatalf("after a redelivery: %d Attrs and %d uploads, want 3 and 6", a, u)
+	}
+	ev := events(t, rec)
+	if len(ev) != 2 || len(ev[1].Parts) != 3 {
+		t.Fatalf("events %+v, want two events of three parts", ev)
+	}
+	for i, p := range ev[1].Parts {
+		if p.Generation != first[i].Generation || p.CRC32C != c.Parts[i].WireCRC32C || p.Object != c.Parts[i].Object {
+			t.Errorf("part %d redelivered as %+v, first stored as %+v", i, p, first[i])
+		}
+	}
+}
+
+// Issue 12 §1: a bundle in a spool file lands as one object per part, each
+// byte-identical, announced by one event listing every part.
+func TestBundleFromSpoolUploadsEveryPartInOneEvent(t *testing.T) {
+	bucket := "w-bundle"
+	store := teststack.Bucket(t, bucket)
+	rec := &teststack.Recorder{}
+	dir := t.TempDir()
+	w := newWorker(t, store, rec, dir)
+	c, payload := bundle(bucket, "tid4", []byte("alpha"), []byte(""), bytes.Repeat([]byte("gamma"), 999))
+	c.Spool = "tid4-bundle-0001"
+	if err := os.WriteFile(filepath.Join(dir, c.Spool), bytes.Join(payload, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	ev := events(t, rec)
+	if len(ev) != 1 || len(ev[0].Parts) != len(c.Parts) {
+		t.Fatalf("events %+v, want one event with %d parts", ev, len(c.Parts))
+	}
+	for i, p := range c.Parts {
+		got, err := store.ReadAll(context.Background(), bucket, p.Object)
+		if err != nil || !bytes.Equal(got, payload[i]) {
+			t.Fatalf("%s: %d bytes, %v; want the %d bytes of part %d", p.Object, len(got), err, len(payload[i]), i)
+		}
+		a, _ := store.Attrs(context.Background(), bucket, p.Object)
+		ep := ev[0].Parts[i]
+		if ep.File != p.File || ep.Index != p.Index || ep.Object != p.Object || ep.Generation != a.Generation || ep.Size != a.Size || ep.CRC32C != a.CRC32C {
+			t.Errorf("event part %d = %+v, stored %+v", i, ep, a)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, c.Spool)); !os.IsNotExist(err) {
+		t.Fatalf("spool file still there: %v", err)
+	}
+}
+
+// Issue 12 §1: one corrupt file fails the bundle's transfer, naming the
+// file, and none of the bundle's objects is written.
+func TestBundleWithACorruptPartWritesNothing(t *testing.T) {
+	bucket := "w-bundle-corrupt"
+	store := teststack.Bucket(t, bucket)
+	rec := &teststack.Recorder{}
+	w := newWorker(t, store, rec, "")
+	c, payload := bundle(bucket, "tid5", []byte("fine"), []byte("flipped"), []byte("also fine"))
+	payload[1] = []byte("flippeD")
+	err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)})
+	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "file f1 chunk 0: chunk bytes are corrupt") {
+		t.Fatalf("Handle = %v, want a permanent error naming file f1", err)
+	}
+	for _, p := range c.Parts {
+		if _, err := store.Attrs(context.Background(), bucket, p.Object); !errors.Is(err, gcs.ErrNotFound) {
+			t.Errorf("%s was written by a bundle that cannot succeed: %v", p.Object, err)
+		}
+	}
+	if ev := events(t, rec); len(ev) != 1 || ev[0].Type != message.EventFailed || !strings.Contains(ev[0].Error, "file f1") {
+		t.Fatalf("events %+v, want one failed event naming f1", ev)
+	}
+}
+
+// Issue 12 §1: a bundle file whose destination exists fails the transfer
+// clearly; the existing object is untouched and no object is partial.
+func TestBundleWithAnExistingDestinationFailsClearly(t *testing.T) {
+	bucket := "w-bundle-exists"
+	store := teststack.Bucket(t, bucket)
+	if _, err := store.PutSmall(context.Background(), bucket, "p/f1", []byte("precious"), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	rec := &teststack.Recorder{}
+	w := newWorker(t, store, rec, "")
+	c, payload := bundle(bucket, "tid6", []byte("zero"), []byte("one"), []byte("two"))
+	err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)})
+	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "file f1 chunk 0: destination gs://w-bundle-exists/p/f1 already exists") {
+		t.Fatalf("Handle = %v", err)
+	}
+	if got, _ := store.ReadAll(context.Background(), bucket, "p/f1"); string(got) != "precious" {
+		t.Fatalf("existing object replaced with %q", got)
+	}
+	for i, p := range c.Parts {
+		if i == 1 {
+			continue
+		}
+		got, err := store.ReadAll(context.Background(), bucket, p.Object)
+		if err == nil && !bytes.Equal(got, payload[i]) {
+			t.Errorf("%s holds %q, want all of %q or nothing", p.Object, got, payload[i])
+		}
+	}
+	if ev := events(t, rec); len(ev) != 1 || ev[0].Type != message.EventFailed || !strings.Contains(ev[0].Error, "p/f1 already exists") {
+		t.Fatalf("events %+v", ev)
+	}
+}
+
+// Overwrite replaces an existing final object; its redelivery is a
+// duplicate, not a second write. A staging object an earlier attempt left
+// with other bytes is replaced.
+func TestOverwriteAndStaleStagingAreReplacedOnce(t *testing.T) {
+	bucket := "w-overwrite"
+	store := teststack.Bucket(t, bucket)
+	ctx := context.Background()
+	c, payload := bundle(bucket, "tid7", []byte("new content"))
+	c.Overwrite = true
+	if _, err := store.PutSmall(ctx, bucket, c.Parts[0].Object, []byte("old content"), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Upload(ctx, bucket, c.Parts[1].Object, strings.NewReader("stale"), gcs.UploadOptions{Size: 5, CRC32C: crc32c.Checksum([]byte("stale")),
+		Metadata: map[string]string{message.MetaTransfer: "tid7"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &teststack.Recorder{}
+	w := newWorker(t, store, rec, "")
+	m := queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	gens := map[string]int64{}
+	for i, p := range c.Parts {
+		got, _ := store.ReadAll(ctx, bucket, p.Object)
+		if !bytes.Equal(got, payload[i]) {
+			t.Fatalf("%s = %q, want %q", p.Object, got, payload[i])
+		}
+		a, _ := store.Attrs(ctx, bucket, p.Object)
+		gens[p.Object] = a.Generation
+	}
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.Parts {
+		if a, _ := store.Attrs(ctx, bucket, p.Object); a.Generation != gens[p.Object] {
+			t.Errorf("%s rewritten on a redelivery: generation %d→%d", p.Object, gens[p.Object], a.Generation)
+		}
 	}
 }
