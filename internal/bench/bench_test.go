@@ -136,7 +136,7 @@ func TestRow(t *testing.T) {
 	})
 	row := r.Row("bench1", "v1")
 	if row.Method != "gcloud_storage" || row.Tier != "medium" || row.TotalMS != 4000 || row.UploadMS != 4000 ||
-		row.RawMBps != 50 || row.Ratio != 2 || row.Status != "ok" || row.FerryVersion != "v1" || row.Codec != "gzip" {
+		row.RawMBps == nil || *row.RawMBps != 50 || row.Ratio != 2 || row.Status != "ok" || row.FerryVersion != "v1" || row.Codec != "gzip" {
 		t.Errorf("row %+v", row)
 	}
 	labels := map[string]string{}

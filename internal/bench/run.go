@@ -112,7 +112,7 @@ func (r Run) Row(runID, version string) result.Row {
 		ComposeMS:    r.ComposeMS,
 		VerifyMS:     r.VerifyMS,
 		TotalMS:      ms,
-		RawMBps:      result.MBps(r.Bytes, ms),
+		RawMBps:      result.Float(result.MBps(r.Bytes, ms)),
 		Status:       "ok",
 		StartedAt:    r.StartedAt.UTC(),
 		FinishedAt:   r.StartedAt.Add(r.Wall).UTC(),
@@ -125,10 +125,12 @@ func (r Run) Row(runID, version string) result.Row {
 		row.UploadMS = ms
 	}
 	if row.UploadMS > 0 {
-		row.WireMBps = result.MBps(r.Wire, row.UploadMS)
+		row.WireMBps = result.Float(result.MBps(r.Wire, row.UploadMS))
 	}
 	if r.Err != nil {
+		// A failed run measured no throughput (issue 13 §6).
 		row.Status, row.Error = "failed", r.Err.Error()
+		row.RawMBps, row.WireMBps = nil, nil
 	}
 	add := func(k, v string) { row.Labels = append(row.Labels, result.Label{Key: k, Value: v}) }
 	add("bench_run", runID)

@@ -30,8 +30,13 @@ func Row(done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attr
 	if r.WireBytes > 0 {
 		r.Ratio = float64(r.SizeBytes) / float64(r.WireBytes)
 	}
-	r.RawMBps = result.MBps(r.SizeBytes, r.TotalMS)
-	r.WireMBps = result.MBps(r.WireBytes, r.UploadMS)
+	if done.Status == message.StatusOK {
+		// A failed or cancelled transfer moved part of its bytes: a rate
+		// over all of them would be a number nobody measured.
+		r.RawMBps = result.Float(result.MBps(r.SizeBytes, r.TotalMS))
+		r.WireMBps = result.Float(result.MBps(r.WireBytes, r.UploadMS))
+	}
+	r.FilesSkipped = len(man.Skipped)
 	workers := map[string]bool{}
 	for _, a := range present {
 		if w := a.Metadata[message.MetaWorker]; w != "" {

@@ -80,6 +80,16 @@ type Manifest struct {
 	ProducerID  string            `json:"producer,omitempty"`
 	FerryVer    string            `json:"ferry_version,omitempty"`
 	ContentType string            `json:"content_type"`
+	// Skipped are the files the producer did not send: their final object
+	// was there already (-n/--no-clobber) or unchanged (--skip-unchanged).
+	Skipped []Skipped `json:"skipped,omitempty"`
+}
+
+// Skipped is a source file the producer skipped, and why.
+type Skipped struct {
+	Path   string `json:"path"`
+	Object string `json:"object"`
+	Reason string `json:"reason"`
 }
 
 // File is one source file of a transfer.
@@ -130,6 +140,11 @@ type Done struct {
 	StartedAt   time.Time     `json:"started_at"`
 	FinishedAt  time.Time     `json:"finished_at"`
 	Timings     StageTimingMS `json:"timings_ms"`
+
+	// FilesSkipped counts the files the producer skipped; Skipped names
+	// their final objects (gs://bucket/object).
+	FilesSkipped int      `json:"files_skipped,omitempty"`
+	Skipped      []string `json:"skipped,omitempty"`
 }
 
 // DoneObject is one final object of a transfer.

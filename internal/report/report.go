@@ -98,8 +98,8 @@ type summary struct {
 }
 
 func rawMBps(r result.Row) float64 {
-	if r.RawMBps > 0 {
-		return r.RawMBps
+	if r.RawMBps != nil && *r.RawMBps > 0 {
+		return *r.RawMBps
 	}
 	return result.MBps(r.SizeBytes, r.TotalMS)
 }

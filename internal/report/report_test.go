@@ -19,7 +19,7 @@ func row(method, tier, codec string, level int, size, wire, compress, upload, co
 	r := result.Row{
 		TransferID: method + "-" + tier, Method: method, Tier: tier, Codec: codec, Level: level,
 		SizeBytes: size, WireBytes: wire, CompressMS: compress, UploadMS: upload, ComposeMS: compose,
-		VerifyMS: verify, TotalMS: total, RawMBps: rawMBps, Status: "ok",
+		VerifyMS: verify, TotalMS: total, RawMBps: result.Float(rawMBps), Status: "ok",
 		StartedAt: t0, FinishedAt: t0.Add(time.Duration(total) * time.Millisecond),
 	}
 	if wire > 0 {

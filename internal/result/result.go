@@ -38,9 +38,10 @@ type Row struct {
 	ComposeMS    int64     `json:"compose_ms" desc:"Merger: compose trees, milliseconds"`
 	VerifyMS     int64     `json:"verify_ms" desc:"Merger: final size and CRC32C checks, milliseconds"`
 	TotalMS      int64     `json:"total_ms" desc:"Request start to done, milliseconds"`
-	RawMBps      float64   `json:"raw_mbps" desc:"size_bytes / total, MB/s (10^6 bytes)"`
-	WireMBps     float64   `json:"wire_mbps" desc:"wire_bytes / upload stage, MB/s (10^6 bytes)"`
-	Status       string    `json:"status" desc:"ok or failed"`
+	RawMBps      *float64  `json:"raw_mbps" desc:"size_bytes / total, MB/s (10^6 bytes); null unless status is ok"`
+	WireMBps     *float64  `json:"wire_mbps" desc:"wire_bytes / upload stage, MB/s (10^6 bytes); null unless status is ok"`
+	FilesSkipped int       `json:"files_skipped" desc:"Files skipped because their final object was there already or unchanged"`
+	Status       string    `json:"status" desc:"ok, failed or cancelled"`
 	Error        string    `json:"error,omitempty" desc:"Why the transfer failed"`
 	StartedAt    time.Time `json:"started_at" desc:"When the producer started the transfer"`
 	FinishedAt   time.Time `json:"finished_at" desc:"When the merger finished it"`
@@ -76,6 +77,9 @@ func MBps(bytes, ms int64) float64 {
 	}
 	return float64(bytes) / 1e6 / (float64(ms) / 1000)
 }
+
+// Float returns a pointer to v, for the nullable columns.
+func Float(v float64) *float64 { return &v }
 
 // File is a sink that appends rows to a local NDJSON file, and chunk rows to
 // a second one beside it (ChunksPath). A transfer's rows are written once

@@ -25,8 +25,8 @@ func ChunksSchema() []Field { return schemaOf(reflect.TypeOf(ChunkRow{})) }
 
 var timeType = reflect.TypeOf(time.Time{})
 
-// schemaOf maps a struct's JSON fields to BigQuery columns: omitempty fields
-// are NULLABLE, slices REPEATED, the rest REQUIRED.
+// schemaOf maps a struct's JSON fields to BigQuery columns: omitempty and
+// pointer fields are NULLABLE, slices REPEATED, the rest REQUIRED.
 func schemaOf(t reflect.Type) []Field {
 	var out []Field
 	for i := 0; i < t.NumField(); i++ {
@@ -40,6 +40,10 @@ func schemaOf(t reflect.Type) []Field {
 			f.Mode = "NULLABLE"
 		}
 		ft := sf.Type
+		if ft.Kind() == reflect.Pointer {
+			f.Mode = "NULLABLE" // nil marshals as null
+			ft = ft.Elem()
+		}
 		if ft.Kind() == reflect.Slice {
 			f.Mode = "REPEATED"
 			ft = ft.Elem()
