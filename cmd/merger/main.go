@@ -52,7 +52,9 @@ func realMain(ctx context.Context) error {
 	m := merger.New(merger.Options{
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Buckets: cfg.Buckets, Log: log,
+		TransferTimeout: cfg.TransferTimeout, DoneRetention: cfg.DoneRetention,
 	})
+	go m.RunSweeps(ctx) // stalled transfers and old done markers; stops with ctx
 	svc.Health.SetReady(true)
 	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)
 	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{

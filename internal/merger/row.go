@@ -2,18 +2,16 @@ package merger
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/datagen"
-	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // Row builds the benchmark row of a finished transfer.
-func Row(done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attrs, version string) result.Row {
+func Row(done message.Done, man *message.Manifest, present map[chunkKey]stored, version string) result.Row {
 	r := result.Row{
 		TransferID: done.TransferID, Method: man.Method, Source: strings.Join(man.Sources, ","), Destination: done.Destination,
 		Files: len(man.Files), Codec: man.Codec, Level: man.Level, ChunkSize: man.ChunkSize,
@@ -38,9 +36,9 @@ func Row(done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attr
 	}
 	r.FilesSkipped = len(man.Skipped)
 	workers := map[string]bool{}
-	for _, a := range present {
-		if w := a.Metadata[message.MetaWorker]; w != "" {
-			workers[w] = true
+	for _, s := range present {
+		if s.Worker != "" {
+			workers[s.Worker] = true
 		}
 	}
 	r.Workers = len(workers)
@@ -53,18 +51,17 @@ func Row(done message.Done, man *message.Manifest, present map[chunkKey]gcs.Attr
 
 // uploadMS is the upload stage: from the first chunk upload's start to the
 // last chunk object's creation.
-func uploadMS(present map[chunkKey]gcs.Attrs) int64 {
+func uploadMS(present map[chunkKey]stored) int64 {
 	var first, last time.Time
-	for _, a := range present {
-		t, err := time.Parse(time.RFC3339Nano, a.Metadata[message.MetaUploadAt])
-		if err != nil {
+	for _, s := range present {
+		if s.Started.IsZero() {
 			continue
 		}
-		if first.IsZero() || t.Before(first) {
-			first = t
+		if first.IsZero() || s.Started.Before(first) {
+			first = s.Started
 		}
-		if a.Created.After(last) {
-			last = a.Created
+		if s.Created.After(last) {
+			last = s.Created
 		}
 	}
 	if first.IsZero() || last.Before(first) {
@@ -73,21 +70,20 @@ func uploadMS(present map[chunkKey]gcs.Attrs) int64 {
 	return last.Sub(first).Milliseconds()
 }
 
-// ChunkRows builds the chunk rows of a transfer from the chunk objects'
-// attributes: who uploaded each, on which attempt, and how long it took.
-func ChunkRows(man *message.Manifest, present map[chunkKey]gcs.Attrs) []result.ChunkRow {
+// ChunkRows builds the chunk rows of a transfer from what was stored: who
+// uploaded each chunk, on which attempt, and how long it took.
+func ChunkRows(man *message.Manifest, present map[chunkKey]stored) []result.ChunkRow {
 	var rows []result.ChunkRow
 	for i, f := range man.Files {
 		for j, c := range f.Chunks {
-			a, ok := present[chunkKey{i, j}]
+			s, ok := present[chunkKey{i, j}]
 			if !ok {
 				continue
 			}
 			r := result.ChunkRow{TransferID: man.TransferID, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
-				Worker: a.Metadata[message.MetaWorker], UploadedAt: a.Created}
-			r.Attempts, _ = strconv.Atoi(a.Metadata[message.MetaAttempt])
-			if t, err := time.Parse(time.RFC3339Nano, a.Metadata[message.MetaUploadAt]); err == nil && a.Created.After(t) {
-				r.UploadMS = a.Created.Sub(t).Milliseconds()
+				Worker: s.Worker, Attempts: s.Attempt, UploadedAt: s.Created}
+			if !s.Started.IsZero() && s.Created.After(s.Started) {
+				r.UploadMS = s.Created.Sub(s.Started).Milliseconds()
 			}
 			rows = append(rows, r)
 		}

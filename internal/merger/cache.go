@@ -1,0 +1,116 @@
+package merger
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// key names a transfer: its id and the bucket its events name. The same id
+// in two buckets is two transfers (two staging prefixes, two done markers).
+type key struct{ bucket, id string }
+
+// transfer is the cached view of one transfer in progress. Everything in it
+// can be rebuilt from GCS: the done marker, the manifest, a listing of the
+// staging chunks and the attributes of one-chunk final objects.
+type transfer struct {
+	mu       sync.Mutex // one event of a transfer at a time
+	bucket   string
+	id       string
+	checked  bool // done marker looked for
+	finished bool // ended (here or, as the done marker says, elsewhere)
+	refused  bool // names a bucket FERRY_BUCKETS does not allow; ended
+	manifest *message.Manifest
+	need     int // chunks the manifest lists
+	scanned  bool
+	// reported holds what workers said they stored before the manifest
+	// was read: unverified until the scan holds it against the manifest.
+	reported map[chunkKey]stored
+	// present holds the chunks known to be stored with the size and
+	// CRC32C the manifest gives: one entry per manifest chunk at most.
+	present map[chunkKey]stored
+	// lastEvent is when this process last handled an event of the
+	// transfer; progressAt when it last wrote the progress marker.
+	lastEvent, progressAt time.Time
+
+	// Guarded by cache.mu.
+	refs int
+	elem *list.Element
+}
+
+type chunkKey struct{ file, index int }
+
+// stored is one stored chunk object as GCS or its worker described it.
+type stored struct {
+	Object     string
+	Size       int64
+	CRC32C     uint32
+	Generation int64
+	Transfer   string // the ferry-transfer metadata
+	Worker     string
+	Started    time.Time // upload start, from the object's metadata
+	Created    time.Time
+	Attempt    int
+}
+
+// maxReported bounds the unverified reports one transfer keeps before its
+// manifest is read; beyond it, the scan finds the objects in GCS instead.
+const maxReported = 1 << 20
+
+// cache holds the transfers in progress, bounded: when it is over its size,
+// the least recently used transfers nobody is handling are dropped, and
+// rebuilt from GCS when their next event comes. It is safe for concurrent
+// use.
+type cache struct {
+	mu    sync.Mutex
+	max   int
+	lru   *list.List // of *transfer, most recently used first
+	byKey map[key]*list.Element
+}
+
+func newCache(max int) *cache {
+	return &cache{max: max, lru: list.New(), byKey: map[key]*list.Element{}}
+}
+
+// acquire returns the transfer of k, creating it, and holds it in the
+// cache until release.
+func (c *cache) acquire(k key) *transfer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[k]; ok {
+		c.lru.MoveToFront(e)
+		t := e.Value.(*transfer)
+		t.refs++
+		return t
+	}
+	t := &transfer{bucket: k.bucket, id: k.id, refs: 1, present: map[chunkKey]stored{}, reported: map[chunkKey]stored{}}
+	t.elem = c.lru.PushFront(t)
+	c.byKey[k] = t.elem
+	// Evict idle transfers from the cold end. One that is being handled
+	// stays; the cache is then briefly over its size.
+	for e := c.lru.Back(); c.lru.Len() > c.max && e != nil; {
+		prev := e.Prev()
+		if old := e.Value.(*transfer); old.refs == 0 {
+			c.lru.Remove(e)
+			delete(c.byKey, key{old.bucket, old.id})
+		}
+		e = prev
+	}
+	return t
+}
+
+// release ends a use of t that acquire began.
+func (c *cache) release(t *transfer) {
+	c.mu.Lock()
+	t.refs--
+	c.mu.Unlock()
+}
+
+// len is how many transfers the cache holds.
+func (c *cache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}

@@ -1,0 +1,168 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+// end ends a transfer failed or cancelled: staging removed, row and done
+// event say why.
+func (m *Merger) end(ctx context.Context, t *transfer, status string, cause error, log *slog.Logger) error {
+	man := t.manifest
+	if man == nil {
+		// The producer may have failed before sealing, or the manifest
+		// was never read; if there is one, it still tells what the
+		// transfer was.
+		if b, err := m.o.Store.ReadAll(ctx, t.bucket, message.ManifestObject(t.id)); err == nil {
+			var mm message.Manifest
+			if message.Decode(b, &mm) == nil && mm.TransferID == t.id && mm.Bucket == t.bucket {
+				man = &mm
+			}
+		}
+	}
+	if man == nil {
+		man = &message.Manifest{TransferID: t.id, Bucket: t.bucket}
+	}
+	done := m.newDone(t, man, status, cause)
+	if status == message.StatusFailed {
+		log.Error("transfer failed", "err", cause)
+	} else {
+		log.Info("transfer "+status, "reason", cause)
+	}
+	return m.record(ctx, t, man, done)
+}
+
+// newDone starts the done event of t.
+func (m *Merger) newDone(t *transfer, man *message.Manifest, status string, cause error) message.Done {
+	now := m.o.now().UTC()
+	d := message.Done{V: message.Version, TransferID: t.id, Status: status, Destination: destination(man),
+		StartedAt: man.StartedAt, FinishedAt: now, FilesSkipped: len(man.Skipped)}
+	if cause != nil {
+		d.Error = cause.Error()
+	}
+	for _, s := range man.Skipped {
+		d.Skipped = append(d.Skipped, "gs://"+man.Bucket+"/"+s.Object)
+	}
+	if !man.StartedAt.IsZero() {
+		d.Timings.Total = now.Sub(man.StartedAt).Milliseconds()
+	}
+	return d
+}
+
+// record makes the end of a transfer durable and visible, in an order that
+// is safe to repeat: row (idempotent per transfer), done event, done marker,
+// staging removed. A crash between two steps repeats the earlier ones, so
+// a done event may be published twice; batch systems deduplicate done
+// events by transfer_id.
+func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest, done message.Done) error {
+	if err := m.o.Sink.Write(ctx, Row(done, man, t.present, m.o.Version), ChunkRows(man, t.present)); err != nil {
+		return fmt.Errorf("write benchmark row: %w", err)
+	}
+	body := message.Encode(done)
+	if err := m.o.Done.Publish(ctx, body, map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {
+		return fmt.Errorf("publish done event: %w", err)
+	}
+	if err := m.put(ctx, t.bucket, message.DoneMarker(done.TransferID), body, "application/json"); err != nil {
+		return fmt.Errorf("write done marker: %w", err)
+	}
+	if err := m.deleteStaging(ctx, t.bucket, done.TransferID); err != nil {
+		return err
+	}
+	t.end()
+	metrics.Transfers.WithLabelValues(done.Status).Inc()
+	return nil
+}
+
+// put writes a small object of the merger's own.
+func (m *Merger) put(ctx context.Context, bucket, name string, body []byte, contentType string) error {
+	_, err := m.o.Store.Upload(ctx, bucket, name, bytes.NewReader(body), gcs.UploadOptions{
+		Size: int64(len(body)), CRC32C: crc32c.Checksum(body), ContentType: contentType,
+	})
+	return err
+}
+
+// refuse ends a transfer whose event names a bucket the merger may not
+// write to: a failed done event and row say which bucket and which
+// variable; nothing is read from or written to that bucket (so no done
+// marker, and no staging to remove). The event fails permanently.
+func (m *Merger) refuse(ctx context.Context, ev message.Event, cause error) error {
+	cause = fmt.Errorf("%s event of transfer %s: %w", ev.Type, ev.TransferID, cause)
+	if ev.Type == message.EventFailed && ev.Error != "" {
+		cause = fmt.Errorf("%w; reported by %s: %s", cause, ev.Worker, ev.Error)
+	}
+	t := m.cache.acquire(key{ev.Bucket, ev.TransferID})
+	defer m.cache.release(t)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.refused {
+		return queue.Permanent(cause) // ended already
+	}
+	man := &message.Manifest{TransferID: ev.TransferID, Bucket: ev.Bucket}
+	done := m.newDone(t, man, message.StatusFailed, cause)
+	done.StartedAt = done.FinishedAt
+	if err := m.o.Sink.Write(ctx, Row(done, man, nil, m.o.Version), nil); err != nil {
+		return fmt.Errorf("write benchmark row: %w", err)
+	}
+	if err := m.o.Done.Publish(ctx, message.Encode(done), map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {
+		return fmt.Errorf("publish done event: %w", err)
+	}
+	t.refused = true
+	m.log.Error("transfer refused", "transfer_id", ev.TransferID, "bucket", ev.Bucket, "err", cause)
+	metrics.Transfers.WithLabelValues(done.Status).Inc()
+	return queue.Permanent(cause)
+}
+
+// deleteStaging removes every object under the transfer's staging prefix.
+func (m *Merger) deleteStaging(ctx context.Context, bucket, tid string) error {
+	var names []string
+	if err := m.o.Store.List(ctx, bucket, message.StagingPrefix(tid), func(a gcs.Attrs) error {
+		names = append(names, a.Name)
+		return nil
+	}); err != nil {
+		return err
+	}
+	g, gctx := m.group(ctx)
+	for _, n := range names {
+		g.Go(func() error { return m.o.Store.Delete(gctx, bucket, n) })
+	}
+	return g.Wait()
+}
+
+// progressObject is the merger's trace that a transfer is alive.
+func progressObject(tid string) string { return message.StagingPrefix(tid) + "progress" }
+
+// noteProgress leaves a trace in GCS that t is alive when a chunk event
+// reports final objects: workers write a one-chunk file straight to its
+// final name, so a transfer of small files may have nothing under its
+// staging prefix until it is sealed, and the sweep would not see it stall.
+// It is written at most every quarter of TransferTimeout per transfer and
+// process; a failure only delays it.
+func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event, log *slog.Logger) {
+	now := m.o.now()
+	if now.Sub(t.progressAt) < m.o.TransferTimeout/4 {
+		return
+	}
+	final := false
+	for _, p := range ev.Parts {
+		final = final || !strings.HasPrefix(p.Object, message.StagingRoot)
+	}
+	if !final {
+		return
+	}
+	body := fmt.Appendf(nil, `{"transfer_id":%q,"at":%q}`, t.id, now.UTC().Format(time.RFC3339Nano))
+	if err := m.put(ctx, t.bucket, progressObject(t.id), body, "application/json"); err != nil {
+		log.Warn("could not write the progress marker; the stall sweep may see this transfer late", "err", err)
+		return
+	}
+	t.progressAt = now
+}

@@ -1,0 +1,358 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/seektable"
+)
+
+// checkManifest holds a sealed manifest to what the merger will act on:
+// it is this transfer's, every object name is the one ferry gives, and each
+// file's predicted size and CRC32C are what its chunks (and seek table)
+// combine to. A manifest that fails is never composed.
+func checkManifest(man *message.Manifest, bucket, tid string) error {
+	if man.TransferID != tid || man.Bucket != bucket {
+		return fmt.Errorf("written for transfer %.64q in bucket %.64q", man.TransferID, man.Bucket)
+	}
+	for i := range man.Files {
+		f := &man.Files[i]
+		if err := message.CheckObjectName(f.Object); err != nil {
+			return fmt.Errorf("file %.64q: %v", f.Path, err)
+		}
+		if strings.HasPrefix(f.Object, message.StagingRoot) || strings.HasPrefix(f.Object, message.DoneRoot) {
+			return fmt.Errorf("file %.64q: final object %.64q is under ferry's own prefixes", f.Path, f.Object)
+		}
+		switch len(f.Chunks) {
+		case 0:
+			return fmt.Errorf("file %.64q has no chunks", f.Path)
+		case 1:
+			c := f.Chunks[0]
+			if c.Object != f.Object || c.WireSize != f.WireSize || c.WireCRC32C != f.WireCRC32 {
+				return fmt.Errorf("file %.64q of one chunk: the chunk (%s, %d bytes, crc32c %08x) is not the final object (%s, %d bytes, crc32c %08x)",
+					f.Path, c.Object, c.WireSize, c.WireCRC32C, f.Object, f.WireSize, f.WireCRC32)
+			}
+			continue
+		}
+		for j, c := range f.Chunks {
+			if want := message.ChunkObject(tid, i, j); c.Object != want {
+				return fmt.Errorf("file %.64q chunk %d: object %.64q, want %s", f.Path, j, c.Object, want)
+			}
+		}
+		table, err := seekTable(man.Codec, f)
+		if err != nil {
+			return fmt.Errorf("file %.64q: %v", f.Path, err)
+		}
+		size, crc := predict(f, table)
+		if size != f.WireSize || crc != f.WireCRC32 {
+			return fmt.Errorf("file %.64q: its chunks and seek table make %d bytes with crc32c %08x, the manifest predicts %d bytes with crc32c %08x",
+				f.Path, size, crc, f.WireSize, f.WireCRC32)
+		}
+	}
+	return nil
+}
+
+// seekTable returns the seek table that ends the composed object of f: for
+// zstd, the frames of every chunk in order, in zstd's seekable format (see
+// internal/seektable). nil when the codec has none, or when the producer
+// listed no frames (a manifest written before frame indexes).
+func seekTable(codec string, f *message.File) ([]byte, error) {
+	if codec != "zstd" {
+		return nil, nil
+	}
+	var frames []message.Frame
+	listed := 0
+	for j, c := range f.Chunks {
+		if len(c.Frames) == 0 {
+			continue
+		}
+		listed++
+		var wire, raw int64
+		for _, fr := range c.Frames {
+			wire += int64(fr.Wire)
+			raw += int64(fr.Raw)
+		}
+		if wire != c.WireSize || raw != c.RawSize {
+			return nil, fmt.Errorf("chunk %d: its frames hold %d wire and %d raw bytes, the chunk %d and %d", j, wire, raw, c.WireSize, c.RawSize)
+		}
+		frames = append(frames, c.Frames...)
+	}
+	switch {
+	case listed == 0:
+		return nil, nil
+	case listed != len(f.Chunks):
+		return nil, fmt.Errorf("frames listed for %d of %d chunks", listed, len(f.Chunks))
+	case len(frames) > seektable.MaxFrames:
+		return nil, fmt.Errorf("%d frames; a seek table holds at most %d", len(frames), seektable.MaxFrames)
+	}
+	return seektable.Append(nil, frames), nil
+}
+
+// predict combines the chunks' sizes and CRC32Cs, and the table's, into
+// the final object's.
+func predict(f *message.File, table []byte) (int64, uint32) {
+	parts := make([]crc32c.Part, 0, len(f.Chunks)+1)
+	var size int64
+	for _, c := range f.Chunks {
+		parts = append(parts, crc32c.Part{CRC32C: c.WireCRC32C, Size: c.WireSize})
+		size += c.WireSize
+	}
+	if table != nil {
+		parts = append(parts, crc32c.Part{CRC32C: crc32c.Checksum(table), Size: int64(len(table))})
+		size += int64(len(table))
+	}
+	return size, crc32c.CombineAll(parts)
+}
+
+// finish composes, verifies and records a transfer whose chunks are all
+// stored.
+func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) error {
+	// Another merger (a rolling update runs two) may have ended it while
+	// this one gathered events.
+	if done, err := m.markerExists(ctx, t); done || err != nil {
+		return err
+	}
+	man := t.manifest
+	composeStart := time.Now()
+	composed, err := m.composeAll(ctx, t)
+	if errors.Is(err, gcs.ErrNotFound) {
+		// A source is gone: another merger ended the transfer and removed
+		// its staging, or the staging was lost. Look again from GCS.
+		if done, merr := m.markerExists(ctx, t); done || merr != nil {
+			return merr
+		}
+		t.scanned, t.present = false, map[chunkKey]stored{}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	composeMS := time.Since(composeStart).Milliseconds()
+
+	// Verify: a composed object as GCS described it after the compose; a
+	// one-chunk file as its worker reported it, which equals the manifest
+	// or was checked with GCS.
+	verifyStart := time.Now()
+	objs := make([]message.DoneObject, len(man.Files))
+	for i, f := range man.Files {
+		var size int64
+		var crc uint32
+		if a, ok := composed[i]; ok {
+			if a.Size != f.WireSize || a.CRC32C != f.WireCRC32 {
+				return m.badFinal(ctx, t, &f, a, log)
+			}
+			size, crc = a.Size, a.CRC32C
+		} else {
+			s := t.present[chunkKey{i, 0}]
+			size, crc = s.Size, s.CRC32C
+		}
+		objs[i] = message.DoneObject{Name: "gs://" + man.Bucket + "/" + f.Object, Size: size, CRC32C: crc, RawSize: f.Size, RawCRC32C: f.RawCRC32C}
+	}
+	verifyMS := time.Since(verifyStart).Milliseconds()
+
+	done := m.newDone(t, man, message.StatusOK, nil)
+	done.Objects = objs
+	done.Timings = message.StageTimingMS{Compress: man.CompressMS, Upload: uploadMS(t.present), Compose: composeMS, Verify: verifyMS,
+		Total: done.FinishedAt.Sub(man.StartedAt).Milliseconds()}
+	if err := m.record(ctx, t, man, done); err != nil {
+		return err
+	}
+	log.Info("transfer done", "files", len(man.Files), "total_ms", done.Timings.Total)
+	return nil
+}
+
+// badFinal fails a transfer whose composed object is not the one predicted,
+// and removes that object: nothing wrong stays under a final name.
+func (m *Merger) badFinal(ctx context.Context, t *transfer, f *message.File, a gcs.Attrs, log *slog.Logger) error {
+	man := t.manifest
+	if err := m.o.Store.Delete(ctx, man.Bucket, f.Object); err != nil {
+		return err
+	}
+	return m.end(ctx, t, message.StatusFailed, fmt.Errorf("file %s: final object gs://%s/%s has %d bytes with crc32c %08x, predicted %d bytes with crc32c %08x: %w",
+		f.Path, man.Bucket, f.Object, a.Size, a.CRC32C, f.WireSize, f.WireCRC32, gcs.ErrChecksum), log)
+}
+
+// markerExists reports whether t's done marker exists, and if so marks t
+// ended.
+func (m *Merger) markerExists(ctx context.Context, t *transfer) (bool, error) {
+	_, err := m.o.Store.Attrs(ctx, t.bucket, message.DoneMarker(t.id))
+	switch {
+	case err == nil:
+		t.end()
+		return true, nil
+	case errors.Is(err, gcs.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// tree is one file's way through the compose rounds.
+type tree struct {
+	file  int
+	srcs  []string // this level's sources
+	table []byte   // seek table, the last component; nil for none
+	done  bool
+	attrs gcs.Attrs
+}
+
+// composeAll builds the final object of every file of several chunks and
+// returns each one's attributes as GCS reported them. The work runs in
+// rounds, each a batch of independent calls under one limit
+// (ComposeConcurrency) shared by all files: first the Attrs of each
+// destination and the upload of each seek table, then one level of every
+// file's compose tree per round.
+func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs, error) {
+	man := t.manifest
+	var trees []*tree
+	for i := range man.Files {
+		f := &man.Files[i]
+		if len(f.Chunks) < 2 {
+			continue
+		}
+		tr := &tree{file: i}
+		for _, c := range f.Chunks {
+			tr.srcs = append(tr.srcs, c.Object)
+		}
+		tr.table, _ = seekTable(man.Codec, f) // checked with the manifest
+		if tr.table != nil {
+			tr.srcs = append(tr.srcs, message.SeekTableObject(t.id, i))
+		}
+		trees = append(trees, tr)
+	}
+	if len(trees) == 0 {
+		return nil, nil
+	}
+
+	// fake-gcs-server ignores compose preconditions, so each destination
+	// is looked at here as well as guarded by the precondition real GCS
+	// enforces.
+	g, gctx := m.group(ctx)
+	for _, tr := range trees {
+		f := &man.Files[tr.file]
+		g.Go(func() error {
+			a, err := m.o.Store.Attrs(gctx, man.Bucket, f.Object)
+			switch {
+			case err == nil && a.Size == f.WireSize && a.CRC32C == f.WireCRC32 && a.Metadata[message.MetaTransfer] == t.id:
+				tr.done, tr.attrs = true, a // composed before a restart or a retry
+			case err == nil && !man.Overwrite:
+				return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists (overwrite was not requested)", f.Path, man.Bucket, f.Object))
+			case err != nil && !errors.Is(err, gcs.ErrNotFound):
+				return err
+			}
+			return nil
+		})
+		if tr.table != nil {
+			g.Go(func() error {
+				_, err := m.o.Store.Upload(gctx, man.Bucket, message.SeekTableObject(t.id, tr.file), bytes.NewReader(tr.table), gcs.UploadOptions{
+					Size: int64(len(tr.table)), CRC32C: crc32c.Checksum(tr.table), ContentType: "application/octet-stream",
+					Metadata: map[string]string{message.MetaTransfer: t.id},
+				})
+				if err != nil {
+					return fmt.Errorf("file %s: seek table: %w", f.Path, err)
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	for level := 0; ; level++ {
+		g, gctx := m.group(ctx)
+		pending := 0
+		for _, tr := range trees {
+			if tr.done {
+				continue
+			}
+			pending++
+			if len(tr.srcs) <= MaxComposeSources {
+				g.Go(func() error { return m.composeFinal(gctx, t, tr) })
+				continue
+			}
+			next := make([]string, (len(tr.srcs)+MaxComposeSources-1)/MaxComposeSources)
+			for k := range next {
+				lo, hi := k*MaxComposeSources, min((k+1)*MaxComposeSources, len(tr.srcs))
+				next[k] = message.IntermediateObject(t.id, tr.file, level, k)
+				srcs := tr.srcs[lo:hi]
+				g.Go(func() error {
+					_, err := m.o.Store.Compose(gctx, man.Bucket, next[k], srcs, gcs.ComposeOptions{
+						Metadata: map[string]string{message.MetaTransfer: t.id},
+					})
+					countCompose(err)
+					if err != nil {
+						return fmt.Errorf("file %s: %w", man.Files[tr.file].Path, err)
+					}
+					return nil
+				})
+			}
+			tr.srcs = next
+		}
+		if pending == 0 {
+			break
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[int]gcs.Attrs, len(trees))
+	for _, tr := range trees {
+		out[tr.file] = tr.attrs
+	}
+	return out, nil
+}
+
+// composeFinal composes at most 32 sources into tr's final object.
+func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error {
+	man := t.manifest
+	f := &man.Files[tr.file]
+	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, gcs.ComposeOptions{
+		IfAbsent:    !man.Overwrite,
+		ContentType: man.ContentType,
+		Metadata:    message.FinalMetadata(t.id, f.Size, f.RawCRC32C, man.Codec),
+	})
+	countCompose(err)
+	if errors.Is(err, gcs.ErrPrecondition) {
+		// It appeared meanwhile: composed by another merger of this
+		// transfer, or written by someone else.
+		b, aerr := m.o.Store.Attrs(ctx, man.Bucket, f.Object)
+		if aerr == nil && b.Size == f.WireSize && b.CRC32C == f.WireCRC32 && b.Metadata[message.MetaTransfer] == t.id {
+			tr.done, tr.attrs = true, b
+			return nil
+		}
+		return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists: %w", f.Path, man.Bucket, f.Object, err))
+	}
+	if err != nil {
+		return fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	tr.done, tr.attrs = true, a
+	return nil
+}
+
+// group is an errgroup under the merger's one limit on GCS calls.
+func (m *Merger) group(ctx context.Context) (*errgroup.Group, context.Context) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.o.ComposeConcurrency)
+	return g, gctx
+}
+
+func countCompose(err error) {
+	if err != nil {
+		metrics.Composes.WithLabelValues("error").Inc()
+		return
+	}
+	metrics.Composes.WithLabelValues("ok").Inc()
+}

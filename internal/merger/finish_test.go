@@ -1,0 +1,256 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// Issue 12 §2: files of one chunk, which workers write to their final names,
+// are verified from what the workers reported: the merger makes no Attrs or
+// compose call for them (only the done marker is looked up).
+func TestOneChunkFilesAreVerifiedFromWorkerReports(t *testing.T) {
+	s := newStaged(t, "m-reports", "none", 1, 1, 1, 1, 1, 1)
+	spy := newSpy(s.store)
+	done := &teststack.Recorder{}
+	rows := rowsPath(t)
+	m := New(Options{Store: spy, Done: done, Sink: sinkAt(t, rows), Version: "test"})
+	// Two bundles of three files each, announced before the seal.
+	var parts []message.EventPart
+	for i := range s.man.Files {
+		parts = append(parts, s.upload(i, 0))
+	}
+	for _, ev := range []message.Event{s.event(message.EventChunk, parts[:3]...), s.event(message.EventChunk, parts[3:]...)} {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err != nil {
+		t.Fatal(err)
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK || len(d[0].Objects) != 6 {
+		t.Fatalf("done events %+v", d)
+	}
+	for i, o := range d[0].Objects {
+		f := s.man.Files[i]
+		if o.Name != "gs://"+s.bucket+"/"+f.Object || o.Size != int64(len(s.wire[i][0])) || o.CRC32C != crc32c.Checksum(s.wire[i][0]) {
+			t.Errorf("done object %+v, want %s with crc32c %08x", o, f.Object, crc32c.Checksum(s.wire[i][0]))
+		}
+	}
+	for _, c := range spy.Calls("Attrs ") {
+		if c != "Attrs "+message.DoneMarker(s.man.TransferID) {
+			t.Errorf("unexpected call %q: one-chunk files are verified from the workers' reports", c)
+		}
+	}
+	if c := spy.Calls("Compose "); len(c) != 0 {
+		t.Errorf("composes for one-chunk files: %v", c)
+	}
+	r, _ := result.ReadFile(rows)
+	if len(r) != 1 || r[0].Files != 6 || r[0].Workers != 1 || r[0].RawMBps == nil {
+		t.Fatalf("rows %+v", r)
+	}
+}
+
+// Issue 12 §2: a report that disagrees with the manifest is not trusted:
+// GCS is asked, and what GCS says decides.
+func TestReportThatDisagreesWithTheManifestIsCheckedInGCS(t *testing.T) {
+	s := newStaged(t, "m-forged", "none", 1, 3)
+	spy := newSpy(s.store)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: spy, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err != nil {
+		t.Fatal(err)
+	}
+	// The scan asked about the one-chunk file once (not there yet).
+	before := len(spy.Calls("Attrs " + s.man.Files[0].Object))
+	p := s.upload(0, 0)
+	p.CRC32C ^= 1 // a wrong report of a right object
+	if err := handle(t, m, s.event(message.EventChunk, p)); err != nil {
+		t.Fatal(err)
+	}
+	if c := spy.Calls("Attrs " + s.man.Files[0].Object); len(c) != before+1 {
+		t.Fatalf("calls %v: want one more Attrs, of the object whose report disagreed", c)
+	}
+	for j := 0; j < 3; j++ {
+		if err := handle(t, m, s.event(message.EventChunk, s.upload(1, j))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v", d)
+	}
+}
+
+// Issue 8 §3, issue 12 §2: compose calls and the Attrs of composed objects
+// run in parallel under one limit shared by both.
+func TestComposeAndAttrsShareOneLimit(t *testing.T) {
+	s := newStaged(t, "m-limit", "none", 40, 40, 40, 40, 1)
+	spy := newSpy(s.store)
+	spy.gate = 3
+	done := &teststack.Recorder{}
+	m := New(Options{Store: spy, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", ComposeConcurrency: 3})
+	for _, ev := range s.uploadAll() {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err != nil {
+		t.Fatal(err)
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v", d)
+	}
+	if got := spy.Max(); got != 3 {
+		t.Fatalf("at most %d GCS calls in flight, want exactly the limit of 3", got)
+	}
+	// One Attrs per composed object (fake-gcs-server ignores compose
+	// preconditions), none for the one-chunk file or for chunks.
+	var finals []string
+	for _, c := range spy.Calls("Attrs ") {
+		if !strings.HasPrefix(c, "Attrs "+message.DoneRoot) {
+			finals = append(finals, c)
+		}
+	}
+	if len(finals) != 4 || strings.Contains(strings.Join(finals, " "), "f04") {
+		t.Fatalf("Attrs calls %v, want one per composed file", finals)
+	}
+	// 4 files × (2 intermediates + 1 final).
+	if c := spy.Calls("Compose "); len(c) != 12 {
+		t.Fatalf("%d composes, want 12", len(c))
+	}
+	for i := 0; i < 4; i++ {
+		got, _ := s.store.ReadAll(context.Background(), s.bucket, s.man.Files[i].Object)
+		if !bytes.Equal(got, bytes.Join(s.wire[i], nil)) {
+			t.Fatalf("file %d: final object is not its chunks in order", i)
+		}
+	}
+}
+
+// Issue 12 (frame index): a zstd file of several chunks ends with the seek
+// table of all its frames, composed as the last component (here across a
+// two-level tree); the stock decoders pass over it.
+func TestSeekTableIsTheLastComponentOfAZstdFile(t *testing.T) {
+	s := newStaged(t, "m-seek", "zstd", 40, 1)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	evs := s.uploadAll()
+	s.seal()
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v", d)
+	}
+	f := s.man.Files[0]
+	got, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []message.Frame
+	for _, c := range f.Chunks {
+		frames = append(frames, c.Frames...)
+	}
+	want := append(bytes.Join(s.wire[0], nil), seektable.Append(nil, frames)...)
+	if !bytes.Equal(got, want) || int64(len(got)) != f.WireSize || crc32c.Checksum(got) != f.WireCRC32 || d[0].Objects[0].CRC32C != f.WireCRC32 {
+		t.Fatalf("final object: %d bytes with crc32c %08x, want the chunks and the seek table: %d bytes with crc32c %08x",
+			len(got), crc32c.Checksum(got), f.WireSize, f.WireCRC32)
+	}
+	n, err := seektable.TableSize(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := seektable.Parse(got[int64(len(got))-n:])
+	if err != nil || len(parsed) != len(frames) || parsed[0] != frames[0] || parsed[len(parsed)-1] != frames[len(frames)-1] {
+		t.Fatalf("seek table: %v, %d frames, want %d", err, len(parsed), len(frames))
+	}
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	raw, err := dec.DecodeAll(got, nil)
+	if err != nil || !bytes.Equal(raw, s.raw[0]) {
+		t.Fatalf("Go zstd decoder: %v; %d bytes, want the %d raw bytes", err, len(raw), len(s.raw[0]))
+	}
+	if path, err := exec.LookPath("zstd"); err == nil {
+		cmd := exec.Command(path, "-d", "-c")
+		cmd.Stdin = bytes.NewReader(got)
+		out, err := cmd.Output()
+		if err != nil || !bytes.Equal(out, s.raw[0]) {
+			t.Fatalf("stock zstd -d: %v; %d bytes, want the %d raw bytes", err, len(out), len(s.raw[0]))
+		}
+	} else {
+		t.Log("zstd CLI not on PATH; checked with the Go decoder only")
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Fatalf("staging left (the seek table object too?): %v", left)
+	}
+}
+
+// A manifest whose frames do not add up to their chunk is never composed:
+// the transfer fails naming the file.
+func TestManifestWhoseFramesDoNotAddUpFailsTheTransfer(t *testing.T) {
+	s := newStaged(t, "m-frames", "zstd", 3)
+	s.man.Files[0].Chunks[1].Frames[0].Wire++
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	evs := s.uploadAll()
+	s.seal()
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, `file "dir/f00.csv": chunk 1: its frames hold`) {
+		t.Fatalf("done events %+v", d)
+	}
+	if _, err := s.store.Attrs(context.Background(), s.bucket, s.man.Files[0].Object); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("composed from an inconsistent manifest: %v", err)
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Fatalf("staging left: %v", left)
+	}
+}
+
+// Skipped files (-n, --skip-unchanged) appear in the done event and the row.
+func TestSkippedFilesAppearInDoneEventAndRow(t *testing.T) {
+	s := newStaged(t, "m-skipped", "none", 2)
+	s.man.Skipped = []message.Skipped{{Path: "dir/old.csv", Object: "out/dir/old.csv", Reason: "unchanged"},
+		{Path: "dir/there.csv", Object: "out/dir/there.csv", Reason: "exists"}}
+	done := &teststack.Recorder{}
+	rows := rowsPath(t)
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "test"})
+	evs := s.uploadAll()
+	s.seal()
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := dones(t, done)
+	want := []string{"gs://" + s.bucket + "/out/dir/old.csv", "gs://" + s.bucket + "/out/dir/there.csv"}
+	if len(d) != 1 || d[0].FilesSkipped != 2 || strings.Join(d[0].Skipped, " ") != strings.Join(want, " ") {
+		t.Fatalf("done events %+v, want 2 skipped: %v", d, want)
+	}
+	if r, _ := result.ReadFile(rows); len(r) != 1 || r[0].FilesSkipped != 2 || r[0].Files != 1 {
+		t.Fatalf("rows %+v", r)
+	}
+}

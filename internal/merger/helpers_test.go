@@ -1,0 +1,271 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// spyStore records the merger's calls to GCS and how many were in flight at
+// once. With gate set, the first Compose waits (up to 10 s) until gate calls
+// are in flight, so a limit that serializes calls shows as a maximum of 1.
+type spyStore struct {
+	objectStore
+	gate int
+
+	mu       sync.Mutex
+	calls    []string // "Attrs name", "Compose dst", …
+	inFlight int
+	maxIn    int
+	gated    bool
+	changed  *sync.Cond
+}
+
+func newSpy(s objectStore) *spyStore {
+	sp := &spyStore{objectStore: s}
+	sp.changed = sync.NewCond(&sp.mu)
+	return sp
+}
+
+func (s *spyStore) enter(call string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, call)
+	s.inFlight++
+	s.maxIn = max(s.maxIn, s.inFlight)
+	s.changed.Broadcast()
+	if s.gate > 0 && !s.gated && strings.HasPrefix(call, "Compose ") {
+		s.gated = true
+		deadline := time.Now().Add(10 * time.Second)
+		wake := time.AfterFunc(10*time.Second, func() { s.mu.Lock(); s.changed.Broadcast(); s.mu.Unlock() })
+		defer wake.Stop()
+		for s.inFlight < s.gate && time.Now().Before(deadline) {
+			s.changed.Wait()
+		}
+	}
+}
+
+func (s *spyStore) leave() {
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+}
+
+func (s *spyStore) Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error) {
+	s.enter("Attrs " + name)
+	defer s.leave()
+	return s.objectStore.Attrs(ctx, bucket, name)
+}
+
+func (s *spyStore) Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
+	s.enter("Upload " + name)
+	defer s.leave()
+	return s.objectStore.Upload(ctx, bucket, name, r, opt)
+}
+
+func (s *spyStore) Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
+	s.enter("Compose " + dst)
+	defer s.leave()
+	return s.objectStore.Compose(ctx, bucket, dst, srcs, opt)
+}
+
+func (s *spyStore) Delete(ctx context.Context, bucket, name string) error {
+	s.enter("Delete " + name)
+	defer s.leave()
+	return s.objectStore.Delete(ctx, bucket, name)
+}
+
+// Calls returns the calls whose text starts with prefix.
+func (s *spyStore) Calls(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, c := range s.calls {
+		if strings.HasPrefix(c, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *spyStore) Max() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxIn
+}
+
+// staged is a transfer of several files, staged as workers would have
+// stored it: chunk objects, and one-chunk files under their final names.
+type staged struct {
+	t      *testing.T
+	bucket string
+	store  *gcs.Store
+	man    message.Manifest
+	wire   [][][]byte // file → chunk → wire bytes
+	raw    [][]byte   // file → raw bytes
+}
+
+// newStaged builds a manifest with one file per entry of chunks (its chunk
+// count) in codec ("none" or "zstd": real zstd frames, two per chunk, and
+// a seek table for files of several chunks).
+func newStaged(t *testing.T, bucket, codec string, chunks ...int) *staged {
+	t.Helper()
+	bucket = fmt.Sprintf("%s-%d", bucket, fixtureSeq.Add(1))
+	s := &staged{t: t, bucket: bucket, store: teststack.Bucket(t, bucket)}
+	tid := "tid-" + bucket
+	s.man = message.Manifest{V: message.Version, TransferID: tid, Sealed: true, Bucket: bucket, Prefix: "out", Method: "test",
+		Codec: codec, ChunkSize: 1 << 20, StartedAt: time.Now().UTC(), ContentType: "application/octet-stream"}
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	for i, n := range chunks {
+		f := message.File{Path: fmt.Sprintf("dir/f%02d.csv", i), Object: fmt.Sprintf("out/dir/f%02d.csv", i)}
+		if codec == "zstd" {
+			f.Object += ".zst"
+		}
+		var wires [][]byte
+		var rawAll []byte
+		var rawParts, wireParts []crc32c.Part
+		for j := 0; j < n; j++ {
+			raw := []byte(strings.Repeat(fmt.Sprintf("file %d chunk %d row;", i, j), 20+j))
+			rawAll = append(rawAll, raw...)
+			c := message.ChunkInfo{Object: message.ChunkObject(tid, i, j), RawSize: int64(len(raw)), RawCRC32C: crc32c.Checksum(raw)}
+			wire := raw
+			if codec == "zstd" {
+				half := len(raw) / 2
+				a, b := enc.EncodeAll(raw[:half], nil), enc.EncodeAll(raw[half:], nil)
+				wire = append(a, b...)
+				c.Frames = []message.Frame{{Wire: uint32(len(a)), Raw: uint32(half)}, {Wire: uint32(len(b)), Raw: uint32(len(raw) - half)}}
+			}
+			c.WireSize, c.WireCRC32C = int64(len(wire)), crc32c.Checksum(wire)
+			f.Chunks = append(f.Chunks, c)
+			wires = append(wires, wire)
+			rawParts = append(rawParts, crc32c.Part{CRC32C: c.RawCRC32C, Size: c.RawSize})
+			wireParts = append(wireParts, crc32c.Part{CRC32C: c.WireCRC32C, Size: c.WireSize})
+			f.WireSize += c.WireSize
+		}
+		f.Size, f.RawCRC32C = int64(len(rawAll)), crc32c.CombineAll(rawParts)
+		if n == 1 {
+			// A one-chunk file is written straight to its final name; a
+			// zstd one's payload would end with its own table.
+			f.Chunks[0].Object = f.Object
+		} else if codec == "zstd" {
+			var frames []message.Frame
+			for _, c := range f.Chunks {
+				frames = append(frames, c.Frames...)
+			}
+			table := seektable.Append(nil, frames)
+			wireParts = append(wireParts, crc32c.Part{CRC32C: crc32c.Checksum(table), Size: int64(len(table))})
+			f.WireSize += int64(len(table))
+		}
+		f.WireCRC32 = crc32c.CombineAll(wireParts)
+		s.man.Files = append(s.man.Files, f)
+		s.wire = append(s.wire, wires)
+		s.raw = append(s.raw, rawAll)
+	}
+	return s
+}
+
+// upload stores chunk j of file i as a worker would, and returns the event
+// part it would report.
+func (s *staged) upload(i, j int) message.EventPart {
+	s.t.Helper()
+	f, c, b := s.man.Files[i], s.man.Files[i].Chunks[j], s.wire[i][j]
+	meta := map[string]string{message.MetaWorker: "w1", message.MetaUploadAt: time.Now().UTC().Format(time.RFC3339Nano), message.MetaAttempt: "1"}
+	if len(f.Chunks) == 1 {
+		for k, v := range message.FinalMetadata(s.man.TransferID, f.Size, f.RawCRC32C, s.man.Codec) {
+			meta[k] = v
+		}
+	} else {
+		meta[message.MetaTransfer] = s.man.TransferID
+	}
+	a, err := s.store.Upload(context.Background(), s.bucket, c.Object, bytes.NewReader(b), gcs.UploadOptions{
+		Size: int64(len(b)), CRC32C: crc32c.Checksum(b), IfAbsent: true, Metadata: meta})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return message.EventPart{File: i, Index: j, Object: c.Object, Generation: a.Generation, Size: a.Size, CRC32C: a.CRC32C,
+		RawBytes: c.RawSize, Created: a.Created, Attempt: 1}
+}
+
+// uploadAll stores every chunk and returns one chunk event per file.
+func (s *staged) uploadAll() []message.Event {
+	var evs []message.Event
+	for i, f := range s.man.Files {
+		ev := s.event(message.EventChunk)
+		for j := range f.Chunks {
+			ev.Parts = append(ev.Parts, s.upload(i, j))
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+func (s *staged) event(typ string, parts ...message.EventPart) message.Event {
+	return message.Event{V: message.Version, Type: typ, TransferID: s.man.TransferID, Bucket: s.bucket, Worker: "w1", Parts: parts, At: time.Now()}
+}
+
+func (s *staged) seal() {
+	s.t.Helper()
+	if _, err := s.store.PutSmall(context.Background(), s.bucket, message.ManifestObject(s.man.TransferID), message.Encode(s.man), false, ""); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *staged) staging() []string {
+	s.t.Helper()
+	var left []string
+	if err := s.store.List(context.Background(), s.bucket, message.StagingPrefix(s.man.TransferID), func(a gcs.Attrs) error {
+		left = append(left, a.Name)
+		return nil
+	}); err != nil {
+		s.t.Fatal(err)
+	}
+	return left
+}
+
+// handle delivers ev to m.
+func handle(t *testing.T, m *Merger, ev message.Event) error {
+	t.Helper()
+	return m.Handle(context.Background(), queue.Message{ID: "e", Data: message.Encode(ev)})
+}
+
+// sinkAt opens the rows file at path.
+func sinkAt(t *testing.T, path string) *result.File {
+	t.Helper()
+	f, err := result.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func rowsPath(t *testing.T) string { return filepath.Join(t.TempDir(), "rows.ndjson") }
+
+// dones decodes the done events r recorded.
+func dones(t *testing.T, r *teststack.Recorder) []message.Done {
+	t.Helper()
+	var out []message.Done
+	for _, p := range r.Messages() {
+		var d message.Done
+		if err := message.Decode(p.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}

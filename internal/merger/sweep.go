@@ -1,0 +1,153 @@
+package merger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// RunSweeps sweeps at once and then every SweepEvery until ctx is done.
+// Every merger may run it: two sweeping the same bucket end a stalled
+// transfer once each at most, and rows are idempotent per transfer.
+func (m *Merger) RunSweeps(ctx context.Context) {
+	tick := time.NewTicker(m.o.SweepEvery)
+	defer tick.Stop()
+	for {
+		if err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("sweep incomplete; the next one tries again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Sweep looks at every bucket the merger writes to — those FERRY_BUCKETS
+// lists, or, when it lists none (the local stack), those events named since
+// the process started. It ends transfers whose staging prefix saw no new
+// object for TransferTimeout (also those the merger never got an event
+// for, and those of a merger that restarted), and removes done markers
+// older than DoneRetention. It knows only what GCS says.
+func (m *Merger) Sweep(ctx context.Context) error {
+	var errs []error
+	for _, b := range m.sweepBuckets() {
+		if err := m.sweepStalled(ctx, b); err != nil {
+			errs = append(errs, err)
+		}
+		if err := m.sweepDone(ctx, b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Merger) sweepBuckets() []string {
+	if len(m.o.Buckets.Allowed) > 0 {
+		return m.o.Buckets.Allowed
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.seen))
+	for b := range m.seen {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sweepStalled ends the transfers of bucket whose newest staging object is
+// older than TransferTimeout.
+func (m *Merger) sweepStalled(ctx context.Context, bucket string) error {
+	newest := map[string]time.Time{}
+	err := m.o.Store.List(ctx, bucket, message.StagingRoot, func(a gcs.Attrs) error {
+		if tid, ok := stagingTransfer(a.Name); ok && a.Created.After(newest[tid]) {
+			newest[tid] = a.Created
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(newest))
+	for tid := range newest {
+		ids = append(ids, tid)
+	}
+	sort.Strings(ids)
+	var errs []error
+	for _, tid := range ids {
+		if m.o.now().Sub(newest[tid]) < m.o.TransferTimeout {
+			continue
+		}
+		if err := m.expire(ctx, bucket, tid, newest[tid]); err != nil {
+			errs = append(errs, fmt.Errorf("transfer %s: %w", tid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stagingTransfer returns the transfer a staging object belongs to. Only the
+// objects a transfer has count (manifest, chunks, composites, seek tables,
+// the progress marker): other tools' objects under the prefix (the loader's
+// staged rows, say) are not transfers.
+func stagingTransfer(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, message.StagingRoot)
+	if !ok {
+		return "", false
+	}
+	tid, kind, ok := strings.Cut(rest, "/")
+	if !ok || !message.ValidTransferID(tid) {
+		return "", false
+	}
+	switch {
+	case kind == "manifest.json", kind == "progress",
+		strings.HasPrefix(kind, "c/"), strings.HasPrefix(kind, "i/"), strings.HasPrefix(kind, "s/"):
+		return tid, true
+	}
+	return "", false
+}
+
+// expire ends a transfer that made no progress since last.
+func (m *Merger) expire(ctx context.Context, bucket, tid string, last time.Time) error {
+	t := m.cache.acquire(key{bucket, tid})
+	defer m.cache.release(t)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := m.o.now()
+	if now.Sub(t.lastEvent) < m.o.TransferTimeout {
+		return nil // an event came since the listing
+	}
+	if ended, err := m.ended(ctx, t); ended || err != nil {
+		return err // ended before; a late upload left staging, now removed
+	}
+	log := m.log.With("transfer_id", tid)
+	cause := fmt.Errorf("no progress for %s, longer than FERRY_TRANSFER_TIMEOUT=%s: the newest object under gs://%s/%s was written at %s",
+		now.Sub(last).Round(time.Second), m.o.TransferTimeout, bucket, message.StagingPrefix(tid), last.UTC().Format(time.RFC3339))
+	return m.end(ctx, t, message.StatusFailed, cause, log)
+}
+
+// sweepDone removes done markers older than DoneRetention.
+func (m *Merger) sweepDone(ctx context.Context, bucket string) error {
+	var old []string
+	err := m.o.Store.List(ctx, bucket, message.DoneRoot, func(a gcs.Attrs) error {
+		if m.o.now().Sub(a.Created) > m.o.DoneRetention {
+			old = append(old, a.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	g, gctx := m.group(ctx)
+	for _, n := range old {
+		g.Go(func() error { return m.o.Store.Delete(gctx, bucket, n) })
+	}
+	return g.Wait()
+}
