@@ -39,7 +39,7 @@ func realMain(ctx context.Context) error {
 		spool = cfg.Spool.Dir
 	}
 	w, err := worker.New(worker.Options{Store: svc.Store, Events: svc.Queue.Publisher(cfg.PubSub.EventsTopic),
-		ID: cfg.ID, MaxAttempts: cfg.MaxAttempts, SpoolDir: spool, Buckets: cfg.Buckets, Log: log})
+		ID: cfg.ID, MaxAttempts: cfg.MaxAttempts, SpoolDir: spool, Buckets: cfg.Buckets, MaxRate: int64(cfg.MaxRate), Log: log})
 	if err != nil {
 		return fmt.Errorf("FERRY_SPOOL_DIR=%s: %w", cfg.Spool.Dir, err)
 	}

@@ -316,3 +316,47 @@ func TestEventForBucketNotAllowedEndsFailedWithoutTouchingIt(t *testing.T) {
 		t.Fatalf("done marker written to a bucket FERRY_BUCKETS does not allow: %v", err)
 	}
 }
+
+// Issue 13 §4: a cancel event ends the transfer cancelled — done event,
+// row, done marker (which workers look for), staging removed — and a chunk
+// that lands later is cleaned up, never composed.
+func TestCancelEndsTheTransferCancelled(t *testing.T) {
+	f := newFixture(t, "m-cancel", 4)
+	f.upload(0)
+	f.upload(1)
+	if err := f.event(message.EventChunk, 0, f.m); err != nil {
+		t.Fatal(err)
+	}
+	ev := message.Event{V: message.Version, Type: message.EventCancel, TransferID: f.man.TransferID, Bucket: f.bucket, Error: "by alice", At: time.Now()}
+	if err := f.m.Handle(context.Background(), queue.Message{ID: "c", Data: message.Encode(ev)}); err != nil {
+		t.Fatal(err)
+	}
+	d := f.dones()
+	if len(d) != 1 || d[0].Status != message.StatusCancelled || d[0].Error != "cancelled: by alice" {
+		t.Fatalf("done events %+v", d)
+	}
+	if left := f.staging(); len(left) != 0 {
+		t.Fatalf("staging left: %v", left)
+	}
+	if _, err := f.store.Attrs(context.Background(), f.bucket, message.DoneMarker(f.man.TransferID)); err != nil {
+		t.Fatalf("no done marker for workers to find: %v", err)
+	}
+	rows, _ := result.ReadFile(f.rows)
+	if len(rows) != 1 || rows[0].Status != message.StatusCancelled || rows[0].RawMBps != nil {
+		t.Fatalf("rows %+v, want one cancelled row with null throughput", rows)
+	}
+	// The producer seals anyway and a worker uploads one more chunk.
+	f.seal()
+	f.upload(2)
+	for _, typ := range []string{message.EventChunk, message.EventSealed} {
+		if err := f.event(typ, 2, f.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := f.staging(); len(left) != 0 {
+		t.Fatalf("late chunk left: %v", left)
+	}
+	if len(f.dones()) != 1 {
+		t.Fatalf("%d done events, want 1", len(f.dones()))
+	}
+}

@@ -73,7 +73,20 @@ type Options struct {
 	// Buckets are the buckets this worker may write to (FERRY_BUCKETS;
 	// none listed: any) and the KMS key it writes with (FERRY_KMS_KEY).
 	Buckets config.Buckets
-	Log     *slog.Logger
+	// MaxRate bounds the bytes per second this process uploads, over all
+	// its uploads (FERRY_MAX_RATE); 0: no limit.
+	MaxRate int64
+	// DoneCheckEvery is how often, at most, the worker looks for the done
+	// marker of a transfer whose chunks it receives, to drop the chunks of
+	// a transfer that ended (cancelled, failed) without uploading them;
+	// default 5s. DoneCacheSize bounds the transfers remembered; default
+	// 4096.
+	DoneCheckEvery time.Duration
+	DoneCacheSize  int
+	Log            *slog.Logger
+
+	limiter limiter          // tests: replaces the one MaxRate makes
+	now     func() time.Time // tests: the clock of the done cache
 }
 
 // Worker handles chunk messages. It is safe for concurrent use.
@@ -81,6 +94,8 @@ type Worker struct {
 	o     Options
 	spool *os.Root
 	log   *slog.Logger
+	limit limiter // nil: no limit
+	done  *doneCache
 }
 
 // New returns a Worker. It creates the spool directory if it is missing.
@@ -88,7 +103,20 @@ func New(o Options) (*Worker, error) {
 	if o.PartConcurrency <= 0 {
 		o.PartConcurrency = 8
 	}
-	w := &Worker{o: o, log: logging.OrDiscard(o.Log)}
+	if o.DoneCheckEvery <= 0 {
+		o.DoneCheckEvery = 5 * time.Second
+	}
+	if o.DoneCacheSize <= 0 {
+		o.DoneCacheSize = 4096
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter,
+		done: &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
+	if w.limit == nil && o.MaxRate > 0 {
+		w.limit = newLimiter(o.MaxRate)
+	}
 	if o.SpoolDir != "" {
 		if err := os.MkdirAll(o.SpoolDir, 0o755); err != nil {
 			return nil, fmt.Errorf("spool directory: %w", err)
@@ -126,6 +154,14 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	first := c.Parts[0]
+	if w.done.ended(ctx, c.Bucket, c.TransferID) {
+		// Cancelled, failed or finished: its remaining chunks are
+		// garbage, and uploading them would only cost the merger a
+		// cleanup.
+		w.log.Info("chunk of a transfer that ended; dropped without uploading", "transfer_id", c.TransferID, "parts", len(c.Parts))
+		w.removeSpool(c.Spool)
+		return nil
+	}
 	log := w.log.With("transfer_id", c.TransferID, "object", first.Object, "chunk", first.Index, "file", first.Path, "parts", len(c.Parts))
 	start := time.Now()
 	metrics.InFlight.WithLabelValues("uploads").Inc()
@@ -377,6 +413,3 @@ func (w *Worker) removeSpool(name string) {
 		_ = w.spool.Remove(name)
 	}
 }
-
-// limited is body as the upload reads it. (The rate limit comes later.)
-func (w *Worker) limited(_ context.Context, body io.Reader) io.Reader { return body }

@@ -318,14 +318,19 @@ func TestBucketNotAllowedFailsPermanently(t *testing.T) {
 	}
 }
 
-// countingStore counts the calls a worker makes.
+// countingStore counts the calls a worker makes: Attrs of done markers
+// (markers) apart from those of the objects it stores (attrs).
 type countingStore struct {
 	objectStore
-	attrs, uploads atomic.Int64
+	attrs, markers, uploads atomic.Int64
 }
 
 func (s *countingStore) Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error) {
-	s.attrs.Add(1)
+	if strings.HasPrefix(name, message.DoneRoot) {
+		s.markers.Add(1)
+	} else {
+		s.attrs.Add(1)
+	}
 	return s.objectStore.Attrs(ctx, bucket, name)
 }
 
