@@ -377,7 +377,7 @@ func (w *Worker) openSpool(c *message.Chunk) (*os.File, error) {
 
 // gone handles a chunk whose spool file is missing: removed after its
 // objects were stored (a redelivery), or by the end of its transfer, or
-// lost.
+// lost. The last is retried until the last delivery attempt.
 func (w *Worker) gone(ctx context.Context, c *message.Chunk) ([]message.EventPart, bool, error) {
 	out := make([]message.EventPart, len(c.Parts))
 	for i := range c.Parts {
@@ -390,7 +390,12 @@ func (w *Worker) gone(ctx context.Context, c *message.Chunk) ([]message.EventPar
 			if _, derr := w.o.Store.Attrs(ctx, c.Bucket, message.DoneMarker(c.TransferID)); derr == nil {
 				return nil, false, errFinished
 			}
-			return nil, false, queue.Permanent(fmt.Errorf("%s: spool file %s is missing", where(p), c.Spool))
+			// The producer removes the spool files of a transfer it
+			// fails, before the merger has ended it: retry, so that a
+			// later delivery finds the done marker and the transfer
+			// ends with the producer's cause. The last delivery
+			// attempt fails the transfer (see Handle).
+			return nil, false, fmt.Errorf("%s: spool file %s is missing", where(p), c.Spool)
 		}
 		out[i] = eventPart(p, a)
 	}

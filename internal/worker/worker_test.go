@@ -519,3 +519,31 @@ func TestOverwriteAndStaleStagingAreReplacedOnce(t *testing.T) {
 		}
 	}
 }
+
+// A spool file that is missing (removed by a producer failing the
+// transfer, or lost) is retried, so that the transfer ends with the
+// producer's cause; the last delivery attempt fails the transfer.
+func TestMissingSpoolFileIsRetriedThenFailsTheTransfer(t *testing.T) {
+	store := teststack.Bucket(t, "w-missing")
+	rec := &teststack.Recorder{}
+	c, dir, m := chunkMsg(t, "w-missing", []byte("frame"), false)
+	if err := os.Remove(filepath.Join(dir, c.Spool)); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(t, store, rec, dir)
+	m.DeliveryAttempt = 1
+	if err := w.Handle(context.Background(), m); err == nil || errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "is missing") {
+		t.Fatalf("first attempt: %v, want a transient error", err)
+	}
+	if ev := events(t, rec); len(ev) != 0 {
+		t.Fatalf("events %+v before the last attempt", ev)
+	}
+	m.DeliveryAttempt = 5
+	err := w.Handle(context.Background(), m)
+	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "gave up after 5 attempts") {
+		t.Fatalf("last attempt: %v, want a permanent error", err)
+	}
+	if ev := events(t, rec); len(ev) != 1 || ev[0].Type != message.EventFailed || !strings.Contains(ev[0].Error, "spool file tid1-000000-00003 is missing") {
+		t.Fatalf("events %+v", ev)
+	}
+}
