@@ -86,7 +86,7 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 // put writes a small object of the merger's own.
 func (m *Merger) put(ctx context.Context, bucket, name string, body []byte, contentType string) error {
 	_, err := m.o.Store.Upload(ctx, bucket, name, bytes.NewReader(body), gcs.UploadOptions{
-		Size: int64(len(body)), CRC32C: crc32c.Checksum(body), ContentType: contentType,
+		Size: int64(len(body)), CRC32C: crc32c.Checksum(body), ContentType: contentType, KMSKey: m.o.Buckets.KMSKey,
 	})
 	return err
 }

@@ -258,7 +258,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 			g.Go(func() error {
 				_, err := m.o.Store.Upload(gctx, man.Bucket, message.SeekTableObject(t.id, tr.file), bytes.NewReader(tr.table), gcs.UploadOptions{
 					Size: int64(len(tr.table)), CRC32C: crc32c.Checksum(tr.table), ContentType: "application/octet-stream",
-					Metadata: map[string]string{message.MetaTransfer: t.id},
+					Metadata: map[string]string{message.MetaTransfer: t.id}, KMSKey: m.o.Buckets.KMSKey,
 				})
 				if err != nil {
 					return fmt.Errorf("file %s: seek table: %w", f.Path, err)
@@ -290,7 +290,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 				srcs := tr.srcs[lo:hi]
 				g.Go(func() error {
 					_, err := m.o.Store.Compose(gctx, man.Bucket, next[k], srcs, gcs.ComposeOptions{
-						Metadata: map[string]string{message.MetaTransfer: t.id},
+						Metadata: map[string]string{message.MetaTransfer: t.id}, KMSKey: m.o.Buckets.KMSKey,
 					})
 					countCompose(err)
 					if err != nil {
@@ -323,6 +323,7 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 		IfAbsent:    !man.Overwrite,
 		ContentType: man.ContentType,
 		Metadata:    message.FinalMetadata(t.id, f.Size, f.RawCRC32C, man.Codec),
+		KMSKey:      m.o.Buckets.KMSKey,
 	})
 	countCompose(err)
 	if errors.Is(err, gcs.ErrPrecondition) {

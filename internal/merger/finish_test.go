@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -252,5 +253,38 @@ func TestSkippedFilesAppearInDoneEventAndRow(t *testing.T) {
 	}
 	if r, _ := result.ReadFile(rows); len(r) != 1 || r[0].FilesSkipped != 2 || r[0].Files != 1 {
 		t.Fatalf("rows %+v", r)
+	}
+}
+
+// FERRY_KMS_KEY: every object the merger writes — seek tables, intermediate
+// and final composites, done and progress markers — names the key.
+// (fake-gcs-server ignores keys, so the calls are what can be checked here.)
+func TestEveryWriteCarriesTheKMSKey(t *testing.T) {
+	const key = "projects/p/locations/europe-west4/keyRings/ferry/cryptoKeys/objects"
+	s := newStaged(t, "m-kms", "zstd", 40, 1)
+	spy := newSpy(s.store)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: spy, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", Buckets: config.Buckets{KMSKey: key}})
+	for _, ev := range s.uploadAll() {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err != nil {
+		t.Fatal(err)
+	}
+	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v", d)
+	}
+	writes := append(spy.Calls("Upload "), spy.Calls("Compose ")...)
+	// progress marker, seek table, done marker; 2 intermediates, 1 final.
+	if len(writes) != 6 || len(spy.keys) != len(writes) {
+		t.Fatalf("writes %v", writes)
+	}
+	for i, k := range spy.keys {
+		if k != key {
+			t.Errorf("write %d of %v has KMS key %q, want %q", i, writes, k, key)
+		}
 	}
 }

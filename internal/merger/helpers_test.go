@@ -31,6 +31,7 @@ type spyStore struct {
 
 	mu       sync.Mutex
 	calls    []string // "Attrs name", "Compose dst", …
+	keys     []string // the KMS key of each Upload and Compose, in call order
 	inFlight int
 	maxIn    int
 	gated    bool
@@ -61,6 +62,12 @@ func (s *spyStore) enter(call string) {
 	}
 }
 
+func (s *spyStore) key(k string) {
+	s.mu.Lock()
+	s.keys = append(s.keys, k)
+	s.mu.Unlock()
+}
+
 func (s *spyStore) leave() {
 	s.mu.Lock()
 	s.inFlight--
@@ -76,12 +83,14 @@ func (s *spyStore) Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, e
 func (s *spyStore) Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
 	s.enter("Upload " + name)
 	defer s.leave()
+	s.key(opt.KMSKey)
 	return s.objectStore.Upload(ctx, bucket, name, r, opt)
 }
 
 func (s *spyStore) Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
 	s.enter("Compose " + dst)
 	defer s.leave()
+	s.key(opt.KMSKey)
 	return s.objectStore.Compose(ctx, bucket, dst, srcs, opt)
 }
 

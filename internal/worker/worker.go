@@ -310,7 +310,8 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 	if !p.Final {
 		meta[message.MetaTransfer] = c.TransferID
 	}
-	opt := gcs.UploadOptions{Size: p.WireSize, CRC32C: p.WireCRC32C, IfAbsent: true, ContentType: p.ContentType, Metadata: meta}
+	opt := gcs.UploadOptions{Size: p.WireSize, CRC32C: p.WireCRC32C, IfAbsent: true, ContentType: p.ContentType, Metadata: meta,
+		KMSKey: w.o.Buckets.KMSKey}
 	a, err := w.o.Store.Upload(ctx, c.Bucket, p.Object, w.limited(ctx, body), opt)
 	if err == nil {
 		return a, false, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -545,5 +546,49 @@ func TestMissingSpoolFileIsRetriedThenFailsTheTransfer(t *testing.T) {
 	}
 	if ev := events(t, rec); len(ev) != 1 || ev[0].Type != message.EventFailed || !strings.Contains(ev[0].Error, "spool file tid1-000000-00003 is missing") {
 		t.Fatalf("events %+v", ev)
+	}
+}
+
+// keyStore records the KMS key of every upload.
+type keyStore struct {
+	objectStore
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *keyStore) Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, opt.KMSKey)
+	s.mu.Unlock()
+	return s.objectStore.Upload(ctx, bucket, name, r, opt)
+}
+
+// FERRY_KMS_KEY: every upload names the key, also the second upload that
+// replaces an object. (fake-gcs-server ignores keys; the calls are what can
+// be checked here.)
+func TestEveryUploadCarriesTheKMSKey(t *testing.T) {
+	const key = "projects/p/locations/europe-west4/keyRings/ferry/cryptoKeys/objects"
+	bucket := "w-kms"
+	gs := teststack.Bucket(t, bucket)
+	store := &keyStore{objectStore: gs}
+	w, err := New(Options{Store: store, Events: &teststack.Recorder{}, ID: "w1", MaxAttempts: 5, Buckets: config.Buckets{KMSKey: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, payload := bundle(bucket, "tid11", []byte("one"), []byte("two"))
+	c.Overwrite = true
+	if _, err := gs.PutSmall(context.Background(), bucket, "p/f0", []byte("older"), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.keys) != 4 { // three parts, one replaced after its 412
+		t.Fatalf("%d uploads, want 4", len(store.keys))
+	}
+	for i, k := range store.keys {
+		if k != key {
+			t.Errorf("upload %d has KMS key %q, want %q", i, k, key)
+		}
 	}
 }
