@@ -7,11 +7,16 @@ log=.run/test.log
 go test -count=1 -timeout 20m -v "$@" ./... 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL|.*_test.go:[0-9]+:)' 
 status=${PIPESTATUS[0]}
 
-# The decoders of everything that arrives over Pub/Sub, fuzzed briefly.
+# The decoders of everything that arrives over Pub/Sub, and the handlers
+# that act on it (over fake-gcs-server), fuzzed briefly. New inputs are
+# minimized once only, so the time goes to running inputs.
 fuzztime=${FERRY_FUZZTIME:-10s}
-for target in FuzzDecodeRequest FuzzDecodeChunk FuzzDecodeEvent; do
-  if go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/message/ > .run/fuzz.log 2>&1; then
-    echo "--- PASS: $target (fuzzed $fuzztime)" | tee -a "$log"
+for pt in message:FuzzDecodeRequest message:FuzzDecodeChunk message:FuzzDecodeEvent \
+  worker:FuzzWorkerHandle merger:FuzzMergerHandle; do
+  pkg=${pt%%:*} target=${pt#*:}
+  if go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" -fuzzminimizetime 1x "./internal/$pkg/" > .run/fuzz.log 2>&1; then
+    execs=$(grep -oE 'execs: [0-9]+' .run/fuzz.log | tail -1)
+    echo "--- PASS: $target (fuzzed $fuzztime, ${execs:-execs: ?})" | tee -a "$log"
   else
     cat .run/fuzz.log
     echo "--- FAIL: $target" | tee -a "$log"

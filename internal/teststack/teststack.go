@@ -32,7 +32,7 @@ func MainWithGCS(m *testing.M) int {
 }
 
 // Bucket creates a bucket for one test and returns a store and its name.
-func Bucket(t *testing.T, name string) *gcs.Store {
+func Bucket(t testing.TB, name string) *gcs.Store {
 	t.Helper()
 	if server == nil {
 		t.Fatal("teststack: call MainWithGCS from TestMain")
