@@ -6,12 +6,15 @@ package result
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -83,12 +86,15 @@ func Float(v float64) *float64 { return &v }
 
 // File is a sink that appends rows to a local NDJSON file, and chunk rows to
 // a second one beside it (ChunksPath). A transfer's rows are written once
-// even when the merger retries: rows already in the file are remembered by
-// transfer id. It is safe for concurrent use.
+// even when the merger retries, and even when two mergers on one machine
+// (a rolling restart) share the file: each write holds an exclusive lock
+// on the file and first reads the rows others appended since. It is safe
+// for concurrent use.
 type File struct {
 	path string
 	mu   sync.Mutex
-	seen map[string]bool
+	seen map[string]bool // transfer ids in the file up to off
+	off  int64
 }
 
 // ChunksPath is where File keeps the chunk rows of the transfers in path:
@@ -103,12 +109,16 @@ func ChunksPath(path string) string {
 // OpenFile opens (or creates) the NDJSON file at path.
 func OpenFile(path string) (*File, error) {
 	f := &File{path: path, seen: map[string]bool{}}
-	rows, err := ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
+	fh, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return f, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	for _, r := range rows {
-		f.seen[r.TransferID] = true
+	defer fh.Close()
+	if err := f.catchUp(fh); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -121,14 +131,65 @@ func (f *File) Write(_ context.Context, r Row, chunks []ChunkRow) error {
 	if f.seen[r.TransferID] {
 		return nil
 	}
+	fh, err := os.OpenFile(f.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("results file: %w", err)
+	}
+	defer fh.Close()
+	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("results file %s: lock: %w", f.path, err)
+	}
+	defer syscall.Flock(int(fh.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	if err := f.catchUp(fh); err != nil {
+		return err
+	}
+	if f.seen[r.TransferID] {
+		return nil // another merger wrote it
+	}
 	if err := appendLines(ChunksPath(f.path), chunks); err != nil {
 		return err
 	}
-	if err := appendLines(f.path, []Row{r}); err != nil {
+	b, err := NDJSON([]Row{r})
+	if err != nil {
 		return err
 	}
+	if _, err := fh.Write(b); err != nil {
+		return fmt.Errorf("results file %s: %w", f.path, err)
+	}
+	if err := fh.Sync(); err != nil {
+		return fmt.Errorf("results file %s: %w", f.path, err)
+	}
+	f.off += int64(len(b))
 	f.seen[r.TransferID] = true
 	return nil
+}
+
+// catchUp reads the whole lines after f.off and remembers their transfers.
+func (f *File) catchUp(fh *os.File) error {
+	if _, err := fh.Seek(f.off, io.SeekStart); err != nil {
+		return fmt.Errorf("results file %s: %w", f.path, err)
+	}
+	rd := bufio.NewReaderSize(fh, 64<<10)
+	for n := 1; ; n++ {
+		line, err := rd.ReadBytes('\n')
+		if err == io.EOF {
+			return nil // a line without its newline is not finished
+		}
+		if err != nil {
+			return fmt.Errorf("results file %s: %w", f.path, err)
+		}
+		f.off += int64(len(line))
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r struct {
+			TransferID string `json:"transfer_id"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			return fmt.Errorf("%s: line %d after offset %d: %w", f.path, n, f.off-int64(len(line)), err)
+		}
+		f.seen[r.TransferID] = true
+	}
 }
 
 // NDJSON encodes rows one JSON object per line.
