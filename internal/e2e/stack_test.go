@@ -81,6 +81,8 @@ type stack struct {
 	// that wait until everything published has been handled.
 	chunksPublished, chunksHandled atomic.Int64
 	eventsPublished, eventsHandled atomic.Int64
+	// handled counts the events each merger handled.
+	handled []atomic.Int64
 }
 
 type stackOptions struct {
@@ -88,6 +90,9 @@ type stackOptions struct {
 	inlineMax int64
 	// noMerger leaves the merger to the test (a real process, say).
 	noMerger bool
+	// mergers is how many mergers receive from the events subscription,
+	// each with its own sink on the results file (default 1).
+	mergers int
 	// duplicateChunks publishes every chunk message twice.
 	duplicateChunks bool
 	// workerEndpoint, when set, is the GCS JSON API endpoint the workers
@@ -122,7 +127,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	events := counting{s.q.Publisher(s.ps.EventsTopic), &s.eventsPublished}
-	running := make(chan struct{}, o.workers+1)
+	running := make(chan struct{}, o.workers+max(o.mergers, 1))
 	goroutines := o.workers
 	workerStore := s.store
 	if o.workerEndpoint != "" {
@@ -148,17 +153,20 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		}()
 	}
 	if !o.noMerger {
-		sink, err := result.OpenFile(s.results)
-		if err != nil {
-			t.Fatal(err)
+		s.handled = make([]atomic.Int64, max(o.mergers, 1))
+		for i := range s.handled {
+			sink, err := result.OpenFile(s.results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
+			goroutines++
+			go func() {
+				defer func() { running <- struct{}{} }()
+				_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter},
+					counted(func(ctx context.Context, msg queue.Message) error { s.handled[i].Add(1); return m.Handle(ctx, msg) }, &s.eventsHandled))
+			}()
 		}
-		m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
-		goroutines++
-		go func() {
-			defer func() { running <- struct{}{} }()
-			_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter},
-				counted(m.Handle, &s.eventsHandled))
-		}()
 	}
 	var chunks publisher = counting{s.q.Publisher(s.ps.ChunksTopic), &s.chunksPublished}
 	if o.duplicateChunks {
