@@ -287,7 +287,7 @@ type Merger struct {
 	BigQuery BigQuery
 
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
-	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose calls in flight at once"`
+	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
 	Concurrency        int    `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
 
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"a transfer with no progress for this long ends failed, with its staging removed (a producer that died and was never resubmitted)"`
