@@ -51,69 +51,49 @@ func checkManifest(man *message.Manifest, bucket, tid string) error {
 				return fmt.Errorf("file %.64q chunk %d: object %.64q, want %s", f.Path, j, c.Object, want)
 			}
 		}
-		table, err := seekTable(man.Codec, f)
-		if err != nil {
+		if err := checkFrames(f); err != nil {
 			return fmt.Errorf("file %.64q: %v", f.Path, err)
 		}
-		size, crc := predict(f, table)
-		if size != f.WireSize || crc != f.WireCRC32 {
+		// What the chunks and the seek table combine to, computed as the
+		// producer did (message.File.SealWire).
+		want := *f
+		want.SealWire()
+		if want.WireSize != f.WireSize || want.WireCRC32 != f.WireCRC32 {
 			return fmt.Errorf("file %.64q: its chunks and seek table make %d bytes with crc32c %08x, the manifest predicts %d bytes with crc32c %08x",
-				f.Path, size, crc, f.WireSize, f.WireCRC32)
+				f.Path, want.WireSize, want.WireCRC32, f.WireSize, f.WireCRC32)
 		}
 	}
 	return nil
 }
 
-// seekTable returns the seek table that ends the composed object of f: for
-// zstd, the frames of every chunk in order, in zstd's seekable format (see
-// internal/seektable). nil when the codec has none, or when the producer
-// listed no frames (a manifest written before frame indexes).
-func seekTable(codec string, f *message.File) ([]byte, error) {
-	if codec != "zstd" {
-		return nil, nil
-	}
-	var frames []message.Frame
-	listed := 0
+// checkFrames holds the frames a manifest lists for a composed file to its
+// chunks: listed for every chunk or none, each chunk's adding up to its
+// sizes, no more than a seek table holds. The table itself is
+// message.File.SeekTable, the same bytes the producer counted.
+func checkFrames(f *message.File) error {
+	listed, frames := 0, 0
 	for j, c := range f.Chunks {
 		if len(c.Frames) == 0 {
 			continue
 		}
 		listed++
+		frames += len(c.Frames)
 		var wire, raw int64
 		for _, fr := range c.Frames {
 			wire += int64(fr.Wire)
 			raw += int64(fr.Raw)
 		}
 		if wire != c.WireSize || raw != c.RawSize {
-			return nil, fmt.Errorf("chunk %d: its frames hold %d wire and %d raw bytes, the chunk %d and %d", j, wire, raw, c.WireSize, c.RawSize)
+			return fmt.Errorf("chunk %d: its frames hold %d wire and %d raw bytes, the chunk %d and %d", j, wire, raw, c.WireSize, c.RawSize)
 		}
-		frames = append(frames, c.Frames...)
 	}
 	switch {
-	case listed == 0:
-		return nil, nil
-	case listed != len(f.Chunks):
-		return nil, fmt.Errorf("frames listed for %d of %d chunks", listed, len(f.Chunks))
-	case len(frames) > seektable.MaxFrames:
-		return nil, fmt.Errorf("%d frames; a seek table holds at most %d", len(frames), seektable.MaxFrames)
+	case listed != 0 && listed != len(f.Chunks):
+		return fmt.Errorf("frames listed for %d of %d chunks", listed, len(f.Chunks))
+	case frames > seektable.MaxFrames:
+		return fmt.Errorf("%d frames; a seek table holds at most %d", frames, seektable.MaxFrames)
 	}
-	return seektable.Append(nil, frames), nil
-}
-
-// predict combines the chunks' sizes and CRC32Cs, and the table's, into
-// the final object's.
-func predict(f *message.File, table []byte) (int64, uint32) {
-	parts := make([]crc32c.Part, 0, len(f.Chunks)+1)
-	var size int64
-	for _, c := range f.Chunks {
-		parts = append(parts, crc32c.Part{CRC32C: c.WireCRC32C, Size: c.WireSize})
-		size += c.WireSize
-	}
-	if table != nil {
-		parts = append(parts, crc32c.Part{CRC32C: crc32c.Checksum(table), Size: int64(len(table))})
-		size += int64(len(table))
-	}
-	return size, crc32c.CombineAll(parts)
+	return nil
 }
 
 // finish composes, verifies and records a transfer whose chunks are all
@@ -226,7 +206,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 		for _, c := range f.Chunks {
 			tr.srcs = append(tr.srcs, c.Object)
 		}
-		tr.table, _ = seekTable(man.Codec, f) // checked with the manifest
+		tr.table = f.SeekTable() // checked with the manifest
 		if tr.table != nil {
 			tr.srcs = append(tr.srcs, message.SeekTableObject(t.id, i))
 		}
