@@ -127,7 +127,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	events := counting{s.q.Publisher(s.ps.EventsTopic), &s.eventsPublished}
-	running := make(chan struct{}, o.workers+max(o.mergers, 1))
+	running := make(chan struct{}, o.workers+2*max(o.mergers, 1))
 	goroutines := o.workers
 	workerStore := s.store
 	if o.workerEndpoint != "" {
@@ -165,6 +165,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 				defer func() { running <- struct{}{} }()
 				_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter},
 					counted(func(ctx context.Context, msg queue.Message) error { s.handled[i].Add(1); return m.Handle(ctx, msg) }, &s.eventsHandled))
+			}()
+			goroutines++
+			go func() {
+				defer func() { running <- struct{}{} }()
+				m.RunSweeps(ctx) // as cmd/merger runs it
 			}()
 		}
 	}

@@ -32,8 +32,11 @@ type transfer struct {
 	// CRC32C the manifest gives: one entry per manifest chunk at most.
 	present map[chunkKey]stored
 	// lastEvent is when this process last handled an event of the
-	// transfer; progressAt when it last wrote the progress marker.
-	lastEvent, progressAt time.Time
+	// transfer; progressAt when it last wrote the progress marker;
+	// lastScan when it last looked in GCS for missing chunks, and
+	// recheckWait how long a quiet transfer waits for the next look.
+	lastEvent, progressAt, lastScan time.Time
+	recheckWait                     time.Duration
 
 	// Guarded by cache.mu.
 	refs int
@@ -99,6 +102,30 @@ func (c *cache) acquire(k key) *transfer {
 		e = prev
 	}
 	return t
+}
+
+// lookup is acquire for a transfer the cache holds; nil otherwise.
+func (c *cache) lookup(k key) *transfer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[k]
+	if !ok {
+		return nil
+	}
+	t := e.Value.(*transfer)
+	t.refs++
+	return t
+}
+
+// keys lists the transfers the cache holds.
+func (c *cache) keys() []key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]key, 0, len(c.byKey))
+	for k := range c.byKey {
+		out = append(out, k)
+	}
+	return out
 }
 
 // release ends a use of t that acquire began.

@@ -98,6 +98,11 @@ type Options struct {
 	// SweepEvery is how often RunSweeps looks; default a quarter of
 	// TransferTimeout, between 1m and 15m.
 	SweepEvery time.Duration
+	// RecheckEvery: a sealed transfer in the cache that is still
+	// incomplete and got no event for this long is looked at again in GCS
+	// (the events of its missing chunks may have gone to another merger),
+	// then after twice as long, up to SweepEvery; default 5s.
+	RecheckEvery time.Duration
 	// CacheTransfers bounds the transfers held in memory; default 1024.
 	// An evicted transfer is rebuilt from GCS at its next event.
 	CacheTransfers int
@@ -118,6 +123,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = min(max(o.TransferTimeout/4, time.Minute), 15*time.Minute)
+	}
+	if o.RecheckEvery <= 0 {
+		o.RecheckEvery = 5 * time.Second
 	}
 	if o.CacheTransfers <= 0 {
 		o.CacheTransfers = 1024
@@ -357,41 +365,56 @@ func (m *Merger) advance(ctx context.Context, t *transfer, log *slog.Logger) err
 	return m.finish(ctx, t, log)
 }
 
-// scan rebuilds what is stored from GCS and the workers' reports: a listing
-// of the staging chunks (the truth for files of several chunks), the
-// reports of one-chunk files that match the manifest, and the attributes of
-// the other one-chunk final objects, asked in parallel.
+// scan fills in the chunks t does not yet know to be stored, from GCS and
+// the workers' reports: a listing of the staging chunks (the truth for files
+// of several chunks), the reports of one-chunk files that match the
+// manifest, and the attributes of the other one-chunk final objects, asked
+// in parallel. It runs when the manifest is first read, and again for a
+// quiet transfer that is still incomplete (recheck): the events of its
+// missing chunks may have gone to another merger.
 func (m *Merger) scan(ctx context.Context, t *transfer) error {
 	man := t.manifest
-	t.present = map[chunkKey]stored{}
-	var bad error
-	err := m.o.Store.List(ctx, t.bucket, message.ChunkPrefix(t.id), func(a gcs.Attrs) error {
-		k, ok := parseChunkObject(t.id, a.Name)
-		if !ok || k.file >= len(man.Files) || len(man.Files[k.file].Chunks) < 2 {
-			return nil
-		}
-		if err := m.take(ctx, t, k, fromAttrs(a), true); err != nil && bad == nil {
-			bad = err
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if bad != nil {
-		return bad
-	}
-	var ask []int
+	t.lastScan = m.o.now()
+	staged := false // a chunk of a file of several chunks is missing
+	var ask []int   // one-chunk files to ask GCS about
 	for i, f := range man.Files {
-		if len(f.Chunks) != 1 {
-			continue
+		for j := range f.Chunks {
+			k := chunkKey{i, j}
+			if _, ok := t.present[k]; ok {
+				continue
+			}
+			if len(f.Chunks) > 1 {
+				staged = true
+				continue
+			}
+			if s, ok := t.reported[k]; ok && s.Object == f.Object && s.Size == f.WireSize && s.CRC32C == f.WireCRC32 {
+				t.present[k] = s
+				continue
+			}
+			ask = append(ask, i)
 		}
-		k := chunkKey{i, 0}
-		if s, ok := t.reported[k]; ok && s.Object == f.Object && s.Size == f.WireSize && s.CRC32C == f.WireCRC32 {
-			t.present[k] = s
-			continue
+	}
+	if staged {
+		var bad error
+		err := m.o.Store.List(ctx, t.bucket, message.ChunkPrefix(t.id), func(a gcs.Attrs) error {
+			k, ok := parseChunkObject(t.id, a.Name)
+			if !ok || k.file >= len(man.Files) || len(man.Files[k.file].Chunks) < 2 {
+				return nil
+			}
+			if _, ok := t.present[k]; ok {
+				return nil
+			}
+			if err := m.take(ctx, t, k, fromAttrs(a), true); err != nil && bad == nil {
+				bad = err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		ask = append(ask, i)
+		if bad != nil {
+			return bad
+		}
 	}
 	found := make([]*gcs.Attrs, len(ask))
 	g, gctx := errgroup.WithContext(ctx)

@@ -12,21 +12,78 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 )
 
-// RunSweeps sweeps at once and then every SweepEvery until ctx is done.
-// Every merger may run it: two sweeping the same bucket end a stalled
-// transfer once each at most, and rows are idempotent per transfer.
+// RunSweeps sweeps at once and then every SweepEvery, and rechecks quiet
+// transfers every RecheckEvery, until ctx is done. Every merger may run it:
+// two sweeping the same bucket end a stalled transfer once each at most, and
+// rows are idempotent per transfer.
 func (m *Merger) RunSweeps(ctx context.Context) {
-	tick := time.NewTicker(m.o.SweepEvery)
-	defer tick.Stop()
+	sweep := time.NewTicker(m.o.SweepEvery)
+	defer sweep.Stop()
+	recheck := time.NewTicker(m.o.RecheckEvery)
+	defer recheck.Stop()
+	m.sweepLogged(ctx)
 	for {
-		if err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("sweep incomplete; the next one tries again", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-recheck.C:
+			m.recheck(ctx)
+		case <-sweep.C:
+			m.sweepLogged(ctx)
 		}
+	}
+}
+
+func (m *Merger) sweepLogged(ctx context.Context) {
+	if err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
+		m.log.Warn("sweep incomplete; the next one tries again", "err", err)
+	}
+}
+
+// recheck looks again in GCS at the transfers in the cache that are sealed,
+// still incomplete and quiet — no event for RecheckEvery — and finishes
+// those that turn out complete. During a rolling update two mergers share
+// the events of a transfer, and each sees only its own: without a second
+// look, neither would see the transfer complete. A quiet transfer is looked
+// at again after twice as long each time nothing new turned up, up to
+// SweepEvery, so a transfer waiting for slow workers costs little.
+func (m *Merger) recheck(ctx context.Context) {
+	for _, k := range m.cache.keys() {
+		t := m.cache.lookup(k)
+		if t == nil {
+			continue
+		}
+		m.recheckOne(ctx, t)
+		m.cache.release(t)
+	}
+}
+
+func (m *Merger) recheckOne(ctx context.Context, t *transfer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := m.o.now()
+	if t.finished || t.manifest == nil || !t.scanned || len(t.present) >= t.need ||
+		now.Sub(t.lastEvent) < m.o.RecheckEvery || now.Sub(t.lastScan) < max(t.recheckWait, m.o.RecheckEvery) {
+		return
+	}
+	log := m.log.With("transfer_id", t.id)
+	// Another merger may have finished it.
+	if done, err := m.markerExists(ctx, t); done || err != nil {
+		return
+	}
+	before := len(t.present)
+	err := m.scan(ctx, t)
+	if err == nil && len(t.present) == t.need {
+		log.Info("a second look found every chunk: finishing", "chunks", t.need)
+		err = m.finish(ctx, t, log)
+	}
+	if err = m.failIfPermanent(ctx, t, err, log); err != nil {
+		log.Warn("recheck", "err", err)
+	}
+	if len(t.present) > before {
+		t.recheckWait = m.o.RecheckEvery
+	} else {
+		t.recheckWait = min(2*max(t.recheckWait, m.o.RecheckEvery), m.o.SweepEvery)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -92,4 +93,64 @@ func TestTwoMergersEndEachTransferOnce(t *testing.T) {
 		}
 	}
 	t.Logf("done events per transfer: %v", per)
+}
+
+// Issue 9 §2: when the events of a sealed transfer are split between two
+// mergers after each first looked at GCS, neither sees it complete from its
+// own events. A quiet, incomplete transfer is looked at again: the first
+// merger to do so finishes it, the other finds the done marker.
+func TestTwoMergersWithSplitEventsFinishOnARecheck(t *testing.T) {
+	s := newStaged(t, "m-split", "zstd", 6, 1, 1, 1)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	done := &teststack.Recorder{}
+	rows := rowsPath(t)
+	a := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "a", now: clock})
+	b := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "b", now: clock})
+	s.seal()
+	if err := handle(t, a, s.event(message.EventSealed)); err != nil { // a looks: nothing stored yet
+		t.Fatal(err)
+	}
+	if err := handle(t, b, s.event(message.EventChunk, s.upload(0, 0))); err != nil { // b looks: one chunk
+		t.Fatal(err)
+	}
+	n := 0
+	for i, f := range s.man.Files {
+		for j := range f.Chunks {
+			if i == 0 && j == 0 {
+				continue
+			}
+			m := []*Merger{a, b}[n%2]
+			n++
+			if err := handle(t, m, s.event(message.EventChunk, s.upload(i, j))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d := dones(t, done); len(d) != 0 {
+		t.Fatalf("done events %+v: a merger saw the whole transfer from its own events, the test proves nothing", d)
+	}
+	// Quiet for RecheckEvery: both look again.
+	mu.Lock()
+	now = now.Add(6 * time.Second)
+	mu.Unlock()
+	a.recheck(context.Background())
+	b.recheck(context.Background())
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v, want one ok", d)
+	}
+	if r, _ := result.ReadFile(rows); len(r) != 1 {
+		t.Fatalf("%d rows, want 1", len(r))
+	}
+	for _, f := range s.man.Files {
+		got, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+		if err != nil || int64(len(got)) != f.WireSize || crc32c.Checksum(got) != f.WireCRC32 {
+			t.Fatalf("%s: %d bytes, %v; want %d with crc32c %08x", f.Object, len(got), err, f.WireSize, f.WireCRC32)
+		}
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Fatalf("staging left: %v", left)
+	}
 }
