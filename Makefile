@@ -7,7 +7,8 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 GOLANGCI := $(shell $(GO) env GOPATH)/bin/golangci-lint
 WORKERS  ?= 2
-TIER     ?= medium
+TIER     ?=
+TRANSPORT ?= spool
 
 .PHONY: all
 all: build
@@ -25,7 +26,7 @@ build:
 ## run: local stack, generated data set, transfer, verify, stage table
 .PHONY: run
 run: deps build
-	WORKERS=$(WORKERS) TIER=$(TIER) scripts/run.sh
+	WORKERS=$(WORKERS) TIER=$(TIER) TRANSPORT=$(TRANSPORT) scripts/run.sh
 
 ## test: gofmt, go vet, golangci-lint, tf-check, then every test against the emulators
 .PHONY: test

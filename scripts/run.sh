@@ -2,11 +2,22 @@
 # make run: start the local stack, generate a seed-like data set, transfer it
 # with the producer, WORKERS workers and the merger (real processes), prove it
 # intact with Go and the stock zstd CLI, and print the stage table.
+#
+# TRANSPORT=spool (default): producer and workers share one spool directory.
+# TRANSPORT=pubsub: every chunk travels inside its Pub/Sub message, and each
+# process gets a spool directory of its own, as on separate VMs; the default
+# data set grows to the large tier and 1,000 small files.
 set -euo pipefail
 
+TRANSPORT=${TRANSPORT:-spool}
 WORKERS=${WORKERS:-2}
-TIER=${TIER:-medium}
-SMALL_FILES=${SMALL_FILES:-200}
+if [ "$TRANSPORT" = pubsub ]; then
+  TIER=${TIER:-large}
+  SMALL_FILES=${SMALL_FILES:-1000}
+else
+  TIER=${TIER:-medium}
+  SMALL_FILES=${SMALL_FILES:-200}
+fi
 RUN=${RUN_DIR:-.run}
 BIN=${BIN:-bin}
 BUCKET=ferry-local
@@ -19,9 +30,11 @@ mkdir -p "$data"
 if [ ! -s "$data/${TIER}_upload.csv" ]; then
   "$BIN/datagen" --tier "$TIER" --out "$data/${TIER}_upload.csv"
 fi
-if [ ! -d "$data/small_files" ]; then
-  "$BIN/datagen" --many "$SMALL_FILES" --dir "$data/small_files"
-  : > "$data/small_files/empty.csv"
+small="$data/small_files_$SMALL_FILES"
+if [ ! -d "$small" ]; then
+  "$BIN/datagen" --many "$SMALL_FILES" --dir "$small.tmp"
+  : > "$small.tmp/empty.csv"
+  mv "$small.tmp" "$small"
 fi
 
 stack_up
@@ -29,13 +42,15 @@ echo "run: local stack up (PUBSUB_EMULATOR_HOST=$PUBSUB_EMULATOR_HOST STORAGE_EM
 fleet_up "$WORKERS"
 
 dest="gs://$BUCKET/run-$(date -u +%Y%m%dT%H%M%S)"
-echo "run: transferring $data/${TIER}_upload.csv and $data/small_files/ ($SMALL_FILES files and a 0-byte file) to $dest with $WORKERS workers"
-FERRY_LOG_FORMAT=text /usr/bin/env time -f "%M" -o "$RUN/producer.rss" \
+echo "run: transferring $data/${TIER}_upload.csv and $small/ ($SMALL_FILES files and a 0-byte file) to $dest with $WORKERS workers, transport $TRANSPORT"
+producer_spool="$FERRY_SPOOL_DIR"
+[ "$TRANSPORT" = pubsub ] && producer_spool="$RUN/spool-producer"
+FERRY_SPOOL_DIR="$producer_spool" FERRY_LOG_FORMAT=text /usr/bin/env time -f "%M" -o "$RUN/producer.rss" \
   "$BIN/producer" submit --wait --timeout 10m --method "ferry-${WORKERS}w" --label "workers=$WORKERS" \
-  "$data/${TIER}_upload.csv" "$data/small_files" "$dest" > "$RUN/submit.out"
+  "$data/${TIER}_upload.csv" "$small" "$dest" > "$RUN/submit.out"
 tid=$(head -n 1 "$RUN/submit.out")
 
-"$BIN/verify" --results "$RUN/results.ndjson" --transfer "$tid" "$data/${TIER}_upload.csv" "$data/small_files" "$dest"
+"$BIN/verify" --results "$RUN/results.ndjson" --transfer "$tid" "$data/${TIER}_upload.csv" "$small" "$dest"
 echo
 echo "  producer     peak RSS $(cat "$RUN/producer.rss") kB"
 peak_rss | grep -v localstack

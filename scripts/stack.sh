@@ -26,6 +26,7 @@ stack_up() {
   # shellcheck disable=SC1091
   source "$RUN/env"
   export FERRY_SPOOL_DIR="$RUN/spool" FERRY_RESULTS_FILE="$RUN/results.ndjson" FERRY_LOG_FORMAT=json
+  export FERRY_TRANSPORT="${TRANSPORT:-spool}"
   # Several services share this machine: each serves /metrics on a free port (logged).
   export FERRY_HTTP_ADDR=127.0.0.1:0
 }
@@ -35,7 +36,11 @@ stack_up() {
 fleet_up() {
   local i tag=${2:+-$2}
   for i in $(seq 1 "$1"); do
-    FERRY_WORKER_ID="worker-$i" "$BIN/worker" 2> "$RUN/logs/worker-$i$tag.log" &
+    # With the pubsub transport every process has a spool directory of
+    # its own, as on separate VMs: nothing is shared but Pub/Sub and GCS.
+    local spool="$FERRY_SPOOL_DIR"
+    [ "$FERRY_TRANSPORT" = pubsub ] && spool="$RUN/spool-worker-$i"
+    FERRY_WORKER_ID="worker-$i" FERRY_SPOOL_DIR="$spool" "$BIN/worker" 2> "$RUN/logs/worker-$i$tag.log" &
     pids+=($!); names+=("worker-$i")
   done
   "$BIN/merger" 2> "$RUN/logs/merger$tag.log" &
