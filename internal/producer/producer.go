@@ -159,8 +159,10 @@ type Options struct {
 	// started: every check passed, before the first chunk is read.
 	Started func(transferID string)
 	// ID names this producer in manifests.
-	ID  string
-	Log *slog.Logger
+	ID string
+	// Version is ferry's version, recorded in manifests.
+	Version string
+	Log     *slog.Logger
 }
 
 func (o *Options) applyDefaults() {
@@ -291,6 +293,7 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	metrics.InFlight.WithLabelValues("transfers").Inc()
 	defer metrics.InFlight.WithLabelValues("transfers").Dec()
 	m := newManifest(req, pl, tid, started, p.o.ID)
+	m.FerryVer = p.o.Version
 	if p.o.Started != nil {
 		p.o.Started(tid)
 	}

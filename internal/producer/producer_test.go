@@ -210,3 +210,24 @@ func TestStartedOnlyOnceTheTransferReallyStarts(t *testing.T) {
 		t.Fatalf("Started calls %v (chunks published before: %d), want [%s] before any chunk", started, chunksAtStart, man.TransferID)
 	}
 }
+
+// TestManifestRecordsTheVersion: the sealed manifest says which ferry wrote
+// it (Options.Version, the binary's --version).
+func TestManifestRecordsTheVersion(t *testing.T) {
+	store := teststack.Bucket(t, "p-version")
+	src := filepath.Join(t.TempDir(), "f.csv")
+	genFile(t, src, 1000)
+	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Version: "v1.2.3"})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://p-version/x", ChunkSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.ReadAll(context.Background(), "p-version", message.ManifestObject(man.TransferID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored message.Manifest
+	if err := message.Decode(b, &stored); err != nil || stored.FerryVer != "v1.2.3" {
+		t.Fatalf("stored manifest: %v, ferry_version %q; want v1.2.3", err, stored.FerryVer)
+	}
+}
