@@ -56,6 +56,11 @@ type Request struct {
 	// SourceRoots, when set, confine the sources (producer serve sets them
 	// from FERRY_SOURCE_ROOTS); see plan.Spec.Roots.
 	SourceRoots []string
+	// NoClobber skips a file whose final object exists (gcloud storage cp
+	// -n); SkipUnchanged skips one whose final object holds the same raw
+	// size, mtime and CRC32C. Not yet supported: Submit refuses them.
+	NoClobber     bool
+	SkipUnchanged bool
 }
 
 func (r Request) spec() plan.Spec {
@@ -162,6 +167,9 @@ type Options struct {
 	ID string
 	// Version is ferry's version, recorded in manifests.
 	Version string
+	// MaxRate bounds the bytes per second this producer sends (0: no
+	// limit). Not yet supported: Submit refuses it.
+	MaxRate int64
 	Log     *slog.Logger
 }
 
@@ -260,6 +268,9 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 		return nil, &InputError{fmt.Errorf("destination %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)",
 			pl.Dest, pl.Dest.Bucket, strings.Join(p.o.Buckets, ","))}
 	}
+	if err := notYetSupported(req, p.o); err != nil {
+		return nil, &InputError{err}
+	}
 	if req.TransferID == "" {
 		req.TransferID = NewTransferID(req.IdempotencyKey)
 	}
@@ -315,6 +326,20 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	}
 	log.Info("transfer sealed", "files", len(m.Files), "compress_ms", m.CompressMS)
 	return m, nil
+}
+
+// notYetSupported refuses what the request or options ask for that this
+// producer cannot do yet, instead of silently ignoring it.
+func notYetSupported(req Request, o Options) error {
+	switch {
+	case req.NoClobber:
+		return errors.New("--no-clobber (-n): not yet supported")
+	case req.SkipUnchanged:
+		return errors.New("--skip-unchanged: not yet supported")
+	case o.MaxRate > 0:
+		return errors.New("--max-rate / FERRY_MAX_RATE: not yet supported by the producer")
+	}
+	return nil
 }
 
 // fail tells the merger that the transfer cannot complete, and removes its

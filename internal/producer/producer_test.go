@@ -231,3 +231,32 @@ func TestManifestRecordsTheVersion(t *testing.T) {
 		t.Fatalf("stored manifest: %v, ferry_version %q; want v1.2.3", err, stored.FerryVer)
 	}
 }
+
+// TestNotYetSupportedOptionsAreRefused: -n, --skip-unchanged and a rate cap
+// are refused with an error naming them, never silently ignored.
+func TestNotYetSupportedOptionsAreRefused(t *testing.T) {
+	store := teststack.Bucket(t, "p-unsupported")
+	src := filepath.Join(t.TempDir(), "f.csv")
+	must(t, os.WriteFile(src, []byte("x"), 0o644))
+	req := Request{Sources: []string{src}, Destination: "gs://p-unsupported/x", ChunkSize: 1 << 20}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		req  Request
+		want string
+	}{
+		{"no-clobber", Options{}, func() Request { r := req; r.NoClobber = true; return r }(), "--no-clobber"},
+		{"skip-unchanged", Options{}, func() Request { r := req; r.SkipUnchanged = true; return r }(), "--skip-unchanged"},
+		{"max-rate", Options{MaxRate: 7e6}, req, "--max-rate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Store, o.Chunks, o.Events, o.SpoolDir = store, &teststack.Recorder{}, &teststack.Recorder{}, t.TempDir()
+			_, err := New(o).Submit(context.Background(), tc.req)
+			var input *InputError
+			if !errors.As(err, &input) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "not yet supported") {
+				t.Fatalf("Submit = %v, want an input error naming %s as not yet supported", err, tc.want)
+			}
+		})
+	}
+}
