@@ -7,7 +7,9 @@ import (
 )
 
 // Bytes is a byte count written as a plain number or with a binary or decimal
-// unit: 262144, 256KiB, 32MiB, 1GiB, 10MB, 1_000_000.
+// unit: 262144, 256KiB, 32MiB, 1GiB, 10MB, 100kB, 1_000_000. (ferry prints
+// sizes in decimal units, MB = 10^6 bytes, as gcloud and GCS's console do;
+// it accepts both.)
 type Bytes int64
 
 var units = []struct {
@@ -15,7 +17,7 @@ var units = []struct {
 	mult   int64
 }{
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"KB", 1e3}, {"kB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30},
 	{"B", 1},
 }
@@ -56,12 +58,13 @@ func (b *Bytes) EnvDecode(s string) error {
 // Set implements flag.Value.
 func (b *Bytes) Set(s string) error { return b.EnvDecode(s) }
 
-// String implements flag.Value.
-func (b *Bytes) String() string {
-	if b == nil {
-		return "0"
-	}
-	v := int64(*b)
+// Type implements pflag.Value.
+func (b *Bytes) Type() string { return "bytes" }
+
+// String implements flag.Value: the value in the largest binary unit that
+// divides it, as the defaults are written.
+func (b Bytes) String() string {
+	v := int64(b)
 	for _, u := range []struct {
 		s string
 		m int64

@@ -50,6 +50,40 @@ func (p PubSub) Validate() error {
 	return nil
 }
 
+// Emulators are the client libraries' own variables for the local
+// emulators. ferry reads them like its own (so FERRY_ENV_FILE may set them)
+// and hands them to the clients; unset, the clients reach Google Cloud.
+type Emulators struct {
+	PubSub string `env:"PUBSUB_EMULATOR_HOST" help:"host:port of the Pub/Sub emulator (unset: Google Cloud Pub/Sub)"`
+	GCS    string `env:"STORAGE_EMULATOR_HOST" help:"host:port of fake-gcs-server (unset: Google Cloud Storage)"`
+}
+
+// Validate names the variable at fault.
+func (e Emulators) Validate() error {
+	for name, v := range map[string]string{"PUBSUB_EMULATOR_HOST": e.PubSub, "STORAGE_EMULATOR_HOST": e.GCS} {
+		if strings.ContainsAny(v, " /") {
+			return fmt.Errorf("%s=%q: want host:port", name, v)
+		}
+	}
+	return nil
+}
+
+// PubSubEndpoint says where Pub/Sub calls go and what says so, for errors.
+func (e Emulators) PubSubEndpoint() string {
+	if e.PubSub != "" {
+		return "the Pub/Sub emulator at " + e.PubSub + " (PUBSUB_EMULATOR_HOST)"
+	}
+	return "Google Cloud Pub/Sub (pubsub.googleapis.com; PUBSUB_EMULATOR_HOST is unset)"
+}
+
+// GCSEndpoint says where GCS calls go and what says so, for errors.
+func (e Emulators) GCSEndpoint() string {
+	if e.GCS != "" {
+		return "the GCS emulator at " + e.GCS + " (STORAGE_EMULATOR_HOST)"
+	}
+	return "Google Cloud Storage (storage.googleapis.com; STORAGE_EMULATOR_HOST is unset)"
+}
+
 // Log configures logging.
 type Log struct {
 	Level  string `env:"FERRY_LOG_LEVEL, default=info" help:"debug, info, warn or error"`
@@ -160,13 +194,31 @@ var (
 	kmsKey     = regexp.MustCompile(`^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$`)
 )
 
+// Chunk sizes a user may ask for, with --chunk-size or FERRY_CHUNK_SIZE:
+// below 1 MiB the per-chunk message and object cost more than the bytes;
+// above 1 GiB a chunk no longer fits the producer's memory bound.
+const (
+	MinChunkSize Bytes = 1 << 20
+	MaxChunkSize Bytes = 1 << 30
+)
+
+// CheckChunkSize is the one check of a chunk size a user gave; the caller
+// names where it came from.
+func CheckChunkSize(b Bytes) error {
+	if b < MinChunkSize || b > MaxChunkSize {
+		return fmt.Errorf("chunk size %d: want %s to %s", b, MinChunkSize, MaxChunkSize)
+	}
+	return nil
+}
+
 // Producer is the producer's configuration.
 type Producer struct {
-	PubSub  PubSub
-	Spool   Spool
-	Buckets Buckets
-	Log     Log
-	HTTP    HTTP
+	PubSub    PubSub
+	Emulators Emulators
+	Spool     Spool
+	Buckets   Buckets
+	Log       Log
+	HTTP      HTTP
 
 	ChunkSize   Bytes    `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than FERRY_MAX_CHUNKS chunks (with FERRY_TRANSPORT=pubsub it is capped so that a chunk fits a message)"`
 	MaxChunks   int      `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
@@ -186,11 +238,11 @@ type Producer struct {
 
 // Validate names the variable at fault.
 func (p *Producer) Validate() error {
-	if err := firstErr(p.PubSub.Validate(), p.Spool.Validate(), p.Buckets.Validate(), p.Log.Validate()); err != nil {
+	if err := firstErr(p.PubSub.Validate(), p.Emulators.Validate(), p.Spool.Validate(), p.Buckets.Validate(), p.Log.Validate()); err != nil {
 		return err
 	}
-	if p.ChunkSize < 1<<20 || p.ChunkSize > 1<<30 {
-		return fmt.Errorf("FERRY_CHUNK_SIZE=%d: want 1MiB to 1GiB", p.ChunkSize)
+	if err := CheckChunkSize(p.ChunkSize); err != nil {
+		return fmt.Errorf("FERRY_CHUNK_SIZE: %w", err)
 	}
 	if p.MaxChunks < 1 || p.MaxChunks > 1_000_000 {
 		return fmt.Errorf("FERRY_MAX_CHUNKS=%d: want 1 to 1000000", p.MaxChunks)
@@ -231,11 +283,12 @@ func (p *Producer) Validate() error {
 
 // Worker is the worker's configuration.
 type Worker struct {
-	PubSub  PubSub
-	Spool   Spool
-	Buckets Buckets
-	Log     Log
-	HTTP    HTTP
+	PubSub    PubSub
+	Emulators Emulators
+	Spool     Spool
+	Buckets   Buckets
+	Log       Log
+	HTTP      HTTP
 
 	ID             string        `env:"FERRY_WORKER_ID" help:"name in logs, events and benchmark rows (default: host name and process id)"`
 	Concurrency    int           `env:"FERRY_WORKER_CONCURRENCY, default=8" help:"chunks uploaded at once (Pub/Sub MaxOutstandingMessages)"`
@@ -247,7 +300,7 @@ type Worker struct {
 
 // Validate names the variable at fault and fills in the default ID.
 func (w *Worker) Validate() error {
-	if err := firstErr(w.PubSub.Validate(), w.Spool.Validate(), w.Buckets.Validate(), w.Log.Validate()); err != nil {
+	if err := firstErr(w.PubSub.Validate(), w.Emulators.Validate(), w.Spool.Validate(), w.Buckets.Validate(), w.Log.Validate()); err != nil {
 		return err
 	}
 	if w.Concurrency < 1 || w.Concurrency > 1000 {
@@ -280,11 +333,12 @@ type BigQuery struct {
 
 // Merger is the merger's configuration.
 type Merger struct {
-	PubSub   PubSub
-	Buckets  Buckets
-	Log      Log
-	HTTP     HTTP
-	BigQuery BigQuery
+	PubSub    PubSub
+	Emulators Emulators
+	Buckets   Buckets
+	Log       Log
+	HTTP      HTTP
+	BigQuery  BigQuery
 
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
 	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
@@ -296,7 +350,7 @@ type Merger struct {
 
 // Validate names the variable at fault.
 func (m *Merger) Validate() error {
-	if err := firstErr(m.PubSub.Validate(), m.Buckets.Validate(), m.Log.Validate()); err != nil {
+	if err := firstErr(m.PubSub.Validate(), m.Emulators.Validate(), m.Buckets.Validate(), m.Log.Validate()); err != nil {
 		return err
 	}
 	if b := m.BigQuery; b.Dataset != "" {
@@ -328,6 +382,38 @@ func (m *Merger) Validate() error {
 	return nil
 }
 
+// Verify is the configuration of verify (and of any command that only
+// reads objects).
+type Verify struct {
+	Emulators Emulators
+}
+
+// Validate names the variable at fault.
+func (v *Verify) Validate() error { return v.Emulators.Validate() }
+
+// LocalStack is what localstack reads: the names of the topics and
+// subscriptions to create.
+type LocalStack struct {
+	PubSub PubSub
+}
+
+// Validate names the variable at fault.
+func (l *LocalStack) Validate() error { return l.PubSub.Validate() }
+
+// Error is a configuration that cannot be used: a variable that does not
+// parse or is out of range, or a .env file that does not parse. Binaries
+// exit 2 on it, as on a usage error.
+type Error struct{ Err error }
+
+func (e *Error) Error() string { return "config: " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsError reports whether err is a configuration error.
+func IsError(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce)
+}
+
 // validator is a config that checks itself.
 type validator interface{ Validate() error }
 
@@ -338,10 +424,10 @@ func Load(ctx context.Context, cfg validator, l envconfig.Lookuper) error {
 	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: cfg, Lookuper: rec}); err != nil {
 		// envconfig names the Go field; users know the variable, which is
 		// the last one looked up before decoding failed.
-		return fmt.Errorf("config: %s=%q: %w", rec.key, rec.val, err)
+		return &Error{fmt.Errorf("%s=%q: %w", rec.key, rec.val, err)}
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %w", err)
+		return &Error{err}
 	}
 	return nil
 }
@@ -422,3 +508,12 @@ func (w *Worker) Shared() (PubSub, Log, HTTP) { return w.PubSub, w.Log, w.HTTP }
 
 // Shared returns the parts every service's configuration has.
 func (m *Merger) Shared() (PubSub, Log, HTTP) { return m.PubSub, m.Log, m.HTTP }
+
+// EmulatorHosts returns the emulators the clients should use, if any.
+func (p *Producer) EmulatorHosts() Emulators { return p.Emulators }
+
+// EmulatorHosts returns the emulators the clients should use, if any.
+func (w *Worker) EmulatorHosts() Emulators { return w.Emulators }
+
+// EmulatorHosts returns the emulators the clients should use, if any.
+func (m *Merger) EmulatorHosts() Emulators { return m.Emulators }

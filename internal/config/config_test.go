@@ -2,7 +2,9 @@ package config
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,7 +59,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]Bytes{"262144": 262144, "256KiB": 256 << 10, "32MiB": 32 << 20, "1GiB": 1 << 30, "10MB": 10e6, " 4 MiB ": 4 << 20} {
+	for in, want := range map[string]Bytes{"262144": 262144, "256KiB": 256 << 10, "32MiB": 32 << 20, "1GiB": 1 << 30, "10MB": 10e6, "100kB": 100e3, " 4 MiB ": 4 << 20} {
 		got, err := ParseBytes(in)
 		if err != nil || got != want {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
@@ -114,32 +116,82 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 func TestEnvFileDoesNotOverrideTheEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/.env"
-	body := "# seeds-style settings\nexport FERRY_CODEC=gzip\nFERRY_CHUNK_SIZE = \"8MiB\"\n\nFERRY_METHOD='from-file'\n"
+	body := "# seeds-style settings\nexport FERRY_CODEC=gzip\nFERRY_CHUNK_SIZE = \"8MiB\"\n\nFERRY_METHOD='from-file'\n" +
+		"FERRY_LOG_LEVEL=warn # a comment after the value\nSTORAGE_EMULATOR_HOST=127.0.0.1:4443\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("FERRY_METHOD", "from-env")
-	t.Setenv("FERRY_ENV_FILE", path)
-	// Variables the file sets must not leak into other tests.
-	t.Setenv("FERRY_CODEC", "")
-	_ = os.Unsetenv("FERRY_CODEC")
-	t.Setenv("FERRY_CHUNK_SIZE", "")
-	_ = os.Unsetenv("FERRY_CHUNK_SIZE")
+	t.Setenv(EnvFileVar, path)
+	t.Setenv("STORAGE_EMULATOR_HOST", "") // restored after the test
+	_ = os.Unsetenv("STORAGE_EMULATOR_HOST")
 	var p Producer
 	if err := FromEnvironment(context.Background(), &p); err != nil {
 		t.Fatal(err)
 	}
-	if p.Codec != "gzip" || p.ChunkSize != 8<<20 || p.Method != "from-env" {
-		t.Fatalf("codec %q chunk %d method %q; want gzip, 8MiB and the environment's method", p.Codec, p.ChunkSize, p.Method)
+	if p.Codec != "gzip" || p.ChunkSize != 8<<20 || p.Method != "from-env" || p.Log.Level != "warn" || p.Emulators.GCS != "127.0.0.1:4443" {
+		t.Fatalf("codec %q chunk %d method %q level %q gcs %q; want gzip, 8MiB, the environment's method, warn and the file's emulator",
+			p.Codec, p.ChunkSize, p.Method, p.Log.Level, p.Emulators.GCS)
+	}
+	// The file is read, not applied: the process environment is unchanged.
+	for k, v := range map[string]string{"FERRY_CODEC": "gzip", "FERRY_CHUNK_SIZE": "8MiB", "STORAGE_EMULATOR_HOST": "127.0.0.1:4443"} {
+		if os.Getenv(k) == v {
+			t.Errorf("%s=%s leaked into the process environment", k, v)
+		}
 	}
 }
 
 func TestEnvFileErrorsNameTheLine(t *testing.T) {
-	path := t.TempDir() + "/.env"
-	if err := os.WriteFile(path, []byte("FERRY_CODEC=zstd\nthis is not a setting\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, body string
+		line       int
+	}{
+		{"not a setting", "FERRY_CODEC=zstd\nthis is not a setting\n", 2},
+		{"after a multi-line quoted value", "A=\"one\ntwo\"\nB=2\n# note\nC D=3\n", 5},
+		{"unterminated quote", "A=1\n\nB=\"open\n", 3},
+		{"bad key", "A=1\nexport FERRY.CODEC=zstd\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := t.TempDir() + "/.env"
+			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadEnvFile(path)
+			if want := fmt.Sprintf("%s:%d:", path, tc.line); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want one naming %s", err, want)
+			}
+			t.Setenv(EnvFileVar, path)
+			if err := FromEnvironment(context.Background(), &Producer{}); !IsError(err) {
+				t.Fatalf("FromEnvironment error %v is not a configuration error", err)
+			}
+		})
 	}
-	if err := LoadEnvFile(path); err == nil || !strings.Contains(err.Error(), path+":2") {
-		t.Fatalf("error %v, want one naming %s:2", err, path)
+}
+
+// TestConfigErrorsAreConfigErrors: an invalid variable is a configuration
+// error (binaries exit 2 on it), also when it parses but is out of range.
+func TestConfigErrorsAreConfigErrors(t *testing.T) {
+	for _, env := range []map[string]string{{"FERRY_CHUNK_SIZE": "lots"}, {"FERRY_CHUNK_SIZE": "512KiB"}, {"PUBSUB_EMULATOR_HOST": "http://x/"}} {
+		if err := Load(context.Background(), &Producer{}, envconfig.MapLookuper(env)); !IsError(err) {
+			t.Errorf("Load(%v) = %v, want a configuration error", env, err)
+		}
+	}
+}
+
+// TestChunkSizeLimitsAreOneCheck: the bounds FERRY_CHUNK_SIZE has are the
+// ones --chunk-size uses (CheckChunkSize), and they are what the message says.
+func TestChunkSizeLimitsAreOneCheck(t *testing.T) {
+	for b, ok := range map[Bytes]bool{MinChunkSize - 1: false, MinChunkSize: true, 32 << 20: true, MaxChunkSize: true, MaxChunkSize + 1: false} {
+		err := CheckChunkSize(b)
+		if (err == nil) != ok {
+			t.Errorf("CheckChunkSize(%d) = %v", b, err)
+		}
+		envErr := Load(context.Background(), &Producer{}, envconfig.MapLookuper(map[string]string{"FERRY_CHUNK_SIZE": strconv.FormatInt(int64(b), 10)}))
+		if (envErr == nil) != ok {
+			t.Errorf("FERRY_CHUNK_SIZE=%d: %v", b, envErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "want 1MiB to 1GiB") {
+			t.Errorf("CheckChunkSize(%d) = %v, want the bounds named", b, err)
+		}
 	}
 }

@@ -1,57 +1,89 @@
 package config
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
+	"github.com/joho/godotenv"
 	"github.com/sethvargo/go-envconfig"
 )
 
-// LoadEnvFile sets the variables of a .env file (KEY=VALUE lines; blank
-// lines, # comments, an "export " prefix and quotes around values are
-// allowed) that the environment does not already set: the real environment
-// wins, as the seeds' python-dotenv habit expects. Errors name file and line.
-func LoadEnvFile(path string) error {
-	f, err := os.Open(path)
+// EnvFileVar names the .env file whose settings apply where the environment
+// sets nothing.
+const EnvFileVar = "FERRY_ENV_FILE"
+
+// ReadEnvFile reads a .env file with godotenv, the seeds' python-dotenv
+// habit in Go: KEY=VALUE lines, blank lines, # comments (also after a value:
+// "KEY=v # note" is v), an "export " prefix, and single or double quotes
+// around values. Keys must be variable names. Errors name file and line.
+// The process environment is neither read nor changed.
+func ReadEnvFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("FERRY_ENV_FILE: %w", err)
+		return nil, fmt.Errorf("%s: %w", EnvFileVar, err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		line = strings.TrimPrefix(line, "export ")
-		k, v, ok := strings.Cut(line, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsAny(k, " \t") {
-			return fmt.Errorf("%s:%d: want KEY=VALUE, got %q", path, n, sc.Text())
-		}
-		v = strings.TrimSpace(v)
-		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
-			v = v[1 : len(v)-1]
-		}
-		if _, set := os.LookupEnv(k); !set {
-			if err := os.Setenv(k, v); err != nil {
-				return fmt.Errorf("%s:%d: %w", path, n, err)
-			}
+	vars, err := godotenv.UnmarshalBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: %v", path, badLine(b), err)
+	}
+	for k := range vars {
+		if !varName.MatchString(k) {
+			return nil, fmt.Errorf("%s:%d: %q is not a variable name", path, lineOfKey(b, k), k)
 		}
 	}
-	return sc.Err()
+	return vars, nil
 }
 
-// FromEnvironment loads cfg from the process environment, after the .env
-// file FERRY_ENV_FILE names, if any. This is what the binaries call.
-func FromEnvironment(ctx context.Context, cfg validator) error {
-	if p := os.Getenv("FERRY_ENV_FILE"); p != "" {
-		if err := LoadEnvFile(p); err != nil {
-			return err
+var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// badLine finds the line a parse error starts on: the line after the
+// longest run of leading lines that parses. (A quoted value may span lines,
+// so a shorter prefix can fail where the whole file would not.)
+func badLine(b []byte) int {
+	lines := strings.SplitAfter(string(b), "\n")
+	good := 0
+	for n := 1; n <= len(lines); n++ {
+		if _, err := godotenv.Unmarshal(strings.Join(lines[:n], "")); err == nil {
+			good = n
 		}
 	}
-	return Load(ctx, cfg, envconfig.OsLookuper())
+	return good + 1
+}
+
+// lineOfKey is the first line that sets key.
+func lineOfKey(b []byte, key string) int {
+	for i, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		l = strings.TrimSpace(strings.TrimPrefix(l, "export "))
+		if strings.HasPrefix(l, key) {
+			return i + 1
+		}
+	}
+	return 1
+}
+
+// Environment is where the binaries read their settings: the process
+// environment first, then the .env file FERRY_ENV_FILE names, if any.
+func Environment() (envconfig.Lookuper, error) {
+	path := os.Getenv(EnvFileVar)
+	if path == "" {
+		return envconfig.OsLookuper(), nil
+	}
+	vars, err := ReadEnvFile(path)
+	if err != nil {
+		return nil, &Error{err}
+	}
+	return envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(vars)), nil
+}
+
+// FromEnvironment loads cfg from Environment. This is what the binaries call.
+func FromEnvironment(ctx context.Context, cfg validator) error {
+	l, err := Environment()
+	if err != nil {
+		return err
+	}
+	return Load(ctx, cfg, l)
 }
