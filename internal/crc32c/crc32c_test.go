@@ -59,3 +59,14 @@ func TestKnownVector(t *testing.T) {
 		t.Fatalf("Checksum(123456789) = %08x, want e3069283", got)
 	}
 }
+
+// TestBase64IsWhatGCSShows: GCS's documented crc32c of "hello world" is
+// yZRlqg==, and an empty object's AAAAAA==.
+func TestBase64IsWhatGCSShows(t *testing.T) {
+	if got := Base64(Checksum([]byte("hello world"))); got != "yZRlqg==" {
+		t.Errorf("Base64(crc32c(hello world)) = %s, want yZRlqg==", got)
+	}
+	if got := Base64(Checksum(nil)); got != "AAAAAA==" {
+		t.Errorf("Base64(crc32c of nothing) = %s, want AAAAAA==", got)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 func TestLine(t *testing.T) {
@@ -23,5 +25,15 @@ func TestLine(t *testing.T) {
 				t.Errorf("Line(%+v) = %q, want %q in it", tc.s, got, w)
 			}
 		}
+	}
+}
+
+// TestSameUnitsAsEverywhere: the bar prints a size as verify and the stage
+// table do (result.FormatBytes, 10^6 bytes to the MB).
+func TestSameUnitsAsEverywhere(t *testing.T) {
+	const n = 10_000_086
+	line := Line(State{Total: n, Compressed: n, Uploaded: n, Elapsed: time.Second})
+	if want := result.FormatBytes(n); !strings.Contains(line, "compressed "+want) {
+		t.Fatalf("bar %q does not print %d bytes as %s", line, n, want)
 	}
 }

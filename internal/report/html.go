@@ -277,7 +277,7 @@ footer { color: #777; font-size: 12px; margin-top: 8px; }
 </div>
 </section>
 {{end}}
-<footer>Made by ferry's report command from its benchmark rows (NDJSON). Medians count only rows with status ok. Sizes in 1024-based units, MB/s in 10<sup>6</sup> bytes per second, as the seed notebook prints them.</footer>
+<footer>Made by ferry's report command from its benchmark rows (NDJSON). Medians count only rows with status ok. Sizes and rates in decimal (SI) units: MB = 10<sup>6</sup> bytes, MB/s = 10<sup>6</sup> bytes per second.</footer>
 </main>
 </body>
 </html>

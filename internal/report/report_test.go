@@ -69,9 +69,9 @@ func TestTablesMedians(t *testing.T) {
 	Tables(&b, fixture())
 	out := b.String()
 	for _, c := range []struct{ after, first, want string }{
-		{"── medium ──", "ferry-2w", "ferry-2w 3 190.7 MB 66.8 MB 2.86x 4.0s 50.0 MB/s 1"},
-		{"── medium ──", "gcloud", "gcloud 1 190.7 MB 190.7 MB 1.00x 6.0s 33.3 MB/s"},
-		{"── small ──", "ferry-1w", "ferry-1w 2 9.5 MB 3.8 MB 2.50x 500ms 20.8 MB/s"},
+		{"── medium ──", "ferry-2w", "ferry-2w 3 200.0 MB 70.0 MB 2.86x 4.0s 50.0 MB/s 1"},
+		{"── medium ──", "gcloud", "gcloud 1 200.0 MB 200.0 MB 1.00x 6.0s 33.3 MB/s"},
+		{"── small ──", "ferry-1w", "ferry-1w 2 10.0 MB 4.0 MB 2.50x 500ms 20.8 MB/s"},
 		{titleStages, "ferry-2w", "ferry-2w medium 2.0s 900ms 120ms 60ms 4.0s"},
 		{titleStages, "gcloud", "gcloud medium - 5.0s - - 6.0s"},
 		{titleStages, "ferry-1w", "ferry-1w small 150ms 90ms 60ms 25ms 500ms"},

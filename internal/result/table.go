@@ -5,20 +5,31 @@ import (
 	"io"
 )
 
-// FormatBytes prints a byte count as the seeds do (1000-based MB is what
-// they label MB/s; sizes use the seeds' 1024-based units).
+// FormatBytes prints a byte count in decimal (SI) units, kB = 10^3 and
+// MB = 10^6 bytes: the units of MB/s, and the ones ferry prints everywhere
+// (progress bar, stage tables, verify, report, producer status).
 func FormatBytes(b float64) string {
 	switch {
 	case b <= 0:
 		return "-"
-	case b < 1024:
+	case b < 1e3:
 		return fmt.Sprintf("%.0f B", b)
-	case b < 1<<20:
-		return fmt.Sprintf("%.1f KB", b/1024)
-	case b < 1<<30:
-		return fmt.Sprintf("%.1f MB", b/(1<<20))
+	case b < 1e6:
+		return fmt.Sprintf("%.1f kB", b/1e3)
+	case b < 1e9:
+		return fmt.Sprintf("%.1f MB", b/1e6)
+	case b < 1e12:
+		return fmt.Sprintf("%.2f GB", b/1e9)
 	}
-	return fmt.Sprintf("%.2f GB", b/(1<<30))
+	return fmt.Sprintf("%.2f TB", b/1e12)
+}
+
+// Count prints n and noun, plural unless n is 1: "1 object", "2 objects".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // FormatMS prints a duration in milliseconds as the seeds do.
@@ -44,8 +55,8 @@ func rate(bytes, ms int64) string {
 func StageTable(w io.Writer, r Row) {
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", "step", "time", "throughput")
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("compress (%s %d)", r.Codec, r.Level), FormatMS(r.CompressMS), rate(r.SizeBytes, r.CompressMS))
-	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("upload (%d workers)", r.Workers), FormatMS(r.UploadMS), rate(r.WireBytes, r.UploadMS))
-	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("compose (%d chunks)", r.Chunks), FormatMS(r.ComposeMS), rate(r.WireBytes, r.ComposeMS))
+	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("upload (%s)", Count(r.Workers, "worker")), FormatMS(r.UploadMS), rate(r.WireBytes, r.UploadMS))
+	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("compose (%s)", Count(r.Chunks, "chunk")), FormatMS(r.ComposeMS), rate(r.WireBytes, r.ComposeMS))
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", "verify (crc32c)", FormatMS(r.VerifyMS), "")
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", "TOTAL", FormatMS(r.TotalMS), rate(r.SizeBytes, r.TotalMS))
 	fmt.Fprintf(w, "  Original: %s  Wire: %s  Ratio: %.2fx  Files: %d  Status: %s\n",

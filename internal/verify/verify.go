@@ -32,10 +32,11 @@ type objectStore interface {
 
 // Report is what was checked of one object.
 type Report struct {
-	Object    string
-	RawSize   int64
-	WireSize  int64
-	RawCRC32C uint32
+	Object     string
+	RawSize    int64
+	WireSize   int64
+	RawCRC32C  uint32
+	WireCRC32C uint32 // what GCS stores and shows
 	// CLI names the stock tool that also decompressed it, or "" when none
 	// applies (codec none) or it is not installed.
 	CLI string
@@ -52,7 +53,7 @@ func Object(ctx context.Context, s objectStore, bucket, name string, c codec.Cod
 	if err != nil {
 		return rep, err
 	}
-	rep.WireSize = a.Size
+	rep.WireSize, rep.WireCRC32C = a.Size, a.CRC32C
 	tmp, err := os.CreateTemp("", "ferry-verify-*")
 	if err != nil {
 		return rep, err
@@ -70,7 +71,7 @@ func Object(ctx context.Context, s objectStore, bucket, name string, c codec.Cod
 		return rep, fmt.Errorf("download %s: %w", rep.Object, err)
 	}
 	if n != a.Size || wire.Sum32() != a.CRC32C {
-		return rep, fmt.Errorf("%s: downloaded %d bytes with crc32c %08x, GCS says %d bytes with %08x: %w", rep.Object, n, wire.Sum32(), a.Size, a.CRC32C, ErrMismatch)
+		return rep, fmt.Errorf("%s: downloaded %d bytes with crc32c %s, GCS says %d bytes with %s: %w", rep.Object, n, crc32c.Base64(wire.Sum32()), a.Size, crc32c.Base64(a.CRC32C), ErrMismatch)
 	}
 
 	// Go's decoder.

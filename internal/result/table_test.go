@@ -1,0 +1,30 @@
+package result
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestFormatBytesIsSI: sizes print in the units MB/s uses, 10^6 bytes to
+// the MB: the 10,000,086-byte file is 10.0 MB everywhere.
+func TestFormatBytesIsSI(t *testing.T) {
+	for b, want := range map[float64]string{0: "-", 999: "999 B", 1000: "1.0 kB", 10_000_086: "10.0 MB", 1.2e9: "1.20 GB", 3e12: "3.00 TB"} {
+		if got := FormatBytes(b); got != want {
+			t.Errorf("FormatBytes(%.0f) = %q, want %q", b, got, want)
+		}
+	}
+}
+
+func TestCountAgrees(t *testing.T) {
+	for n, want := range map[int]string{0: "0 objects", 1: "1 object", 2: "2 objects"} {
+		if got := Count(n, "object"); got != want {
+			t.Errorf("Count(%d) = %q, want %q", n, got, want)
+		}
+	}
+	var b bytes.Buffer
+	StageTable(&b, Row{Workers: 1, Chunks: 1, Codec: "zstd", Level: 3, SizeBytes: 10_000_086, WireBytes: 3_500_000, Status: "ok"})
+	if out := b.String(); !strings.Contains(out, "upload (1 worker)") || !strings.Contains(out, "compose (1 chunk)") || !strings.Contains(out, "Original: 10.0 MB") {
+		t.Errorf("stage table:\n%s", out)
+	}
+}
