@@ -302,9 +302,16 @@ func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
 		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: 10},
 		{ID: DeadLetterSubscription(ps.ChunksDeadLetter), Topic: ps.ChunksDeadLetter, AckDeadline: 60 * time.Second},
 		{ID: DeadLetterSubscription(ps.EventsDeadLetter), Topic: ps.EventsDeadLetter, AckDeadline: 60 * time.Second},
+		// For humans: gcloud pubsub subscriptions pull ferry-done-sub.
+		{ID: DoneSubscription(ps.DoneTopic), Topic: ps.DoneTopic, AckDeadline: 60 * time.Second},
 	}
 	return topics, subs
 }
+
+// DoneSubscription names the subscription on the done topic that a person
+// pulls done events from on the local stack (services wait for their own
+// transfers on temporary subscriptions).
+func DoneSubscription(topic string) string { return topic + "-sub" }
 
 // DeadLetterSubscription names the subscription that keeps a dead-letter
 // topic's messages for operators to inspect.
@@ -324,4 +331,49 @@ func Provision(ctx context.Context, c *queue.Client, ps config.PubSub) error {
 		}
 	}
 	return nil
+}
+
+// Env is the environment of the binaries and of gcloud on the local stack,
+// as export lines: the emulators, the project, the buckets ferry may write
+// to, a free loopback port for each service's health endpoints (so several
+// run side by side), and the CLOUDSDK_* overrides that point gcloud storage
+// and gcloud pubsub at the emulators.
+func Env(project, pubsubHost, gcsHost string, buckets []string) string {
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"PUBSUB_EMULATOR_HOST", pubsubHost},
+		{"STORAGE_EMULATOR_HOST", gcsHost},
+		{"FERRY_PROJECT", project},
+		{"FERRY_BUCKETS", strings.Join(buckets, ",")},
+		{"FERRY_HTTP_ADDR", "127.0.0.1:0"},
+		{"CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB", "http://" + pubsubHost + "/"},
+		{"CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://" + gcsHost + "/"},
+		{"CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true"},
+		{"CLOUDSDK_CORE_PROJECT", project},
+	} {
+		fmt.Fprintf(&b, "export %s=%s\n", kv[0], kv[1])
+	}
+	return b.String()
+}
+
+// WriteFileAtomic writes data to path through a temporary file beside it
+// and a rename, so a reader sees the whole file or none.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
