@@ -60,6 +60,7 @@ lint: fmt-check vet
 ## report: seed-style tables and an HTML report of the rows make run and make bench wrote
 .PHONY: report
 report: build
+	@test -n "$(wildcard .run/results.ndjson .run/bench.ndjson)" || { echo "report: no benchmark rows yet (no .run/results.ndjson or .run/bench.ndjson): run 'make run' or 'make bench' first, which write them" >&2; exit 1; }
 	$(BIN)/report --html .run/report.html $(wildcard .run/results.ndjson .run/bench.ndjson)
 	@echo "report: .run/report.html"
 

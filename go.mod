@@ -7,8 +7,11 @@ require (
 	cloud.google.com/go/storage v1.70.0
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/hashicorp/hcl/v2 v2.25.0
+	github.com/joho/godotenv v1.5.1
 	github.com/klauspost/compress v1.20.4
 	github.com/sethvargo/go-envconfig v1.4.3
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.1.0
 	github.com/zclconf/go-cty v1.20.0
 	golang.org/x/sync v0.25.0
 	google.golang.org/api v0.307.0
@@ -16,7 +19,7 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require github.com/joho/godotenv v1.5.1 // indirect
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect
 
 require (
 	cel.dev/expr v0.25.2 // indirect

@@ -3,8 +3,7 @@
 package main
 
 import (
-	"errors"
-	"flag"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,15 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/datagen"
 )
 
-const usage = `Usage:
-  datagen (--tier NAME | --size BYTES) --out FILE [--seed N]
-  datagen --many N --dir DIR [--each BYTES] [--seed N]
-
-datagen writes synthetic daily OHLCV stock data as CSV
+const about = `datagen writes synthetic daily OHLCV stock data as CSV
 (date,symbol,isin,exchange,currency,open,high,low,close,adj_close,volume).
 It compresses like the reference notebook's upload files: about 2.8x with
 zstd -3, 2.9x with gzip -6 and 1.6x with lz4. The output depends only on
@@ -29,116 +27,118 @@ the size and --seed, so every run and machine produces the same bytes.
 
 Tiers:
 %s
-Flags:
-`
-
-const examples = `
 Sizes accept a kB, MB, GB (powers of 1000) or KiB, MiB, GiB suffix and
-underscores, e.g. 200MB or 1_000_000. --out - writes to standard output.
+underscores, e.g. 200MB or 1_000_000. --out - writes to standard output.`
 
-Examples:
-  datagen --tier medium --out /tmp/medium.csv
+const examples = `  datagen --tier medium --out medium.csv
   datagen --size 50MB --seed 7 --out sample.csv
-  datagen --many 1000 --dir /tmp/small-files --each 100kB
-`
+  datagen --many 1000 --dir small-files --each 100kB`
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type flags struct {
+	tier, out, dir string
+	size, each     config.Bytes
+	seed           int64
+	many           int
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("datagen", flag.ContinueOnError)
-	tier := fs.String("tier", "", "size tier `NAME`: small, medium or large")
-	size := config.Bytes(0)
-	fs.Var(&size, "size", "target size in `BYTES` (the file ends at the first row boundary at or after it)")
-	seed := fs.Int64("seed", 1, "random seed `N`; the same seed and size give the same bytes")
-	out := fs.String("out", "", "output `FILE` (- for standard output)")
-	many := fs.Int("many", 0, "write `N` small files part-00000.csv ... instead of one file")
-	dir := fs.String("dir", "", "`DIR` for the --many files (created if missing)")
-	each := config.Bytes(100_000)
-	fs.Var(&each, "each", "approximate size of each --many file in `BYTES`")
-	fs.Usage = func() {} // errors are reported below; --help prints printUsage
-	fs.SetOutput(io.Discard)
-	printUsage := func(w io.Writer) {
-		var tiers strings.Builder
-		for _, t := range datagen.Tiers {
-			fmt.Fprintf(&tiers, "  %-7s %14s bytes\n", t.Name, group(t.Size))
-		}
-		fmt.Fprintf(w, usage, tiers.String())
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fmt.Fprint(w, examples)
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "datagen: "+format+"\n", a...)
-		fmt.Fprintln(stderr, "Run 'datagen --help' for usage.")
-		return 2
-	}
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		printUsage(stdout)
-		return 0
-	} else if err != nil {
-		return usageErr("%v", err)
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	case set["many"] && *many <= 0:
-		return usageErr("--many %d: want a positive number of files", *many)
-	case set["many"] && (set["out"] || set["tier"] || set["size"]):
-		return usageErr("--many cannot be combined with --out, --tier or --size")
-	case set["many"] && *dir == "":
-		return usageErr("--many needs --dir")
-	case set["many"] && each <= 0:
-		return usageErr("--each %d: want a positive size", each)
-	case !set["many"] && (set["dir"] || set["each"]):
-		return usageErr("--dir and --each only apply with --many")
-	case !set["many"] && set["tier"] && set["size"]:
-		return usageErr("give either --tier or --size, not both")
-	case !set["many"] && !set["tier"] && !set["size"]:
-		return usageErr("one of --tier or --size is required")
-	case !set["many"] && set["size"] && size <= 0:
-		return usageErr("--size %d: want a positive size", size)
-	case !set["many"] && *out == "":
-		return usageErr("--out is required (or use --many)")
-	}
-	if set["tier"] {
-		t, err := datagen.TierByName(*tier)
-		if err != nil {
-			return usageErr("--tier %v", err)
-		}
-		size = config.Bytes(t.Size)
-	}
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+func run(args []string, stdout, stderr io.Writer) int {
+	f := flags{each: 100_000}
+	var tiers strings.Builder
+	for _, t := range datagen.Tiers {
+		fmt.Fprintf(&tiers, "  %-7s %14s bytes\n", t.Name, group(t.Size))
+	}
+	cmd := &cobra.Command{
+		Use: `datagen (--tier NAME | --size BYTES) --out FILE [--seed N]
+  datagen --many N --dir DIR [--each BYTES] [--seed N]`,
+		Short: "write the seed-like synthetic CSV data sets",
+		// The usage lines above say which flags go together.
+		DisableFlagsInUseLine: true,
+		Long:                  fmt.Sprintf(about, tiers.String()),
+		Example:               examples,
+		Version:               version,
+		Args:                  cli.NoArgs,
+		RunE:                  func(cmd *cobra.Command, _ []string) error { return realMain(cmd, f, stdout, stderr) },
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.tier, "tier", "", "size tier `NAME`: small, medium or large")
+	fs.Var(&f.size, "size", "target size in `BYTES` (the file ends at the first row boundary at or after it)")
+	fs.Int64Var(&f.seed, "seed", 1, "random seed `N`; the same seed and size give the same bytes")
+	fs.StringVar(&f.out, "out", "", "output `FILE` (- for standard output)")
+	fs.IntVar(&f.many, "many", 0, "write `N` small files part-00000.csv ... instead of one file")
+	fs.StringVar(&f.dir, "dir", "", "`DIR` for the --many files (created if missing)")
+	fs.Var(&f.each, "each", "approximate size of each --many file in `BYTES`")
+	return cli.Run(context.Background(), cmd, args, stdout, stderr)
+}
+
+// check returns the usage error of a flag combination, if any.
+func (f *flags) check(set func(string) bool) error {
+	switch {
+	case set("many") && f.many <= 0:
+		return cli.Usagef("--many %d: want a positive number of files", f.many)
+	case set("many") && (set("out") || set("tier") || set("size")):
+		return cli.Usagef("--many cannot be combined with --out, --tier or --size")
+	case set("many") && f.dir == "":
+		return cli.Usagef("--many needs --dir")
+	case set("many") && f.each <= 0:
+		return cli.Usagef("--each %d: want a positive size", f.each)
+	case !set("many") && (set("dir") || set("each")):
+		return cli.Usagef("--dir and --each only apply with --many")
+	case !set("many") && set("tier") && set("size"):
+		return cli.Usagef("give either --tier or --size, not both")
+	case !set("many") && !set("tier") && !set("size"):
+		return cli.Usagef("one of --tier or --size is required")
+	case !set("many") && set("size") && f.size <= 0:
+		return cli.Usagef("--size %d: want a positive size", f.size)
+	case !set("many") && f.out == "":
+		return cli.Usagef("--out is required (or use --many)")
+	}
+	if set("tier") {
+		t, err := datagen.TierByName(f.tier)
+		if err != nil {
+			return cli.Usagef("--tier %v", err)
+		}
+		f.size = config.Bytes(t.Size)
+	}
+	return nil
+}
+
+func realMain(cmd *cobra.Command, f flags, stdout, stderr io.Writer) error {
+	set := cmd.Flags().Changed
+	if err := f.check(set); err != nil {
+		return err
+	}
 	start := time.Now()
 	var n int64
 	var where string
 	var err error
-	if set["many"] {
-		where = fmt.Sprintf("%d files in %s", *many, *dir)
-		if err = datagen.WriteManySmall(*dir, *many, int64(each), *seed); err == nil {
-			n, err = totalSize(*dir, *many)
+	if set("many") {
+		where = fmt.Sprintf("%d files in %s", f.many, f.dir)
+		if err = datagen.WriteManySmall(f.dir, f.many, int64(f.each), f.seed); err == nil {
+			n, err = totalSize(f.dir, f.many)
 		}
 		if err != nil {
-			err = fmt.Errorf("--dir %s: %w", *dir, err)
+			err = fmt.Errorf("--dir %s: %w", f.dir, err)
 		}
 	} else {
-		where = *out
+		where = f.out
 		if where == "-" {
 			where = "standard output"
 		}
-		n, err = writeFile(*out, int64(size), *seed, stdout)
+		n, err = writeFile(f.out, int64(f.size), f.seed, stdout)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "datagen: %v\n", err)
-		return 1
+		return err
 	}
 	elapsed := time.Since(start)
 	fmt.Fprintf(stderr, "datagen: wrote %s bytes to %s in %.2fs (%.0f MB/s)\n",
 		group(n), where, elapsed.Seconds(), float64(n)/1e6/max(elapsed.Seconds(), 1e-9))
-	return 0
+	return nil
 }
 
 // writeFile writes the CSV to path via a temporary file that is renamed into

@@ -7,78 +7,102 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
-	"github.com/sethvargo/go-envconfig"
+	"github.com/spf13/cobra"
 
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/queue"
 )
 
-func main() {
-	fs := flag.NewFlagSet("localstack", flag.ExitOnError)
-	kind := fs.String("pubsub", "", "Pub/Sub emulator: java (gcloud's pubsub-emulator), pstest (in-process), none (storage only), or empty for java with pstest as fallback")
-	dir := fs.String("dir", "", "directory for the emulator's data and log (default: a temporary one)")
-	gcsPort := fs.Uint("gcs-port", 0, "loopback port of fake-gcs-server (0: any free port)")
-	buckets := fs.String("buckets", "ferry-local", "comma-separated buckets to create")
-	envFile := fs.String("env-file", "", "also write the environment to this file, as export lines")
-	gcsTLS := fs.Bool("gcs-tls", false, "also serve fake-gcs-server over HTTPS with a self-signed certificate (written to DIR/gcs-cert.pem): LOCALSTACK_GCS_TLS_HOST, LOCALSTACK_GCS_CERT")
-	compose := fs.String("compose", "fast", "compose: fast (the shim's: one copy, CRC32C combined) or fake (fake-gcs-server's own)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `localstack — the Pub/Sub emulator and fake-gcs-server for ferry, on loopback.
+const about = `localstack — the Pub/Sub emulator and fake-gcs-server for ferry, on loopback.
 
-Usage: localstack [flags]
+Starts both, creates the topics and subscriptions (names from the same
+FERRY_* variables the binaries read; also ferry-done-sub, a subscription on
+the done topic for humans to pull) and the buckets, then prints the
+environment for the other binaries as export lines and runs until
+interrupted.
 
-Prints export lines for PUBSUB_EMULATOR_HOST, STORAGE_EMULATOR_HOST and
-FERRY_PROJECT, then runs until interrupted. Topic and subscription names come
-from the same FERRY_* variables the binaries read.
+With --env-file it also writes that environment to a file: atomically, only
+once everything is ready, and removed again on exit. Besides the emulators'
+variables the file sets FERRY_BUCKETS to the buckets created,
+FERRY_HTTP_ADDR=127.0.0.1:0 (each service on its own free port, which it
+logs) and the CLOUDSDK_* variables that point gcloud storage and gcloud
+pubsub at the emulators.`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	_ = fs.Parse(os.Args[1:])
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if *compose != "fast" && *compose != "fake" {
-		fmt.Fprintf(os.Stderr, "localstack: --compose %q: want fast or fake\n", *compose)
-		os.Exit(2)
-	}
-	gcsOpts := localstack.GCSOptions{Port: uint16(*gcsPort), TLS: *gcsTLS, StockCompose: *compose == "fake"}
-	if err := run(ctx, *kind, *dir, gcsOpts, strings.Split(*buckets, ","), *envFile); err != nil {
-		fmt.Fprintf(os.Stderr, "localstack: %v\n", err)
-		os.Exit(1)
-	}
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type flags struct {
+	kind, dir, buckets, envFile, compose string
+	gcsPort                              uint16
+	gcsTLS                               bool
 }
 
-func run(ctx context.Context, kind, dir string, gcsOpts localstack.GCSOptions, buckets []string, envFile string) error {
-	var ps config.PubSub
-	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &ps, Lookuper: envconfig.OsLookuper()}); err != nil {
+func main() { cli.Main(command()) }
+
+func command() *cobra.Command {
+	var f flags
+	cmd := &cobra.Command{
+		Use:     "localstack [flags]",
+		Short:   "the Pub/Sub emulator and fake-gcs-server for ferry, on loopback",
+		Long:    about,
+		Version: version,
+		Args:    cli.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return realMain(cmd.Context(), cmd.OutOrStdout(), f) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.kind, "pubsub", "", "Pub/Sub emulator: java (gcloud's pubsub-emulator), pstest (in-process), none (storage only), or empty for java with pstest as fallback")
+	fs.StringVar(&f.dir, "dir", "", "directory for the emulator's data and log (default: a temporary one)")
+	fs.Uint16Var(&f.gcsPort, "gcs-port", 0, "loopback port of fake-gcs-server (0: any free port)")
+	fs.StringVar(&f.buckets, "buckets", "ferry-local", "comma-separated buckets to create")
+	fs.StringVar(&f.envFile, "env-file", "", "also write the environment to this file once ready (export lines; removed on exit)")
+	fs.BoolVar(&f.gcsTLS, "gcs-tls", false, "also serve fake-gcs-server over HTTPS with a self-signed certificate (written to DIR/gcs-cert.pem): LOCALSTACK_GCS_TLS_HOST, LOCALSTACK_GCS_CERT")
+	fs.StringVar(&f.compose, "compose", "fast", "compose: fast (the shim's: one copy, CRC32C combined) or fake (fake-gcs-server's own)")
+	cli.Env(cmd, &config.LocalStack{})
+	return cmd
+}
+
+func realMain(ctx context.Context, stdout io.Writer, f flags) error {
+	if f.compose != "fast" && f.compose != "fake" {
+		return cli.Usagef("--compose %q: want fast or fake", f.compose)
+	}
+	var cfg config.LocalStack
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
 	}
-	if err := ps.Validate(); err != nil {
-		return err
+	ps := cfg.PubSub
+	var buckets []string
+	for _, b := range strings.Split(f.buckets, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			buckets = append(buckets, b)
+		}
+	}
+	if f.envFile != "" {
+		// A file left by an earlier run that was killed must not be
+		// mistaken for this one's.
+		if err := os.Remove(f.envFile); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("--env-file: %w", err)
+		}
 	}
 	log := logging.New(os.Stderr, "info", "auto")
-	gcs, err := localstack.StartGCSWith(gcsOpts)
+	gcs, err := localstack.StartGCSWith(localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake"})
 	if err != nil {
 		return err
 	}
 	defer gcs.Stop()
 	for _, b := range buckets {
-		if b = strings.TrimSpace(b); b != "" {
-			gcs.CreateBucket(b)
-		}
+		gcs.CreateBucket(b)
 	}
-	env := fmt.Sprintf("export STORAGE_EMULATOR_HOST=%s\nexport FERRY_PROJECT=%s\n", gcs.Host, ps.Project)
+	var extra string
+	dir := f.dir
 	if gcs.TLSHost != "" {
 		if dir == "" {
 			if dir, err = os.MkdirTemp("", "ferry-localstack-"); err != nil {
@@ -92,17 +116,16 @@ func run(ctx context.Context, kind, dir string, gcsOpts localstack.GCSOptions, b
 		if err := os.WriteFile(cert, gcs.CertPEM, 0o644); err != nil {
 			return err
 		}
-		env += fmt.Sprintf("export LOCALSTACK_GCS_TLS_HOST=%s\nexport LOCALSTACK_GCS_CERT=%s\n", gcs.TLSHost, cert)
+		extra = fmt.Sprintf("export LOCALSTACK_GCS_TLS_HOST=%s\nexport LOCALSTACK_GCS_CERT=%s\n", gcs.TLSHost, cert)
 	}
-	emuKind := "none"
-	if kind != "none" {
-		emu, err := localstack.StartPubSub(ctx, localstack.PubSubOptions{Kind: kind, Dir: dir, Log: log})
+	emuHost, emuKind := "", "none"
+	if f.kind != "none" {
+		emu, err := localstack.StartPubSub(ctx, localstack.PubSubOptions{Kind: f.kind, Dir: dir, Log: log})
 		if err != nil {
 			return err
 		}
 		defer emu.Stop()
-		os.Setenv("PUBSUB_EMULATOR_HOST", emu.Host)
-		q, err := queue.Dial(ctx, ps.Project, log)
+		q, err := queue.Dial(ctx, ps.Project, log, queue.WithEmulator(emu.Host))
 		if err != nil {
 			return err
 		}
@@ -111,16 +134,18 @@ func run(ctx context.Context, kind, dir string, gcsOpts localstack.GCSOptions, b
 		if err != nil {
 			return err
 		}
-		env = fmt.Sprintf("export PUBSUB_EMULATOR_HOST=%s\n", emu.Host) + env
-		emuKind = emu.Kind
+		emuHost, emuKind = emu.Host, emu.Kind
 	}
-	fmt.Print(env)
-	if envFile != "" {
-		if err := os.WriteFile(envFile, []byte(env), 0o644); err != nil {
-			return err
+	env := localstack.Env(ps.Project, emuHost, gcs.Host, buckets) + extra
+	fmt.Fprint(stdout, env)
+	if f.envFile != "" {
+		if err := localstack.WriteFileAtomic(f.envFile, []byte(env)); err != nil {
+			return fmt.Errorf("--env-file: %w", err)
 		}
+		defer os.Remove(f.envFile)
 	}
-	log.Info("local stack ready", "pubsub", os.Getenv("PUBSUB_EMULATOR_HOST"), "pubsub_kind", emuKind, "gcs", gcs.Host, "gcs_tls", gcs.TLSHost, "compose", gcs.Stats().FastCompose, "buckets", buckets)
+	log.Info("local stack ready", "pubsub", emuHost, "pubsub_kind", emuKind, "gcs", gcs.Host, "gcs_tls", gcs.TLSHost,
+		"compose", gcs.Stats().FastCompose, "buckets", buckets, "done_subscription", localstack.DoneSubscription(ps.DoneTopic), "env_file", f.envFile)
 	<-ctx.Done()
 	log.Info("local stack stopping")
 	return nil

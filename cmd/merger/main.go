@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader"
@@ -19,8 +20,6 @@ import (
 
 const about = `merger — finish ferry transfers.
 
-Usage: merger
-
 Receives events from FERRY_EVENTS_SUBSCRIPTION. When a transfer's manifest is
 sealed and every chunk object is present with the CRC32C it names, composes
 each file (a tree of at most 32 sources per compose), checks the final size and
@@ -28,14 +27,12 @@ CRC32C against the prediction, appends a benchmark row to FERRY_RESULTS_FILE
 (or, with FERRY_BQ_DATASET, stages it in FERRY_RESULTS_BUCKET and loads it into
 BigQuery with load jobs), publishes the done event to FERRY_DONE_TOPIC and
 deletes the staging objects.
-It keeps no state GCS does not have: restart it at any time.
-
-`
+It keeps no state GCS does not have: restart it at any time.`
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-func main() { setup.Main("merger", about, &config.Merger{}, realMain) }
+func main() { cli.Main(cli.Service("merger", version, about, &config.Merger{}, realMain)) }
 
 func realMain(ctx context.Context) error {
 	var cfg config.Merger
@@ -56,7 +53,7 @@ func realMain(ctx context.Context) error {
 	})
 	go m.RunSweeps(ctx) // stalled transfers and old done markers; stops with ctx
 	svc.Health.SetReady(true)
-	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription)
+	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription, "version", version)
 	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,
 	}, m.Handle)

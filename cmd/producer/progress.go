@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,19 +24,25 @@ type progressBar struct {
 	p        *producer.Producer
 	uploaded atomic.Int64
 	start    time.Time
+	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	began    sync.Once
 	once     sync.Once
 	q        *queue.Client
 	sub      string
+	w        io.Writer
+	mu       *sync.Mutex // held while writing to w
 }
 
-func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req producer.Request, p *producer.Producer) (*progressBar, error) {
+// startProgress subscribes to the transfer's events before it starts, so
+// that none is missed; begin starts drawing.
+func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req producer.Request, p *producer.Producer, w io.Writer, mu *sync.Mutex) (*progressBar, error) {
 	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 	if err != nil {
 		return nil, err
 	}
-	b := &progressBar{p: p, start: time.Now(), q: q}
+	b := &progressBar{p: p, start: time.Now(), q: q, w: w, mu: mu}
 	for _, f := range files {
 		b.total += f.Size
 	}
@@ -46,19 +52,19 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req
 	if err := q.EnsureSubscription(ctx, queue.Subscription{ID: b.sub, Topic: eventsTopic, AckDeadline: 10 * time.Second, ExpireAfter: 24 * time.Hour}); err != nil {
 		return nil, err
 	}
-	ctx, b.cancel = context.WithCancel(ctx)
+	b.ctx, b.cancel = context.WithCancel(ctx)
 	seen := map[[2]int]bool{}
-	var mu sync.Mutex
-	b.wg.Add(2)
+	var seenMu sync.Mutex
+	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		_ = q.Receive(ctx, b.sub, queue.ReceiveSettings{MaxMessages: 100, MaxBytes: 16 << 20}, func(_ context.Context, m queue.Message) error {
+		_ = q.Receive(b.ctx, b.sub, queue.ReceiveSettings{MaxMessages: 100, MaxBytes: 16 << 20}, func(_ context.Context, m queue.Message) error {
 			var ev message.Event
 			if message.Decode(m.Data, &ev) != nil || ev.TransferID != req.TransferID || ev.Type != message.EventChunk {
 				return nil
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			seenMu.Lock()
+			defer seenMu.Unlock()
 			for _, p := range ev.Parts {
 				if k := [2]int{p.File, p.Index}; !seen[k] { // duplicates count once
 					seen[k] = true
@@ -68,35 +74,51 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req
 			return nil
 		})
 	}()
-	go func() {
-		defer b.wg.Done()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				progress.Draw(os.Stdout, b.state(false))
-			}
-		}
-	}()
 	return b, nil
 }
 
-func (b *progressBar) state(composed bool) progress.State {
-	_, compressed := b.p.Progress()
-	return progress.State{Total: b.total, Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start)}
+// begin starts drawing, once the transfer id has been printed.
+func (b *progressBar) begin() {
+	b.began.Do(func() {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			t := time.NewTicker(200 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-b.ctx.Done():
+					return
+				case <-t.C:
+					b.draw(false)
+				}
+			}
+		}()
+	})
 }
 
-// stop draws the last state, ends the line and removes the subscription.
+func (b *progressBar) draw(composed bool) {
+	_, compressed := b.p.Progress()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	progress.Draw(b.w, progress.State{Total: b.total, Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start)})
+}
+
+// stop draws the last state (if drawing began), ends the line and removes
+// the subscription, giving up on that after a few seconds.
 func (b *progressBar) stop(composed bool) {
 	b.once.Do(func() {
 		b.cancel()
 		b.wg.Wait()
-		progress.Draw(os.Stdout, b.state(composed))
-		_, _ = os.Stdout.WriteString("\n")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		drawn := true
+		b.began.Do(func() { drawn = false })
+		if drawn {
+			b.draw(composed)
+			b.mu.Lock()
+			_, _ = io.WriteString(b.w, "\n")
+			b.mu.Unlock()
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 5*time.Second)
 		defer cancel()
 		_ = b.q.DeleteSubscription(ctx, b.sub)
 	})

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/producer"
@@ -13,15 +14,20 @@ import (
 	"github.com/ferry-dev/ferry/internal/setup"
 )
 
-func serve(ctx context.Context, args []string) error {
+func serveCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "run the transfer requests published to FERRY_REQUESTS_TOPIC",
+		Long: `Runs transfer requests from FERRY_REQUESTS_SUBSCRIPTION until SIGTERM, reading
+sources only under FERRY_SOURCE_ROOTS. Serves /metrics, /healthz and /readyz on
+FERRY_HTTP_ADDR.`,
+		Args: cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context()) },
+	}
+}
+
+func serve(ctx context.Context) error {
 	var cfg config.Producer
-	fs := flag.NewFlagSet("producer serve", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: producer serve\n\nRuns transfer requests from FERRY_REQUESTS_SUBSCRIPTION until SIGTERM.\n\n%s", config.Usage(&cfg))
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
 	svc, err := setup.Start(ctx, &cfg)
 	if err != nil {
 		return err
@@ -30,12 +36,13 @@ func serve(ctx context.Context, args []string) error {
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	o := producer.ConfigOptions(&cfg)
 	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), hostID(), log
+	o.Version, o.MaxRate = version, int64(cfg.MaxRate)
 	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},
 		SourceRoots: cfg.SourceRoots, Buckets: cfg.Buckets.Allowed, Log: log,
 	})
 	svc.Health.SetReady(true)
-	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription)
+	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription, "version", version)
 	err = q.Receive(ctx, cfg.PubSub.RequestsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Requests, MaxBytes: 16 << 20, DeadLetterTopic: cfg.PubSub.RequestsDeadLetter,
 	}, srv.Handle)

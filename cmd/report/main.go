@@ -7,8 +7,8 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,13 +17,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/report"
 	"github.com/ferry-dev/ferry/internal/result"
 )
 
 const help = `report — benchmark tables and charts from ferry's results files.
-
-Usage: report [--html FILE] [--title TITLE] RESULTS.ndjson...
 
 Reads every benchmark row (one JSON object a line, as the merger writes
 them, e.g. .run/results.ndjson) of the given files and prints to stdout:
@@ -33,7 +34,8 @@ them, e.g. .run/results.ndjson) of the given files and prints to stdout:
     total time per method and tier;
   - per codec and level: median ratio and compress MB/s;
   - failed rows per method, if any.
-Only rows with status "ok" count in the medians.
+Only rows with status "ok" count in the medians. Sizes and rates are in
+decimal units: MB = 10^6 bytes, MB/s = 10^6 bytes per second.
 
 With --html FILE it also writes one self-contained HTML page (inline CSS
 and SVG charts, no JavaScript, nothing fetched from the network): the
@@ -41,68 +43,63 @@ tables, a throughput bar chart by method and tier, a stacked stage chart
 and a compression speed-against-ratio scatter chart.
 
 Exit status: 0 on success, 1 when a file cannot be read or written (the
-message names the file and, for a bad row, its line), 2 on a usage error.
+message names the file and, for a bad row, its line), 2 on a usage error.`
 
-Flags:
-`
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, time.Now))
+func main() { cli.Main(command(time.Now)) }
+
+// run is main with its arguments, outputs and clock given, for tests.
+func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
+	return cli.Run(context.Background(), command(now), args, stdout, stderr)
 }
 
-func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	flags := flag.NewFlagSet("report", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	htmlOut := flags.String("html", "", "also write the HTML page to `FILE`")
-	title := flags.String("title", report.DefaultTitle, "the HTML page's `TITLE` (say \"sample\" when the rows are made up)")
-	flags.Usage = func() {
-		fmt.Fprintln(flags.Output(), "usage: report [--html FILE] RESULTS.ndjson... (report --help explains)")
-	}
-	// Flags may come before or after the files.
-	var files []string
-	for {
-		if err := flags.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, help)
-				flags.SetOutput(stdout)
-				flags.PrintDefaults()
-				return 0
+func command(now func() time.Time) *cobra.Command {
+	var htmlOut, title string
+	cmd := &cobra.Command{
+		Use:     "report [--html FILE] [--title TITLE] RESULTS.ndjson...",
+		Short:   "benchmark tables and charts from ferry's results files",
+		Long:    help,
+		Version: version,
+		Args: func(_ *cobra.Command, files []string) error {
+			if len(files) == 0 {
+				return cli.Usagef("no results file given")
 			}
-			return 2
-		}
-		args = flags.Args()
-		if len(args) == 0 {
-			break
-		}
-		files = append(files, args[0])
-		args = args[1:]
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, files []string) error {
+			return realMain(cmd.OutOrStdout(), files, htmlOut, title, now())
+		},
 	}
-	if len(files) == 0 {
-		fmt.Fprintln(stderr, "report: no results file given")
-		flags.Usage()
-		return 2
-	}
+	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the HTML page to `FILE`")
+	cmd.Flags().StringVar(&title, "title", report.DefaultTitle, "the HTML page's `TITLE` (say \"sample\" when the rows are made up)")
+	return cmd
+}
+
+func realMain(stdout io.Writer, files []string, htmlOut, title string, generated time.Time) error {
 	var rows []result.Row
 	for _, f := range files {
 		rs, err := result.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: no benchmark rows there yet: the merger appends one per transfer to its FERRY_RESULTS_FILE (make run writes .run/results.ndjson): %w", f, err)
+		}
 		if err != nil {
 			if !strings.Contains(err.Error(), f) {
 				err = fmt.Errorf("%s: %w", f, err)
 			}
-			fmt.Fprintf(stderr, "report: %v\n", err)
-			return 1
+			return err
 		}
 		rows = append(rows, rs...)
 	}
 	report.Tables(stdout, rows)
-	if *htmlOut != "" {
-		if err := writeHTML(*htmlOut, rows, now(), *title); err != nil {
-			fmt.Fprintf(stderr, "report: %v\n", err)
-			return 1
+	if htmlOut != "" {
+		if err := writeHTML(htmlOut, rows, generated, title); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "\nHTML report: %s\n", *htmlOut)
+		fmt.Fprintf(stdout, "\nHTML report: %s\n", htmlOut)
 	}
-	return 0
+	return nil
 }
 
 // writeHTML writes the page to path through a temporary file beside it, so

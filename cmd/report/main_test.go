@@ -54,10 +54,10 @@ func TestRunErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no files", nil, 2, "usage: report"},
-		{"unknown flag", []string{"--bogus", bad}, 2, "usage: report"},
-		{"html without file", []string{bad, "--html"}, 2, "usage: report"},
-		{"missing file", []string{"/nonexistent/r.ndjson"}, 1, "/nonexistent/r.ndjson"},
+		{"no files", nil, 2, "Run 'report --help' for usage."},
+		{"unknown flag", []string{"--bogus", bad}, 2, "Run 'report --help' for usage."},
+		{"html without file", []string{bad, "--html"}, 2, "Run 'report --help' for usage."},
+		{"missing file", []string{"/nonexistent/r.ndjson"}, 1, "/nonexistent/r.ndjson: no benchmark rows there yet"},
 		{"bad line", []string{bad}, 1, bad + ":2:"},
 		{"unwritable page", []string{"--html", "/nonexistent/p.html", write(t, "ok.ndjson", okRow)}, 1, "/nonexistent/p.html: "},
 	} {
@@ -72,8 +72,8 @@ func TestRunErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, out, _ := runReport("--help")
-	if code != 0 || !strings.Contains(out, "Usage: report [--html FILE] [--title TITLE] RESULTS.ndjson...") ||
-		!strings.Contains(out, "-html FILE") || !strings.Contains(out, "-title TITLE") {
+	if code != 0 || !strings.Contains(out, "report [--html FILE] [--title TITLE] RESULTS.ndjson...") ||
+		!strings.Contains(out, "--html FILE") || !strings.Contains(out, "--title TITLE") {
 		t.Errorf("exit %d, help:\n%s", code, out)
 	}
 }

@@ -7,90 +7,117 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+	"io"
+	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/codec"
-	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
-func main() {
-	fs := flag.NewFlagSet("verify", flag.ExitOnError)
-	codecName := fs.String("codec", "zstd", "codec the transfer used")
-	results := fs.String("results", "", "NDJSON benchmark rows; with --transfer, print that transfer's stage table")
-	tid := fs.String("transfer", "", "transfer id whose stage table to print")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `verify — prove a ferry transfer intact.
-
-Usage: verify [flags] SOURCE... gs://BUCKET/PREFIX
+const about = `verify — prove a ferry transfer intact.
 
 Pairs each source file with its final object as producer submit names it,
 downloads the object, decompresses it with Go and with the stock CLI, and
-compares the bytes and CRC32Cs. Exits 1 on the first difference.
+compares the bytes and CRC32Cs. Exits 1 on the first difference. Sizes are
+in MB of 10^6 bytes; --long lists each object with its CRC32C as GCS and
+gcloud storage show it (base64), and the source's as gcloud storage hash
+prints it.`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	_ = fs.Parse(os.Args[1:])
-	if fs.NArg() < 2 {
-		fs.Usage()
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, fs.Args(), *codecName, *results, *tid); err != nil {
-		fmt.Fprintf(os.Stderr, "verify: %v\n", err)
-		os.Exit(1)
-	}
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type flags struct {
+	codec, results, transfer string
+	long                     bool
 }
 
-func run(ctx context.Context, args []string, codecName, results, tid string) error {
-	c, err := codec.Parse(codecName)
+func main() { cli.Main(command()) }
+
+func command() *cobra.Command {
+	var f flags
+	cmd := &cobra.Command{
+		Use:     "verify [flags] SOURCE... gs://BUCKET/PREFIX",
+		Short:   "prove a ferry transfer intact",
+		Long:    about,
+		Version: version,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return cli.Usagef("verify needs at least one SOURCE and the gs://BUCKET/PREFIX it was transferred to")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return realMain(cmd.Context(), cmd.OutOrStdout(), args, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.codec, "codec", "zstd", "codec the transfer used")
+	cmd.Flags().StringVar(&f.results, "results", "", "NDJSON benchmark rows; with --transfer, print that transfer's stage table")
+	cmd.Flags().StringVar(&f.transfer, "transfer", "", "transfer id whose stage table to print")
+	cmd.Flags().BoolVarP(&f.long, "long", "l", false, "list every object with its sizes and CRC32Cs")
+	cli.Env(cmd, &config.Verify{})
+	return cmd
+}
+
+func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) error {
+	c, err := codec.Parse(f.codec)
 	if err != nil {
-		return fmt.Errorf("--codec: %w", err)
+		return cli.Usagef("--codec: %w", err)
+	}
+	var cfg config.Verify
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
+		return err
 	}
 	dest, files, err := plan.Resolve(args[:len(args)-1], args[len(args)-1], c)
 	if err != nil {
-		return err
+		return &cli.UsageError{Err: err}
 	}
-	store, err := gcs.New(ctx)
+	store, err := setup.OpenStore(ctx, cfg.Emulators)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	var raw, wire int64
 	clis := map[string]int{}
-	for _, f := range files {
-		rep, err := verify.Object(ctx, store, dest.Bucket, f.Object, c, f.Path)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	for _, file := range files {
+		rep, err := verify.Object(ctx, store, dest.Bucket, file.Object, c, file.Path)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
 		}
 		raw += rep.RawSize
 		wire += rep.WireSize
 		clis[rep.CLI]++
+		if f.long {
+			fmt.Fprintf(tw, "%s\t%s\tcrc32c %s\t%s\t%s\tcrc32c %s\n", rep.Object, result.FormatBytes(float64(rep.WireSize)), crc32c.Base64(rep.WireCRC32C),
+				file.Path, result.FormatBytes(float64(rep.RawSize)), crc32c.Base64(rep.RawCRC32C))
+		}
 	}
-	fmt.Printf("verified %d objects under %s: %s raw, %s wire; bytes and CRC32C identical to the sources (Go decoder: %d, stock %s -d: %d)\n",
-		len(files), dest, result.FormatBytes(float64(raw)), result.FormatBytes(float64(wire)), len(files), c, clis[map[codec.Codec]string{codec.Zstd: "zstd", codec.Gzip: "gzip"}[c]])
-	if results == "" || tid == "" {
+	_ = tw.Flush()
+	tool := map[codec.Codec]string{codec.Zstd: "zstd", codec.Gzip: "gzip"}[c]
+	fmt.Fprintf(stdout, "verified %s under %s: %s raw, %s wire; bytes and CRC32C identical to the sources (Go decoder: %d, stock %s -d: %d)\n",
+		result.Count(len(files), "object"), dest, result.FormatBytes(float64(raw)), result.FormatBytes(float64(wire)), len(files), c, clis[tool])
+	if f.results == "" || f.transfer == "" {
 		return nil
 	}
-	rows, err := result.ReadFile(results)
+	rows, err := result.ReadFile(f.results)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		if r.TransferID == tid {
-			fmt.Printf("\ntransfer %s (%s, %s tier)\n", tid, r.Method, r.Tier)
-			result.StageTable(os.Stdout, r)
+		if r.TransferID == f.transfer {
+			fmt.Fprintf(stdout, "\ntransfer %s (%s, %s tier)\n", f.transfer, r.Method, r.Tier)
+			result.StageTable(stdout, r)
 			return nil
 		}
 	}
-	return fmt.Errorf("%s has no row for transfer %s", results, tid)
+	return fmt.Errorf("%s has no row for transfer %s", f.results, f.transfer)
 }

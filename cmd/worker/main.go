@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/setup"
@@ -14,17 +15,16 @@ import (
 
 const about = `worker — upload ferry's chunks to GCS, verified by CRC32C.
 
-Usage: worker
-
 Receives chunk messages from FERRY_CHUNKS_SUBSCRIPTION, checks each chunk's
 CRC32C, uploads it under a DoesNotExist precondition with the CRC32C sent,
 publishes a chunk-uploaded event and acks. On SIGTERM it stops receiving and
 lets running uploads finish within FERRY_SHUTDOWN_GRACE. Finds the emulators
-through PUBSUB_EMULATOR_HOST and STORAGE_EMULATOR_HOST when they are set.
+through PUBSUB_EMULATOR_HOST and STORAGE_EMULATOR_HOST when they are set.`
 
-`
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
 
-func main() { setup.Main("worker", about, &config.Worker{}, realMain) }
+func main() { cli.Main(cli.Service("worker", version, about, &config.Worker{}, realMain)) }
 
 func realMain(ctx context.Context) error {
 	var cfg config.Worker
@@ -45,7 +45,7 @@ func realMain(ctx context.Context) error {
 	}
 	defer w.Close()
 	svc.Health.SetReady(true)
-	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency)
+	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency, "version", version)
 	err = svc.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
 	}, w.Handle)

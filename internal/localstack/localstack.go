@@ -337,22 +337,24 @@ func Provision(ctx context.Context, c *queue.Client, ps config.PubSub) error {
 // as export lines: the emulators, the project, the buckets ferry may write
 // to, a free loopback port for each service's health endpoints (so several
 // run side by side), and the CLOUDSDK_* overrides that point gcloud storage
-// and gcloud pubsub at the emulators.
+// and gcloud pubsub at the emulators. Without a Pub/Sub emulator
+// (pubsubHost empty) its variables are left out.
 func Env(project, pubsubHost, gcsHost string, buckets []string) string {
 	var b strings.Builder
-	for _, kv := range [][2]string{
-		{"PUBSUB_EMULATOR_HOST", pubsubHost},
-		{"STORAGE_EMULATOR_HOST", gcsHost},
-		{"FERRY_PROJECT", project},
-		{"FERRY_BUCKETS", strings.Join(buckets, ",")},
-		{"FERRY_HTTP_ADDR", "127.0.0.1:0"},
-		{"CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB", "http://" + pubsubHost + "/"},
-		{"CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://" + gcsHost + "/"},
-		{"CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true"},
-		{"CLOUDSDK_CORE_PROJECT", project},
-	} {
-		fmt.Fprintf(&b, "export %s=%s\n", kv[0], kv[1])
+	set := func(k, v string) { fmt.Fprintf(&b, "export %s=%s\n", k, v) }
+	if pubsubHost != "" {
+		set("PUBSUB_EMULATOR_HOST", pubsubHost)
 	}
+	set("STORAGE_EMULATOR_HOST", gcsHost)
+	set("FERRY_PROJECT", project)
+	set("FERRY_BUCKETS", strings.Join(buckets, ","))
+	set("FERRY_HTTP_ADDR", "127.0.0.1:0")
+	if pubsubHost != "" {
+		set("CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB", "http://"+pubsubHost+"/")
+	}
+	set("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://"+gcsHost+"/")
+	set("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
+	set("CLOUDSDK_CORE_PROJECT", project)
 	return b.String()
 }
 

@@ -1,15 +1,13 @@
-// Package setup is what every ferry binary does before its real work: handle
-// --help, catch SIGINT and SIGTERM, and connect to GCS and Pub/Sub. It keeps
-// the mains thin and alike.
+// Package setup is what every ferry binary does before its real work, once
+// package cli has parsed its command line: load its configuration, build
+// the logger, connect to GCS and Pub/Sub (the emulators, when configured)
+// and serve the health endpoints. It keeps the mains thin and alike.
 package setup
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -19,30 +17,12 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Main runs a service that takes no arguments: any argument prints about and
-// the environment variables of cfg (exit 0 for --help, 2 otherwise); run gets
-// a context cancelled by SIGINT or SIGTERM, and its error exits 1.
-func Main(name, about string, cfg any, run func(ctx context.Context) error) {
-	if len(os.Args) > 1 {
-		fmt.Fprint(os.Stderr, about+config.Usage(cfg))
-		if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-			return
-		}
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(1)
-	}
-}
-
 // serviceConfig is a service's configuration: it checks itself and has the
 // shared parts.
 type serviceConfig interface {
 	Validate() error
 	Shared() (config.PubSub, config.Log, config.HTTP)
+	EmulatorHosts() config.Emulators
 }
 
 // Service is what a long-running service starts with: its configuration
@@ -71,13 +51,14 @@ func Start(ctx context.Context, cfg serviceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := gcs.New(ctx)
+	emu := cfg.EmulatorHosts()
+	store, err := OpenStore(ctx, emu)
 	if err != nil {
 		return nil, err
 	}
 	store.SetHealth(reporter(h, "gcs", log))
 	store = store.WithKMSKey(kmsKey(cfg))
-	q, err := queue.Dial(ctx, ps.Project, log, queue.WithHold(store.Reachable), queue.WithHealth(reporter(h, "pubsub", log)))
+	q, err := queue.Dial(ctx, ps.Project, log, append(queueOptions(emu), queue.WithHold(store.Reachable), queue.WithHealth(reporter(h, "pubsub", log)))...)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -119,16 +100,16 @@ type Clients struct {
 	Queue *queue.Client
 }
 
-// Connect opens GCS and Pub/Sub (the emulators, when their variables are
-// set) and checks that both answer, each within 10 s: a command run against
-// a stopped stack fails at once with an error naming the endpoint and the
+// Connect opens GCS and Pub/Sub (the emulators emu names, else Google Cloud)
+// and checks that both answer, each within 10 s: a command run against a
+// stopped stack fails at once with an error naming the endpoint and the
 // variable that chose it, instead of hanging.
-func Connect(ctx context.Context, project string, log *slog.Logger) (*Clients, error) {
-	store, err := gcs.New(ctx)
+func Connect(ctx context.Context, project string, emu config.Emulators, log *slog.Logger) (*Clients, error) {
+	store, err := OpenStore(ctx, emu)
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.Dial(ctx, project, log)
+	q, err := queue.Dial(ctx, project, log, queueOptions(emu)...)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -142,6 +123,25 @@ func Connect(ctx context.Context, project string, log *slog.Logger) (*Clients, e
 		return nil, err
 	}
 	return c, nil
+}
+
+// OpenStore opens GCS: the emulator emu.GCS names, as STORAGE_EMULATOR_HOST
+// would (whether that came from the environment or FERRY_ENV_FILE), else
+// Google Cloud Storage. It makes no call.
+func OpenStore(ctx context.Context, emu config.Emulators) (*gcs.Store, error) {
+	if emu.GCS != "" && emu.GCS != os.Getenv("STORAGE_EMULATOR_HOST") {
+		return gcs.NewEmulator(ctx, emu.GCS) // set by FERRY_ENV_FILE
+	}
+	return gcs.New(ctx) // errors name STORAGE_EMULATOR_HOST when it is set
+}
+
+// queueOptions point the Pub/Sub client at the emulator emu.PubSub names
+// when the environment does not already (FERRY_ENV_FILE set it).
+func queueOptions(emu config.Emulators) []queue.Option {
+	if emu.PubSub != "" && emu.PubSub != os.Getenv("PUBSUB_EMULATOR_HOST") {
+		return []queue.Option{queue.WithEmulator(emu.PubSub)}
+	}
+	return nil
 }
 
 // Close flushes publishers and closes both clients, Pub/Sub first.

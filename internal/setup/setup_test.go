@@ -37,7 +37,7 @@ func TestConnectNamesTheUnreachableBackend(t *testing.T) {
 	} {
 		t.Setenv("STORAGE_EMULATOR_HOST", tc.gcs)
 		t.Setenv("PUBSUB_EMULATOR_HOST", tc.pubsub)
-		c, err := Connect(context.Background(), "ferry-test", nil)
+		c, err := Connect(context.Background(), "ferry-test", config.Emulators{GCS: tc.gcs, PubSub: tc.pubsub}, nil)
 		if tc.want == "" {
 			if err != nil {
 				t.Fatalf("both backends up: %v", err)

@@ -1,0 +1,152 @@
+// Package cli is what every ferry binary does around its real work, so the
+// mains stay thin and alike: a cobra command with gcloud-like parsing (flags
+// before or after the arguments), --help on stdout that lists the binary's
+// environment variables, --version, SIGINT and SIGTERM cancelling the
+// context, and one meaning for each exit status:
+//
+//	0  success (also --help and --version)
+//	1  the run failed: a transfer failed, a backend could not be reached, …
+//	2  a usage or configuration error: a bad flag or argument, an invalid
+//	   FERRY_* variable or FERRY_ENV_FILE
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-dev/ferry/internal/config"
+)
+
+// Exit statuses.
+const (
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitUsage  = 2
+)
+
+// UsageError is a mistake on the command line.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError.
+func Usagef(format string, a ...any) error { return &UsageError{fmt.Errorf(format, a...)} }
+
+// envAnnotation holds the environment variables a command reads, for --help.
+const envAnnotation = "ferry-env"
+
+// Env lists the environment variables of cfg (a pointer to a config struct)
+// at the end of cmd's --help.
+func Env(cmd *cobra.Command, cfg any) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[envAnnotation] = config.Usage(cfg)
+}
+
+// Main runs root with the process's arguments, the context cancelled by
+// SIGINT or SIGTERM, and exits with Run's status.
+func Main(root *cobra.Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, root, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Run runs root with args and returns the exit status. Errors are printed
+// to stderr as "NAME: error"; a usage error adds where help is.
+func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	root.SilenceErrors, root.SilenceUsage = true, true
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.SetUsageTemplate(usageTemplate)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, a []string) {
+		help(c, a)
+		if env := c.Annotations[envAnnotation]; env != "" {
+			fmt.Fprint(c.OutOrStdout(), "\n"+env)
+		}
+	})
+	// Anything that fails before a command's RunE starts is a usage
+	// error: an unknown command or flag, wrong arguments.
+	running := false
+	walk(root, func(c *cobra.Command) {
+		if run := c.RunE; run != nil {
+			c.RunE = func(c *cobra.Command, a []string) error {
+				running = true
+				return run(c, a)
+			}
+		}
+	})
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	name := root.Name()
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
+	var ue *UsageError
+	switch {
+	case !running || errors.As(err, &ue):
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", root.Name(), err, name)
+		return ExitUsage
+	case config.IsError(err):
+		fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
+	return ExitFailed
+}
+
+func walk(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, sub := range c.Commands() {
+		walk(sub, fn)
+	}
+}
+
+// NoArgs accepts no positional arguments, as a usage error.
+func NoArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return Usagef("unexpected argument %q", args[0])
+	}
+	return nil
+}
+
+// Service is the command of a long-running service that takes no
+// arguments: run gets the context and its error exits 1 (2 for a
+// configuration error).
+func Service(name, version, about string, cfg any, run func(ctx context.Context) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     name,
+		Short:   firstLine(about),
+		Long:    about,
+		Version: version,
+		Args:    NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return run(cmd.Context()) },
+	}
+	Env(cmd, cfg)
+	return cmd
+}
+
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
