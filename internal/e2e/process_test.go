@@ -18,6 +18,10 @@ var (
 	buildErr  error
 )
 
+// testVersion is the version the test binaries are built with, as the
+// Makefile sets it.
+const testVersion = "v0.0.0-e2e"
+
 // binaries builds ferry's commands once per test run, for tests that need
 // real processes to kill.
 func binaries(t *testing.T) string {
@@ -27,8 +31,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/ferry-dev/ferry/cmd/worker",
-			"github.com/ferry-dev/ferry/cmd/merger", "github.com/ferry-dev/ferry/cmd/producer")
+		cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", binDir+"/", "github.com/ferry-dev/ferry/cmd/...")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v: %s", err, out)
 		}
