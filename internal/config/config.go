@@ -107,7 +107,7 @@ func (l Log) Validate() error {
 
 // HTTP is where a service serves /metrics, /healthz and /readyz.
 type HTTP struct {
-	Addr string `env:"FERRY_HTTP_ADDR, default=:8080" help:"listen address of /metrics, /healthz and /readyz; empty turns them off"`
+	Addr string `env:"FERRY_HTTP_ADDR, default=:8080" help:"listen address of /metrics, /healthz and /readyz; empty turns them off; 127.0.0.1:0 picks a free port (logged), as the local stack does"`
 }
 
 // Spool says how chunk bytes travel from the producer to the workers: in a
