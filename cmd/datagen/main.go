@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -44,9 +43,9 @@ type flags struct {
 	many           int
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(command()) }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func command() *cobra.Command {
 	f := flags{each: 100_000}
 	var tiers strings.Builder
 	for _, t := range datagen.Tiers {
@@ -62,7 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Example:               examples,
 		Version:               version,
 		Args:                  cli.NoArgs,
-		RunE:                  func(cmd *cobra.Command, _ []string) error { return realMain(cmd, f, stdout, stderr) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return realMain(cmd, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
 	fs := cmd.Flags()
 	fs.SortFlags = false
@@ -73,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.many, "many", 0, "write `N` small files part-00000.csv ... instead of one file")
 	fs.StringVar(&f.dir, "dir", "", "`DIR` for the --many files (created if missing)")
 	fs.Var(&f.each, "each", "approximate size of each --many file in `BYTES`")
-	return cli.Run(context.Background(), cmd, args, stdout, stderr)
+	return cmd
 }
 
 // check returns the usage error of a flag combination, if any.
