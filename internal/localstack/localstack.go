@@ -302,8 +302,6 @@ func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
 		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: 10},
 		{ID: DeadLetterSubscription(ps.ChunksDeadLetter), Topic: ps.ChunksDeadLetter, AckDeadline: 60 * time.Second},
 		{ID: DeadLetterSubscription(ps.EventsDeadLetter), Topic: ps.EventsDeadLetter, AckDeadline: 60 * time.Second},
-		// For humans: gcloud pubsub subscriptions pull ferry-done-sub.
-		{ID: DoneSubscription(ps.DoneTopic), Topic: ps.DoneTopic, AckDeadline: 60 * time.Second},
 	}
 	return topics, subs
 }
@@ -317,9 +315,13 @@ func DoneSubscription(topic string) string { return topic + "-sub" }
 // topic's messages for operators to inspect.
 func DeadLetterSubscription(topic string) string { return topic + "-sub" }
 
-// Provision creates ferry's topology; it is idempotent.
+// Provision creates ferry's topology on the local stack, plus a
+// subscription on the done topic for people to pull done events from
+// (gcloud pubsub subscriptions pull ferry-done-sub): a deployment has none,
+// as nobody would drain it. It is idempotent.
 func Provision(ctx context.Context, c *queue.Client, ps config.PubSub) error {
 	topics, subs := Topology(ps)
+	subs = append(subs, queue.Subscription{ID: DoneSubscription(ps.DoneTopic), Topic: ps.DoneTopic, AckDeadline: 60 * time.Second})
 	for _, t := range topics {
 		if err := c.EnsureTopic(ctx, t); err != nil {
 			return err

@@ -45,6 +45,10 @@ var binaries = map[string]func() any{
 var unsetOnPurpose = map[string]map[string]string{
 	"worker":    {"FERRY_WORKER_ID": "the host name and process id are the name wanted"},
 	"submitter": {"FERRY_SOURCE_ROOTS": "submit reads what its user can", "FERRY_SPOOL_DIR": "FERRY_TRANSPORT=pubsub: no spool"},
+	"*": {
+		"PUBSUB_EMULATOR_HOST":  "the local emulators' variables: unset, the clients reach Google Cloud",
+		"STORAGE_EMULATOR_HOST": "the local emulators' variables: unset, the clients reach Google Cloud",
+	},
 }
 
 // localDefaults are variables whose defaults are the local stack's, so a
@@ -226,7 +230,8 @@ func checkVars(ev *Eval, where, binary, role string, env map[string]string) []st
 			continue
 		}
 		if v.Default == "" {
-			if _, fine := unsetOnPurpose[role][name]; !fine {
+			_, fine := unsetOnPurpose[role][name]
+			if _, everywhere := unsetOnPurpose["*"][name]; !fine && !everywhere {
 				problems = append(problems, fmt.Sprintf("%s: leaves %s unset, which %s reads and has no default", where, name, binary))
 			}
 		}
