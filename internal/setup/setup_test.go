@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,5 +177,46 @@ func until(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConnectUsesTheConfiguredEmulators: hosts that came from
+// configuration (an env file, say), not from the process environment, are
+// the ones the clients talk to.
+func TestConnectUsesTheConfiguredEmulators(t *testing.T) {
+	for _, k := range []string{"PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"} {
+		t.Setenv(k, "") // restored after the test
+		_ = os.Unsetenv(k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gcs, err := localstack.StartGCS(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gcs.Stop()
+	gcs.CreateBucket("setup-test")
+	ps, err := localstack.StartPubSub(ctx, localstack.PubSubOptions{Kind: "pstest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Stop()
+
+	c, err := Connect(ctx, "ferry-test", config.Emulators{PubSub: ps.Host, GCS: gcs.Host}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Store.BucketExists(ctx, "setup-test"); err != nil {
+		t.Fatalf("the store does not reach the configured fake-gcs-server: %v", err)
+	}
+	if err := c.Queue.EnsureTopic(ctx, "setup-test"); err != nil {
+		t.Fatalf("the queue does not reach the configured emulator: %v", err)
+	}
+	if err := c.Queue.EnsureSubscription(ctx, queue.Subscription{ID: "setup-test-sub", Topic: "setup-test", AckDeadline: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("PUBSUB_EMULATOR_HOST") != "" || os.Getenv("STORAGE_EMULATOR_HOST") != "" {
+		t.Fatal("Connect changed the process environment")
 	}
 }
