@@ -205,7 +205,9 @@ func printStatus(w io.Writer, t transfers.Transfer) {
 		row("files", "not known until the producer has read everything")
 	case t.Ended() && t.Files == 0:
 		row("files", "%d done", t.FilesDone)
-		row("bytes", "%s done", result.FormatBytes(float64(t.BytesDone)))
+		if t.BytesDone > 0 {
+			row("bytes", "%s done", result.FormatBytes(float64(t.BytesDone)))
+		}
 	default:
 		row("files", "%d of %d done", t.FilesDone, t.Files)
 		row("bytes", "%s of %s done", result.FormatBytes(float64(t.BytesDone)), result.FormatBytes(float64(t.Bytes)))
