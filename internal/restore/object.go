@@ -1,0 +1,237 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// metaMTime is the source file's modification time ferry records (RFC 3339,
+// UTC); restore gives the output that time when it is present.
+const metaMTime = "ferry-mtime"
+
+// kind is how an object is restored, from its metadata.
+type kind struct {
+	ferry   bool        // written by ferry: decompress and check the raw bytes
+	codec   codec.Codec // with ferry
+	rawSize int64
+	rawCRC  uint32
+	mtime   time.Time
+}
+
+var crcHex = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// classify reads an object's ferry metadata strictly: all of it or none.
+func classify(obj string, a gcs.Attrs) (kind, error) {
+	m := a.Metadata
+	c, hasC := m[message.MetaCodec]
+	s, hasS := m[message.MetaRawSize]
+	x, hasX := m[message.MetaRawCRC32C]
+	if !hasC && !hasS && !hasX {
+		return kind{}, nil
+	}
+	if !hasC || !hasS || !hasX {
+		return kind{}, fmt.Errorf("%s: %w: incomplete ferry metadata (%s=%q, %s=%q, %s=%q)", obj, ErrCorrupt,
+			message.MetaCodec, c, message.MetaRawSize, s, message.MetaRawCRC32C, x)
+	}
+	k := kind{ferry: true}
+	var err error
+	if k.codec, err = codec.Parse(c); err != nil {
+		return kind{}, fmt.Errorf("%s: %w: metadata %s: %v", obj, ErrCorrupt, message.MetaCodec, err)
+	}
+	if k.rawSize, err = strconv.ParseInt(s, 10, 64); err != nil || k.rawSize < 0 {
+		return kind{}, fmt.Errorf("%s: %w: metadata %s=%q is not a size", obj, ErrCorrupt, message.MetaRawSize, s)
+	}
+	if !crcHex.MatchString(x) {
+		return kind{}, fmt.Errorf("%s: %w: metadata %s=%q is not 8 hex digits", obj, ErrCorrupt, message.MetaRawCRC32C, x)
+	}
+	v, _ := strconv.ParseUint(x, 16, 32)
+	k.rawCRC = uint32(v)
+	if t, ok := m[metaMTime]; ok {
+		if k.mtime, err = time.Parse(time.RFC3339Nano, t); err != nil {
+			return kind{}, fmt.Errorf("%s: %w: metadata %s=%q is not an RFC 3339 time", obj, ErrCorrupt, metaMTime, t)
+		}
+	}
+	if k.codec == codec.None && (k.rawSize != a.Size || k.rawCRC != a.CRC32C) {
+		return kind{}, fmt.Errorf("%s %s (the whole object): %w: codec none, but metadata says %d bytes with crc32c %08x and GCS %d bytes with %08x",
+			obj, span(0, a.Size), ErrCorrupt, k.rawSize, k.rawCRC, a.Size, a.CRC32C)
+	}
+	return k, nil
+}
+
+// Result is what became of one object.
+type Result struct {
+	Object string // gs://bucket/name
+	Path   string // output, inside the destination
+	// Codec is the codec the object was decompressed with, "" when it was
+	// restored as stored.
+	Codec string
+	// Method is how: "frames" (a seek table's frames, in parallel, at
+	// their raw offsets), "ranges" (stored bytes in parallel ranges) or
+	// "stream" (parallel downloads, decompressed in order).
+	Method    string
+	Skipped   bool // the output existed with the same bytes
+	WireSize  int64
+	RawSize   int64
+	RawCRC32C uint32
+	Resumed   int64 // raw bytes an interrupted run had written and this one checked
+}
+
+// want is the size and CRC32C the output must have.
+type want struct {
+	size int64
+	crc  uint32
+}
+
+// Object restores object a of bucket into rel, a slash-separated path
+// inside root. The output appears under rel only once its size and CRC32C
+// are proven; an existing output with those is left alone, one with other
+// content is an ErrExists error unless Options.Overwrite.
+func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string, a gcs.Attrs) (Result, error) {
+	obj := "gs://" + bucket + "/" + a.Name
+	res := Result{Object: obj, Path: filepath.Join(root.Name(), filepath.FromSlash(rel)), WireSize: a.Size}
+	defer r.objects.Add(1)
+	if err := checkRel(rel); err != nil {
+		return res, fmt.Errorf("%s: %w", obj, err)
+	}
+	var k kind
+	if !r.o.AsStored {
+		var err error
+		if k, err = classify(obj, a); err != nil {
+			return res, err
+		}
+	}
+	w := want{a.Size, a.CRC32C}
+	if k.ferry {
+		w = want{k.rawSize, k.rawCRC}
+		res.Codec = string(k.codec)
+	}
+	res.RawSize, res.RawCRC32C = w.size, w.crc
+
+	tmp := tempName(rel)
+	same, err := r.existing(root, rel, w)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", obj, err)
+	}
+	if same {
+		res.Skipped = true
+		_ = root.Remove(tmp)
+		_ = root.Remove(tmp + logSuffix)
+		return res, nil
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return res, fmt.Errorf("%s: %w", obj, err)
+		}
+	}
+	keep, err := r.fetch(ctx, root, tmp, bucket, a, k, w, &res)
+	if err != nil {
+		if !keep || errors.Is(err, ErrCorrupt) {
+			_ = root.Remove(tmp)
+			_ = root.Remove(tmp + logSuffix)
+		}
+		return res, err
+	}
+	if !k.mtime.IsZero() {
+		if err := root.Chtimes(tmp, time.Time{}, k.mtime); err != nil {
+			return res, fmt.Errorf("%s: %w", obj, err)
+		}
+	}
+	if err := root.Rename(tmp, rel); err != nil {
+		return res, fmt.Errorf("%s: %w", obj, err)
+	}
+	_ = root.Remove(tmp + logSuffix)
+	return res, nil
+}
+
+// existing reports whether rel already holds the wanted bytes. Another
+// regular file there is an error unless Options.Overwrite; anything else
+// (a directory, a symbolic link) always is.
+func (r *Restorer) existing(root *os.Root, rel string, w want) (bool, error) {
+	fi, err := root.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	out := filepath.Join(root.Name(), filepath.FromSlash(rel))
+	if !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("%s exists and is not a regular file (%s); it is never replaced", out, fi.Mode().Type())
+	}
+	var crc uint32
+	if fi.Size() == w.size {
+		f, err := root.Open(rel)
+		if err != nil {
+			return false, err
+		}
+		h := crc32c.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", out, err)
+		}
+		if crc = h.Sum32(); crc == w.crc {
+			return true, nil
+		}
+	}
+	if r.o.Overwrite {
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %s (%d bytes) is not this object's %d bytes with crc32c %08x; --overwrite replaces it",
+		ErrExists, out, fi.Size(), w.size, w.crc)
+}
+
+// fetch writes the object's restored bytes to tmp and proves them. keep
+// reports whether tmp is worth keeping for the next run after an error.
+func (r *Restorer) fetch(ctx context.Context, root *os.Root, tmp, bucket string, a gcs.Attrs, k kind, w want, res *Result) (keep bool, err error) {
+	o := object{bucket: bucket, name: a.Name, attrs: a, kind: k, want: w}
+	o.obj = "gs://" + bucket + "/" + a.Name
+	small := a.Size <= min(r.o.RangeSize, smallObjectMax)
+	switch {
+	case k.ferry && k.codec == codec.Zstd && !small:
+		frames, table, err := r.seekTable(ctx, o)
+		if errors.Is(err, errNoTable) {
+			break // a zstd object from before seek tables: decompress in order
+		}
+		if err != nil {
+			return false, err
+		}
+		res.Method = "frames"
+		return r.positional(ctx, root, tmp, o, r.frameTasks(frames, a.Size), table, res)
+	case (!k.ferry || k.codec == codec.None) && !small:
+		res.Method = "ranges"
+		return r.positional(ctx, root, tmp, o, r.byteTasks(a.Size), nil, res)
+	}
+	res.Method = "stream"
+	return false, r.stream(ctx, root, tmp, o)
+}
+
+// object is one object being restored.
+type object struct {
+	bucket, name, obj string
+	attrs             gcs.Attrs
+	kind              kind
+	want              want
+}
+
+// span formats bytes [off, off+n) of the object as an HTTP Range does.
+func span(off, n int64) string {
+	if n <= 0 {
+		return fmt.Sprintf("bytes %d-", off)
+	}
+	return fmt.Sprintf("bytes %d-%d", off, off+n-1)
+}

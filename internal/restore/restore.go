@@ -1,0 +1,226 @@
+// Package restore brings objects back out of GCS into local files: sliced
+// parallel downloads, CRC32C at every hop, parallel decompression, and an
+// output that appears under its name only once its bytes are proven.
+//
+// A ferry object (one with ferry-codec, ferry-raw-size and ferry-raw-crc32c
+// metadata) is decompressed: a zstd object with a seek table at its end
+// (brief decision 4, package seektable) is cut into ranges of whole frames
+// that are downloaded, decompressed and written at their raw offsets in
+// parallel; a gzip object, a zstd object without a table and every small
+// object are downloaded in parallel ranges and decompressed in order; a
+// `none` object is its raw bytes. Any other object is downloaded as stored.
+// Every range's CRC32C is combined into the object's and compared with what
+// GCS reports; the raw bytes' CRC32C and size are compared with the
+// metadata. Only then is the temporary file renamed to its name.
+//
+// Memory is bounded by Options, never by object size or count: at most
+// Concurrency ranges are in flight, each holding at most Memory/Concurrency
+// bytes (a readahead buffer, or a streaming decoder's window).
+//
+// An interrupted restore leaves `.NAME.ferry-part` beside the output, and for
+// an object restored in several positional ranges a journal
+// `.NAME.ferry-part.log` of the ranges already written. The next run of the
+// same restore checks those ranges again from the disk (CRC32C) and
+// downloads only the rest; a journal that does not describe the same object
+// generation is discarded. Nothing else is kept between runs.
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ferry-dev/ferry/internal/gcs"
+)
+
+// ErrCorrupt marks an object whose bytes are not what GCS or its ferry
+// metadata say: a corrupt, truncated or foreign object. Retrying does not
+// help.
+var ErrCorrupt = errors.New("corrupt object")
+
+// ErrExists marks an output that exists with other content; Overwrite
+// replaces it.
+var ErrExists = errors.New("output exists and differs")
+
+// Store is what restore needs of GCS. *gcs.Store implements it; it must be
+// safe for concurrent use.
+type Store interface {
+	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
+	NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error)
+	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
+}
+
+var _ Store = (*gcs.Store)(nil)
+
+// Options configure a Restorer. Zero values take the defaults.
+type Options struct {
+	// Memory bounds the bytes of buffers and decoder windows held at once
+	// (default 256 MiB, the producer's default too).
+	Memory int64
+	// Concurrency is how many ranges download at once, across all
+	// objects (default 16: enough requests in flight to hide GCS's
+	// per-request latency, few enough to leave each a useful buffer).
+	Concurrency int
+	// RangeSize is the most wire bytes one positional range covers
+	// (default 16 MiB: large enough that a request's latency is small
+	// beside its transfer, small enough that a large object spreads over
+	// every slot). Objects of at most min(RangeSize, 1 MiB) are read in a
+	// single request.
+	RangeSize int64
+	// Timeout bounds each request (default 2m); a listing gets 15 times
+	// as long.
+	Timeout time.Duration
+	// Attempts is how often a range is tried when the network fails
+	// (default 3); a corrupt object is never retried.
+	Attempts int
+	// Overwrite replaces outputs that exist with other content.
+	Overwrite bool
+	// AsStored restores every object as its stored bytes, ferry objects
+	// too, without decompressing (verify runs the stock CLIs on these).
+	AsStored bool
+}
+
+const (
+	defaultMemory      = 256 << 20
+	defaultConcurrency = 16
+	defaultRangeSize   = 16 << 20
+	smallObjectMax     = 1 << 20
+)
+
+// Validate checks o after defaults; the error names the option.
+func (o *Options) applyDefaults() error {
+	if o.Memory == 0 {
+		o.Memory = defaultMemory
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = defaultConcurrency
+	}
+	if o.RangeSize == 0 {
+		o.RangeSize = defaultRangeSize
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Attempts == 0 {
+		o.Attempts = 3
+	}
+	switch {
+	case o.Concurrency < 1 || o.Concurrency > 1024:
+		return fmt.Errorf("concurrency %d: want 1 to 1024", o.Concurrency)
+	case o.Memory/int64(o.Concurrency) < 4<<20:
+		return fmt.Errorf("memory %d bytes for concurrency %d: want at least 4 MiB per range in flight", o.Memory, o.Concurrency)
+	case o.RangeSize < 64<<10:
+		return fmt.Errorf("range size %d: want at least 64 KiB", o.RangeSize)
+	case o.Timeout < 0 || o.Attempts < 1:
+		return fmt.Errorf("timeout %s, attempts %d: want positive values", o.Timeout, o.Attempts)
+	}
+	return nil
+}
+
+// Restorer restores objects. It is safe for concurrent use; all its
+// restores share one budget of Concurrency slots and Memory.
+type Restorer struct {
+	store Store
+	o     Options
+	// slots bounds the ranges in flight; each slot may hold one buffer of
+	// bufSize bytes or one decoder of at most window bytes.
+	slots   chan struct{}
+	bufs    chan []byte
+	bufSize int64
+	window  uint64
+	decs    sync.Pool // *zstd.Decoder, synchronous
+
+	wire, raw, resumed atomic.Int64
+	objects, listed    atomic.Int64
+	listing            atomic.Bool
+	start              time.Time
+}
+
+// New returns a Restorer reading from store.
+func New(store Store, o Options) (*Restorer, error) {
+	if err := o.applyDefaults(); err != nil {
+		return nil, err
+	}
+	perSlot := o.Memory / int64(o.Concurrency)
+	r := &Restorer{store: store, o: o,
+		slots: make(chan struct{}, o.Concurrency), bufs: make(chan []byte, o.Concurrency),
+		// Half a slot for a readahead buffer or a decoder's window, the
+		// rest for what decoders and copies allocate around them.
+		bufSize: min(perSlot/2, o.RangeSize),
+		window:  uint64(min(perSlot/2, 1<<30)),
+		start:   time.Now(),
+	}
+	return r, nil
+}
+
+// Progress is a snapshot of what a Restorer has done.
+type Progress struct {
+	Objects int64 // objects restored, skipped or failed
+	Listed  int64 // objects found so far
+	Listing bool  // the listing is still running
+	Wire    int64 // bytes downloaded
+	Raw     int64 // bytes written to outputs, resumed ones included
+	Resumed int64 // raw bytes an earlier run had written and this one checked
+	Elapsed time.Duration
+}
+
+// Progress reports what has been done so far.
+func (r *Restorer) Progress() Progress {
+	return Progress{Objects: r.objects.Load(), Listed: r.listed.Load(), Listing: r.listing.Load(),
+		Wire: r.wire.Load(), Raw: r.raw.Load(), Resumed: r.resumed.Load(), Elapsed: time.Since(r.start)}
+}
+
+// acquire takes a slot, or fails when ctx ends.
+func (r *Restorer) acquire(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Restorer) release() { <-r.slots }
+
+// buffer returns a readahead buffer of bufSize bytes; only slot holders
+// call it, so at most Concurrency exist.
+func (r *Restorer) buffer() []byte {
+	select {
+	case b := <-r.bufs:
+		return b
+	default:
+		return make([]byte, r.bufSize)
+	}
+}
+
+func (r *Restorer) putBuffer(b []byte) {
+	select {
+	case r.bufs <- b[:cap(b)]:
+	default:
+	}
+}
+
+// decoder returns a synchronous zstd decoder whose window is bounded by the
+// slot's share of Memory.
+func (r *Restorer) decoder() (*zstd.Decoder, error) {
+	if d, ok := r.decs.Get().(*zstd.Decoder); ok {
+		return d, nil
+	}
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(r.window), zstd.WithDecoderLowmem(true))
+}
+
+func (r *Restorer) putDecoder(d *zstd.Decoder) {
+	_ = d.Reset(nil)
+	r.decs.Put(d)
+}
+
+// streamDecoders is how many goroutines decode one large zstd object that
+// has no seek table: the stream is sequential, but blocks decode ahead.
+func streamDecoders() int { return min(4, runtime.GOMAXPROCS(0)) }

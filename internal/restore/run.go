@@ -1,0 +1,246 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/producer"
+)
+
+// ErrUsage marks a source or destination that cannot be restored as given.
+var ErrUsage = errors.New("usage")
+
+// Summary is the outcome of Run; `restore --json` prints it.
+type Summary struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	Objects     int64  `json:"objects"`  // found
+	Restored    int64  `json:"restored"` // written this run
+	Skipped     int64  `json:"skipped"`  // the output existed with the same bytes
+	Failed      int64  `json:"failed"`
+	// WireBytes were downloaded; RawBytes are the restored outputs' sizes
+	// (skipped ones not counted), ResumedBytes the part of them an
+	// interrupted run had written.
+	WireBytes    int64   `json:"wire_bytes"`
+	RawBytes     int64   `json:"raw_bytes"`
+	ResumedBytes int64   `json:"resumed_bytes"`
+	Seconds      float64 `json:"seconds"`
+	RawMBps      float64 `json:"raw_mb_per_s"`
+	WireMBps     float64 `json:"wire_mb_per_s"`
+	FilesPerS    float64 `json:"files_per_s"`
+	// Errors are the failures, the first maxErrors of them.
+	Errors []string `json:"errors,omitempty"`
+}
+
+const maxErrors = 100
+
+// Run restores src, gs://BUCKET/OBJECT or gs://BUCKET/PREFIX, into dest. An
+// object is written to dest, or into dest when dest is a directory or ends
+// with a slash; a prefix's objects are written under dest with their paths
+// relative to the prefix. ferry's own .ferry/ and .ferry-done/ objects are
+// skipped. Objects that fail do not stop the others; the error counts them.
+func (r *Restorer) Run(ctx context.Context, src, dest string) (sum Summary, err error) {
+	start := time.Now()
+	sum = Summary{Source: src, Destination: dest}
+	d, err := producer.ParseDestination(src)
+	if err != nil {
+		return sum, fmt.Errorf("%w: source %s", ErrUsage, strings.TrimPrefix(err.Error(), "destination "))
+	}
+	if dest == "" {
+		return sum, fmt.Errorf("%w: empty destination", ErrUsage)
+	}
+	var s sink
+	defer func() { s.fill(&sum, r, start) }()
+
+	if d.Prefix != "" && !strings.HasSuffix(src, "/") {
+		actx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+		a, err := r.store.Attrs(actx, d.Bucket, d.Prefix)
+		cancel()
+		switch {
+		case err == nil:
+			return sum, r.single(ctx, d.Bucket, a, dest, &s)
+		case !errors.Is(err, gcs.ErrNotFound):
+			return sum, err
+		}
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return sum, err
+	}
+	root, err := os.OpenRoot(dest)
+	if err != nil {
+		return sum, err
+	}
+	defer root.Close()
+	return sum, r.prefix(ctx, d.Bucket, d.Prefix, root, &s)
+}
+
+// single restores one object to dest.
+func (r *Restorer) single(ctx context.Context, bucket string, a gcs.Attrs, dest string, s *sink) error {
+	s.found(1)
+	dir, rel := filepath.Dir(dest), filepath.Base(dest)
+	if fi, err := os.Stat(dest); strings.HasSuffix(dest, "/") || err == nil && fi.IsDir() {
+		var k kind
+		if !r.o.AsStored {
+			k, _ = classify("", a) // an error shows when the object is restored
+		}
+		dir, rel = dest, outputRel(path.Base(a.Name), "", k)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	s.add(r.Object(ctx, root, rel, bucket, a))
+	return s.err()
+}
+
+// prefix restores every object under prefix, in parallel.
+func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.Root, s *sink) error {
+	list := prefix
+	if list != "" {
+		list += "/"
+	}
+	jobs := make(chan gcs.Attrs, r.o.Concurrency)
+	g, gctx := errgroup.WithContext(ctx)
+	r.listing.Store(true)
+	g.Go(func() error {
+		defer close(jobs)
+		defer r.listing.Store(false)
+		lctx, cancel := context.WithTimeout(gctx, 15*r.o.Timeout)
+		defer cancel()
+		return r.store.List(lctx, bucket, list, func(a gcs.Attrs) error {
+			if isFerryInternal(a.Name) || strings.HasSuffix(a.Name, "/") && a.Size == 0 {
+				return nil // ferry's own objects; folder placeholders
+			}
+			r.listed.Add(1)
+			s.found(1)
+			select {
+			case jobs <- a:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		})
+	})
+	claims := claims{m: map[string]string{}}
+	for range r.o.Concurrency {
+		g.Go(func() error {
+			for a := range jobs {
+				obj := "gs://" + bucket + "/" + a.Name
+				var k kind
+				if !r.o.AsStored {
+					k, _ = classify(obj, a) // an error shows when the object is restored
+				}
+				rel := outputRel(a.Name, prefix, k)
+				if other := claims.claim(rel, obj); other != "" {
+					s.add(Result{Object: obj}, fmt.Errorf("%s and %s would both restore to %s", other, obj, rel))
+					continue
+				}
+				s.add(r.Object(gctx, root, rel, bucket, a))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if s.objects == 0 {
+		return fmt.Errorf("gs://%s/%s: no objects to restore", bucket, list)
+	}
+	return s.err()
+}
+
+// claims remembers which object each output name came from, so two objects
+// that map to one name (a.csv.zst from ferry and a plain a.csv) are an
+// error instead of one silently replacing the other. It grows with the
+// number of objects (about 100 bytes each).
+type claims struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *claims) claim(rel, obj string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if other, ok := c.m[rel]; ok {
+		return other
+	}
+	c.m[rel] = obj
+	return ""
+}
+
+// sink tallies results as they come.
+type sink struct {
+	mu                         sync.Mutex
+	objects, restored, skipped int64
+	failed                     int64
+	raw, resumed               int64
+	errs                       []string
+	first                      error
+}
+
+func (s *sink) found(n int64) {
+	s.mu.Lock()
+	s.objects += n
+	s.mu.Unlock()
+}
+
+func (s *sink) add(res Result, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err != nil:
+		s.failed++
+		if s.first == nil {
+			s.first = err
+		}
+		if len(s.errs) < maxErrors {
+			s.errs = append(s.errs, err.Error())
+		}
+	case res.Skipped:
+		s.skipped++
+	default:
+		s.restored++
+		s.raw += res.RawSize
+		s.resumed += res.Resumed
+	}
+}
+
+func (s *sink) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.failed == 1 && s.objects == 1:
+		return s.first
+	case s.failed > 0:
+		return fmt.Errorf("%d of %d objects failed; the first: %w", s.failed, s.objects, s.first)
+	}
+	return nil
+}
+
+func (s *sink) fill(sum *Summary, r *Restorer, start time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum.Objects, sum.Restored, sum.Skipped, sum.Failed = s.objects, s.restored, s.skipped, s.failed
+	sum.RawBytes, sum.ResumedBytes, sum.Errors = s.raw, s.resumed, s.errs
+	sum.WireBytes = r.wire.Load()
+	sum.Seconds = time.Since(start).Seconds()
+	if sum.Seconds > 0 {
+		sum.RawMBps = float64(sum.RawBytes) / 1e6 / sum.Seconds
+		sum.WireMBps = float64(sum.WireBytes) / 1e6 / sum.Seconds
+		sum.FilesPerS = float64(sum.Restored+sum.Skipped) / sum.Seconds
+	}
+}
