@@ -1,6 +1,7 @@
 // Command verify proves a finished transfer intact: it downloads every final
-// object, decompresses it with Go and with the stock zstd/gzip CLI, compares
-// the bytes with the sources, and prints the transfer's stage table from the
+// object, decompresses it with restore's code and with the stock zstd/gzip
+// CLI (the codec is the object's own ferry-codec), compares the bytes with
+// the sources, and prints the transfer's stage table from the
 // benchmark rows. `make run` ends with it; users can run it after any
 // transfer.
 package main
@@ -25,9 +26,10 @@ import (
 
 const about = `verify — prove a ferry transfer intact.
 
-Pairs each source file with its final object as producer submit names it,
-downloads the object, decompresses it with Go and with the stock CLI, and
-compares the bytes and CRC32Cs. Exits 1 on the first difference. Sizes are
+Pairs each source file with its final object as producer submit names it
+(.zst, .gz or no extension, as the object's ferry-codec metadata says),
+downloads the object, decompresses it with restore's code and with the
+stock CLI, and compares the bytes and CRC32Cs. Exits 1 on the first difference. Sizes are
 in MB of 10^6 bytes; --long lists each object with its CRC32C as GCS and
 gcloud storage show it (base64), and the source's as gcloud storage hash
 prints it.`
@@ -36,8 +38,8 @@ prints it.`
 var version = "dev"
 
 type flags struct {
-	codec, results, transfer string
-	long                     bool
+	results, transfer string
+	long              bool
 }
 
 func main() { cli.Main(command()) }
@@ -59,7 +61,6 @@ func command() *cobra.Command {
 			return realMain(cmd.Context(), cmd.OutOrStdout(), args, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.codec, "codec", "zstd", "codec the transfer used")
 	cmd.Flags().StringVar(&f.results, "results", "", "NDJSON benchmark rows; with --transfer, print that transfer's stage table")
 	cmd.Flags().StringVar(&f.transfer, "transfer", "", "transfer id whose stage table to print")
 	cmd.Flags().BoolVarP(&f.long, "long", "l", false, "list every object with its sizes and CRC32Cs")
@@ -68,15 +69,12 @@ func command() *cobra.Command {
 }
 
 func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) error {
-	c, err := codec.Parse(f.codec)
-	if err != nil {
-		return cli.Usagef("--codec: %w", err)
-	}
 	var cfg config.Verify
 	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
 	}
-	dest, files, err := plan.Resolve(args[:len(args)-1], args[len(args)-1], c)
+	// Object names without extension; verify.Find adds the object's own.
+	dest, files, err := plan.Resolve(args[:len(args)-1], args[len(args)-1], codec.None)
 	if err != nil {
 		return &cli.UsageError{Err: err}
 	}
@@ -89,7 +87,11 @@ func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) err
 	clis := map[string]int{}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	for _, file := range files {
-		rep, err := verify.Object(ctx, store, dest.Bucket, file.Object, c, file.Path)
+		name, err := verify.Find(ctx, store, dest.Bucket, file.Object)
+		if err != nil {
+			return fmt.Errorf("source %s: %w (on %s)", file.Path, err, cfg.Emulators.GCSEndpoint())
+		}
+		rep, err := verify.Object(ctx, store, dest.Bucket, name, "", file.Path)
 		if err != nil {
 			return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
 		}
@@ -102,9 +104,14 @@ func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) err
 		}
 	}
 	_ = tw.Flush()
-	tool := map[codec.Codec]string{codec.Zstd: "zstd", codec.Gzip: "gzip"}[c]
-	fmt.Fprintf(stdout, "verified %s under %s: %s raw, %s wire; bytes and CRC32C identical to the sources (Go decoder: %d, stock %s -d: %d)\n",
-		result.Count(len(files), "object"), dest, result.FormatBytes(float64(raw)), result.FormatBytes(float64(wire)), len(files), c, clis[tool])
+	tools := ""
+	for _, t := range []string{"zstd", "gzip"} {
+		if clis[t] > 0 {
+			tools += fmt.Sprintf(", stock %s -d: %d", t, clis[t])
+		}
+	}
+	fmt.Fprintf(stdout, "verified %s under %s: %s raw, %s wire; bytes and CRC32C identical to the sources (Go decoder: %d%s)\n",
+		result.Count(len(files), "object"), dest, result.FormatBytes(float64(raw)), result.FormatBytes(float64(wire)), len(files), tools)
 	if f.results == "" || f.transfer == "" {
 		return nil
 	}

@@ -391,6 +391,28 @@ type Verify struct {
 // Validate names the variable at fault.
 func (v *Verify) Validate() error { return v.Emulators.Validate() }
 
+// Restore is the restore command's configuration; its flags override it.
+type Restore struct {
+	Emulators Emulators
+
+	Memory      Bytes `env:"FERRY_RESTORE_MEMORY, default=256MiB" help:"restore: bound on download buffers and decoder windows held at once; memory does not grow with object size or count"`
+	Concurrency int   `env:"FERRY_RESTORE_CONCURRENCY, default=16" help:"restore: byte ranges downloading at once, across all objects"`
+}
+
+// Validate names the variable at fault.
+func (r *Restore) Validate() error {
+	if err := r.Emulators.Validate(); err != nil {
+		return err
+	}
+	if r.Concurrency < 1 || r.Concurrency > 1024 {
+		return fmt.Errorf("FERRY_RESTORE_CONCURRENCY=%d: want 1 to 1024", r.Concurrency)
+	}
+	if int64(r.Memory) < int64(r.Concurrency)*(4<<20) {
+		return fmt.Errorf("FERRY_RESTORE_MEMORY=%d: want at least 4MiB per range in flight (FERRY_RESTORE_CONCURRENCY=%d)", r.Memory, r.Concurrency)
+	}
+	return nil
+}
+
 // LocalStack is what localstack reads: the names of the topics and
 // subscriptions to create.
 type LocalStack struct {

@@ -96,7 +96,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, cfg := range []any{&Producer{}, &Worker{}, &Merger{}} {
+	for _, cfg := range []any{&Producer{}, &Worker{}, &Merger{}, &Restore{}} {
 		for _, v := range Describe(cfg) {
 			row := "| `" + v.Name + "` |"
 			i := strings.Index(readme, row)

@@ -73,10 +73,9 @@ func (b *body) finish() error {
 	return nil
 }
 
-func (b *body) Close() error {
-	err := b.rc.Close()
+func (b *body) close() {
+	_ = b.rc.Close()
 	b.cancel()
-	return err
 }
 
 // readRange reads bytes [off, off+len(buf)) of o into buf and returns their
@@ -88,7 +87,7 @@ func (r *Restorer) readRange(ctx context.Context, o object, off int64, buf []byt
 		if err != nil {
 			return err
 		}
-		defer b.Close()
+		defer b.close()
 		if _, err := io.ReadFull(b, buf); err != nil {
 			return err
 		}

@@ -206,7 +206,7 @@ func (r *Restorer) task(ctx context.Context, f *os.File, o object, t task) (task
 		if err != nil {
 			return err
 		}
-		defer b.Close()
+		defer b.close()
 		w := &offsetWriter{f: f, off: t.RawOff, end: t.RawOff + t.RawLen, r: r}
 		if o.kind.ferry && o.kind.codec == codec.Zstd {
 			dec, derr := r.decoder()

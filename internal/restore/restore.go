@@ -94,7 +94,11 @@ const (
 	smallObjectMax     = 1 << 20
 )
 
-// Validate checks o after defaults; the error names the option.
+// Validate reports whether o, with defaults applied, is usable; the error
+// names the option.
+func (o Options) Validate() error { return o.applyDefaults() }
+
+// applyDefaults fills in zero values and checks the result.
 func (o *Options) applyDefaults() error {
 	if o.Memory == 0 {
 		o.Memory = defaultMemory
@@ -138,6 +142,7 @@ type Restorer struct {
 	decs    sync.Pool // *zstd.Decoder, synchronous
 
 	wire, raw, resumed atomic.Int64
+	total              atomic.Int64 // raw bytes of a single object's restore
 	objects, listed    atomic.Int64
 	listing            atomic.Bool
 	start              time.Time
@@ -168,13 +173,16 @@ type Progress struct {
 	Wire    int64 // bytes downloaded
 	Raw     int64 // bytes written to outputs, resumed ones included
 	Resumed int64 // raw bytes an earlier run had written and this one checked
-	Elapsed time.Duration
+	// RawTotal is the raw size of the one object a Run restores, 0 for a
+	// prefix.
+	RawTotal int64
+	Elapsed  time.Duration
 }
 
 // Progress reports what has been done so far.
 func (r *Restorer) Progress() Progress {
 	return Progress{Objects: r.objects.Load(), Listed: r.listed.Load(), Listing: r.listing.Load(),
-		Wire: r.wire.Load(), Raw: r.raw.Load(), Resumed: r.resumed.Load(), Elapsed: time.Since(r.start)}
+		Wire: r.wire.Load(), Raw: r.raw.Load(), Resumed: r.resumed.Load(), RawTotal: r.total.Load(), Elapsed: time.Since(r.start)}
 }
 
 // acquire takes a slot, or fails when ctx ends.

@@ -14,11 +14,17 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
-	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/plan"
 )
 
 // ErrUsage marks a source or destination that cannot be restored as given.
 var ErrUsage = errors.New("usage")
+
+// usageError is an error that is ErrUsage without saying so in its text.
+type usageError struct{ error }
+
+func (usageError) Is(target error) bool { return target == ErrUsage }
+func (e usageError) Unwrap() error      { return e.error }
 
 // Summary is the outcome of Run; `restore --json` prints it.
 type Summary struct {
@@ -52,12 +58,9 @@ const maxErrors = 100
 func (r *Restorer) Run(ctx context.Context, src, dest string) (sum Summary, err error) {
 	start := time.Now()
 	sum = Summary{Source: src, Destination: dest}
-	d, err := producer.ParseDestination(src)
+	d, err := parse(src, dest)
 	if err != nil {
-		return sum, fmt.Errorf("%w: source %s", ErrUsage, strings.TrimPrefix(err.Error(), "destination "))
-	}
-	if dest == "" {
-		return sum, fmt.Errorf("%w: empty destination", ErrUsage)
+		return sum, err
 	}
 	var s sink
 	defer func() { s.fill(&sum, r, start) }()
@@ -84,15 +87,37 @@ func (r *Restorer) Run(ctx context.Context, src, dest string) (sum Summary, err 
 	return sum, r.prefix(ctx, d.Bucket, d.Prefix, root, &s)
 }
 
+// CheckArgs reports whether Run can start on src and dest, before any
+// request; the error wraps ErrUsage.
+func CheckArgs(src, dest string) error {
+	_, err := parse(src, dest)
+	return err
+}
+
+func parse(src, dest string) (plan.Destination, error) {
+	d, err := plan.ParseDestination(src)
+	if err != nil {
+		return d, usageError{fmt.Errorf("source %s", strings.TrimPrefix(err.Error(), "destination "))}
+	}
+	if dest == "" {
+		return d, usageError{errors.New("empty destination")}
+	}
+	return d, nil
+}
+
 // single restores one object to dest.
 func (r *Restorer) single(ctx context.Context, bucket string, a gcs.Attrs, dest string, s *sink) error {
 	s.found(1)
+	var k kind
+	if !r.o.AsStored {
+		k, _ = classify("", a) // an error shows when the object is restored
+	}
+	r.total.Store(a.Size)
+	if k.ferry {
+		r.total.Store(k.rawSize)
+	}
 	dir, rel := filepath.Dir(dest), filepath.Base(dest)
 	if fi, err := os.Stat(dest); strings.HasSuffix(dest, "/") || err == nil && fi.IsDir() {
-		var k kind
-		if !r.o.AsStored {
-			k, _ = classify("", a) // an error shows when the object is restored
-		}
 		dir, rel = dest, outputRel(path.Base(a.Name), "", k)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

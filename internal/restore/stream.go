@@ -40,7 +40,7 @@ func (r *Restorer) stream(ctx context.Context, root *os.Root, tmp string, o obje
 			return src.failure(err, "gzip")
 		}
 		g.Multistream(true)
-		defer g.Close()
+		defer func() { _ = g.Close() }()
 		dec = g
 	case o.kind.codec == codec.Zstd && o.attrs.Size > 4*r.bufSize:
 		// A large object without a seek table: one stream, but blocks

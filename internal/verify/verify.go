@@ -1,7 +1,9 @@
 // Package verify proves a final object intact the way a reader without ferry
-// would: it downloads the object, decompresses it with Go and with the stock
-// CLI (zstd -d, gzip -d), and compares the bytes with the source file, along
-// with the CRC32C ferry recorded in the object's metadata.
+// would, and the way ferry's own restore does: it downloads the object as
+// stored (checked against GCS's CRC32C), decompresses that copy with
+// internal/restore (the codec is the object's ferry-codec metadata; sizes
+// and CRC32Cs are checked against its metadata) and with the stock CLI
+// (zstd -d, gzip -d), and compares both with the source file.
 package verify
 
 import (
@@ -13,12 +15,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 
 	"github.com/ferry-dev/ferry/internal/codec"
-	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/restore"
 )
 
 // ErrMismatch: the object does not hold the source's bytes.
@@ -27,12 +28,15 @@ var ErrMismatch = errors.New("object differs from source")
 // objectStore is what verification needs of GCS.
 type objectStore interface {
 	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
-	NewReader(ctx context.Context, bucket, name string) (io.ReadCloser, error)
+	NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error)
 }
+
+var _ objectStore = (*gcs.Store)(nil)
 
 // Report is what was checked of one object.
 type Report struct {
 	Object     string
+	Codec      codec.Codec // from the object's metadata
 	RawSize    int64
 	WireSize   int64
 	RawCRC32C  uint32
@@ -42,7 +46,9 @@ type Report struct {
 	CLI string
 }
 
-// Object checks gs://bucket/name against the file at source.
+// Object checks gs://bucket/name against the file at source. The codec is
+// the object's ferry-codec metadata; when c is not empty, the object must
+// say c.
 func Object(ctx context.Context, s objectStore, bucket, name string, c codec.Codec, source string) (Report, error) {
 	rep := Report{Object: "gs://" + bucket + "/" + name}
 	want, wantSize, err := hashFile(source)
@@ -54,60 +60,65 @@ func Object(ctx context.Context, s objectStore, bucket, name string, c codec.Cod
 		return rep, err
 	}
 	rep.WireSize, rep.WireCRC32C = a.Size, a.CRC32C
-	tmp, err := os.CreateTemp("", "ferry-verify-*")
-	if err != nil {
-		return rep, err
+	if rep.Codec, err = codec.Parse(a.Metadata[message.MetaCodec]); err != nil {
+		return rep, fmt.Errorf("%s: metadata %s: %w", rep.Object, message.MetaCodec, err)
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	r, err := s.NewReader(ctx, bucket, name)
-	if err != nil {
-		return rep, err
-	}
-	wire := crc32c.New()
-	n, err := io.Copy(io.MultiWriter(tmp, wire), r)
-	r.Close()
-	if err != nil {
-		return rep, fmt.Errorf("download %s: %w", rep.Object, err)
-	}
-	if n != a.Size || wire.Sum32() != a.CRC32C {
-		return rep, fmt.Errorf("%s: downloaded %d bytes with crc32c %s, GCS says %d bytes with %s: %w", rep.Object, n, crc32c.Base64(wire.Sum32()), a.Size, crc32c.Base64(a.CRC32C), ErrMismatch)
+	if c != "" && rep.Codec != c {
+		return rep, fmt.Errorf("%s: metadata %s=%s, want %s: %w", rep.Object, message.MetaCodec, rep.Codec, c, ErrMismatch)
 	}
 
-	// Go's decoder.
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+	dir, err := os.MkdirTemp("", "ferry-verify-*")
+	if err != nil {
 		return rep, err
 	}
-	dec, err := codec.NewReader(c, tmp)
+	defer os.RemoveAll(dir)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return rep, fmt.Errorf("%s: %w", rep.Object, err)
+		return rep, err
 	}
-	sum, crc := sha256.New(), crc32c.New()
-	rep.RawSize, err = io.Copy(io.MultiWriter(sum, crc), dec)
-	dec.Close()
+	defer root.Close()
+
+	// The bytes as stored, in parallel ranges checked against GCS's CRC32C.
+	stored, err := restore.New(store{s}, restore.Options{AsStored: true})
 	if err != nil {
-		return rep, fmt.Errorf("%s: decompress: %w", rep.Object, err)
+		return rep, err
 	}
-	rep.RawCRC32C = crc.Sum32()
-	if rep.RawSize != wantSize || !bytes.Equal(sum.Sum(nil), want) {
+	if _, err := stored.Object(ctx, root, "wire", bucket, a); err != nil {
+		return rep, err
+	}
+	// Restore's decoder, reading that copy: frames in parallel when the
+	// object has a seek table, checked against the metadata.
+	wire, err := os.Open(root.Name() + "/wire")
+	if err != nil {
+		return rep, err
+	}
+	defer wire.Close()
+	dec, err := restore.New(local{a: a, f: wire}, restore.Options{})
+	if err != nil {
+		return rep, err
+	}
+	res, err := dec.Object(ctx, root, "raw", bucket, a)
+	if err != nil {
+		return rep, err
+	}
+	rep.RawSize, rep.RawCRC32C = res.RawSize, res.RawCRC32C
+	got, _, err := hashFile(root.Name() + "/raw")
+	if err != nil {
+		return rep, err
+	}
+	if rep.RawSize != wantSize || !bytes.Equal(got, want) {
 		return rep, fmt.Errorf("%s: decompresses to %d bytes that differ from %s (%d bytes): %w", rep.Object, rep.RawSize, source, wantSize, ErrMismatch)
-	}
-	if m := a.Metadata[message.MetaRawCRC32C]; m != fmt.Sprintf("%08x", rep.RawCRC32C) {
-		return rep, fmt.Errorf("%s: metadata %s=%s, the bytes have %08x: %w", rep.Object, message.MetaRawCRC32C, m, rep.RawCRC32C, ErrMismatch)
-	}
-	if m := a.Metadata[message.MetaRawSize]; m != strconv.FormatInt(rep.RawSize, 10) {
-		return rep, fmt.Errorf("%s: metadata %s=%s, the bytes are %d: %w", rep.Object, message.MetaRawSize, m, rep.RawSize, ErrMismatch)
 	}
 
 	// The stock tool, as a reader without ferry has it.
-	tool := map[codec.Codec]string{codec.Zstd: "zstd", codec.Gzip: "gzip"}[c]
+	tool := map[codec.Codec]string{codec.Zstd: "zstd", codec.Gzip: "gzip"}[rep.Codec]
 	if tool == "" {
 		return rep, nil
 	}
 	if _, err := exec.LookPath(tool); err != nil {
 		return rep, nil
 	}
-	cmd := exec.CommandContext(ctx, tool, "-d", "-c", tmp.Name())
+	cmd := exec.CommandContext(ctx, tool, "-d", "-c", wire.Name())
 	h := sha256.New()
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = h, &stderr
@@ -121,6 +132,25 @@ func Object(ctx context.Context, s objectStore, bucket, name string, c codec.Cod
 	return rep, nil
 }
 
+// Find returns the final object of a file whose object name without codec
+// extension is base: base.zst, base.gz or base, whichever exists with
+// ferry metadata naming that codec.
+func Find(ctx context.Context, s objectStore, bucket, base string) (string, error) {
+	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip, codec.None} {
+		a, err := s.Attrs(ctx, bucket, base+c.Ext())
+		if errors.Is(err, gcs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if a.Metadata[message.MetaCodec] == string(c) {
+			return a.Name, nil
+		}
+	}
+	return "", fmt.Errorf("gs://%s/%s: no ferry object (.zst, .gz or plain) for it: %w", bucket, base, gcs.ErrNotFound)
+}
+
 func hashFile(path string) ([]byte, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -131,3 +161,31 @@ func hashFile(path string) ([]byte, int64, error) {
 	n, err := io.Copy(h, f)
 	return h.Sum(nil), n, err
 }
+
+// store adapts objectStore to restore.Store; verification lists nothing.
+type store struct{ objectStore }
+
+func (store) List(context.Context, string, string, func(gcs.Attrs) error) error {
+	return errors.New("verify: listing is not supported")
+}
+
+// local serves one object's ranges from its downloaded copy.
+type local struct {
+	a gcs.Attrs
+	f *os.File
+}
+
+func (l local) Attrs(context.Context, string, string) (gcs.Attrs, error) { return l.a, nil }
+
+func (l local) NewRangeReader(_ context.Context, _, _ string, off, n int64) (io.ReadCloser, error) {
+	return io.NopCloser(io.NewSectionReader(l.f, off, n)), nil
+}
+
+func (local) List(context.Context, string, string, func(gcs.Attrs) error) error {
+	return errors.New("verify: listing is not supported")
+}
+
+var (
+	_ restore.Store = store{}
+	_ restore.Store = local{}
+)

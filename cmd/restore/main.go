@@ -1,0 +1,134 @@
+// Command restore brings data back out of GCS: ferry's objects decompressed
+// and proven against their metadata, any other object as stored, proven
+// against its CRC32C. The work is internal/restore's; this parses flags.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/restore"
+	"github.com/ferry-dev/ferry/internal/setup"
+)
+
+const about = `restore — bring objects back out of GCS, proven intact.
+
+Restores gs://BUCKET/OBJECT to DEST (a file, or a directory to put it in),
+or every object under gs://BUCKET/PREFIX into the directory DEST, keeping
+their paths relative to the prefix.
+
+Objects ferry wrote are decompressed (zstd objects frame by frame in
+parallel, using the seek table at their end) and their size and CRC32C are
+checked against the object's metadata; ferry's .zst/.gz extension is
+dropped. Other objects are downloaded as stored. Every byte range is checked
+against the object's CRC32C. An output appears under its name only once
+proven; one that exists with the same bytes is skipped, one with other bytes
+is an error unless --overwrite. An interrupted restore resumes where it
+stopped when run again. ferry's own .ferry/ and .ferry-done/ objects are
+never restored, and no name may leave DEST.`
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type flags struct {
+	o      restore.Options
+	memory config.Bytes
+	json   bool
+}
+
+func main() { cli.Main(command()) }
+
+func command() *cobra.Command {
+	var f flags
+	cmd := &cobra.Command{
+		Use:     "restore [flags] gs://BUCKET/PREFIX[/OBJECT] DEST",
+		Short:   "bring objects back out of GCS, proven intact",
+		Long:    about,
+		Version: version,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return cli.Usagef("want gs://BUCKET/PREFIX[/OBJECT] and DEST, got %q", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return realMain(cmd, args[0], args[1], f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.Var(&f.memory, "memory", "bound on download buffers and decoder windows held at once (default FERRY_RESTORE_MEMORY, 256MiB)")
+	fs.IntVar(&f.o.Concurrency, "concurrency", 0, "byte ranges downloading at once, across all objects (default FERRY_RESTORE_CONCURRENCY, 16)")
+	f.o.RangeSize = 16 << 20
+	fs.Var((*config.Bytes)(&f.o.RangeSize), "range-size", "most bytes one download request covers")
+	fs.DurationVar(&f.o.Timeout, "timeout", 2*time.Minute, "deadline of each request to GCS")
+	fs.BoolVar(&f.o.Overwrite, "overwrite", false, "replace outputs that exist with other bytes")
+	fs.BoolVar(&f.json, "json", false, "print a JSON summary on stdout")
+	cli.Env(cmd, &config.Restore{})
+	return cmd
+}
+
+// realMain restores src into dest and reports: a progress bar and a summary
+// line on a terminal, the summary as JSON with --json, failures on stderr.
+func realMain(cmd *cobra.Command, src, dest string, f flags) error {
+	ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var cfg config.Restore
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("memory") {
+		f.memory = cfg.Memory
+	}
+	if !cmd.Flags().Changed("concurrency") {
+		f.o.Concurrency = cfg.Concurrency
+	}
+	f.o.Memory = int64(f.memory)
+	if err := f.o.Validate(); err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	if err := restore.CheckArgs(src, dest); err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	store, err := setup.OpenStore(ctx, cfg.Emulators)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	r, err := restore.New(store, f.o)
+	if err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	bar := startBar(r, stdout, logging.IsTerminal(stdout) && !f.json)
+	sum, err := r.Run(ctx, src, dest)
+	bar.stop(sum)
+	if errors.Is(err, restore.ErrUsage) {
+		return &cli.UsageError{Err: err}
+	}
+	if f.json {
+		if jerr := printJSON(stdout, sum); jerr != nil {
+			return jerr
+		}
+	}
+	if sum.Failed > 1 {
+		for _, e := range sum.Errors {
+			fmt.Fprintf(stderr, "restore: %s\n", e)
+		}
+		if more := sum.Failed - int64(len(sum.Errors)); more > 0 {
+			fmt.Fprintf(stderr, "restore: … and %d more\n", more)
+		}
+	}
+	return err
+}
+
+func printJSON(w io.Writer, sum restore.Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(sum)
+}
