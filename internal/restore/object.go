@@ -153,7 +153,9 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 	if err := root.Rename(tmp, rel); err != nil {
 		return res, fmt.Errorf("%s: %w", obj, err)
 	}
-	_ = root.Remove(tmp + logSuffix)
+	if !r.small(a.Size) { // a small object never has a journal
+		_ = root.Remove(tmp + logSuffix)
+	}
 	return res, nil
 }
 
@@ -200,7 +202,7 @@ func (r *Restorer) existing(root *os.Root, rel string, w want) (bool, error) {
 func (r *Restorer) fetch(ctx context.Context, root *os.Root, tmp, bucket string, a gcs.Attrs, k kind, w want, res *Result) (keep bool, err error) {
 	o := object{bucket: bucket, name: a.Name, attrs: a, kind: k, want: w}
 	o.obj = "gs://" + bucket + "/" + a.Name
-	small := a.Size <= min(r.o.RangeSize, smallObjectMax)
+	small := r.small(a.Size)
 	switch {
 	case k.ferry && k.codec == codec.Zstd && !small:
 		frames, table, err := r.seekTable(ctx, o)
@@ -219,6 +221,9 @@ func (r *Restorer) fetch(ctx context.Context, root *os.Root, tmp, bucket string,
 	res.Method = "stream"
 	return false, r.stream(ctx, root, tmp, o)
 }
+
+// small reports whether an object of size bytes is read in one request.
+func (r *Restorer) small(size int64) bool { return size <= min(r.o.RangeSize, smallObjectMax) }
 
 // object is one object being restored.
 type object struct {

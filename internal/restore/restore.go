@@ -197,18 +197,25 @@ func (r *Restorer) acquire(ctx context.Context) error {
 
 func (r *Restorer) release() { <-r.slots }
 
-// buffer returns a readahead buffer of bufSize bytes; only slot holders
-// call it, so at most Concurrency exist.
-func (r *Restorer) buffer() []byte {
+// buffer returns a readahead buffer of n <= bufSize bytes; only slot
+// holders call it, so at most Concurrency exist. Large ones are reused;
+// a small object's is its own size.
+func (r *Restorer) buffer(n int64) []byte {
+	if n < r.bufSize/4 {
+		return make([]byte, n)
+	}
 	select {
 	case b := <-r.bufs:
-		return b
+		return b[:n]
 	default:
-		return make([]byte, r.bufSize)
+		return make([]byte, n, r.bufSize)
 	}
 }
 
 func (r *Restorer) putBuffer(b []byte) {
+	if int64(cap(b)) != r.bufSize {
+		return
+	}
 	select {
 	case r.bufs <- b[:cap(b)]:
 	default:

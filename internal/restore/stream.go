@@ -22,7 +22,9 @@ import (
 // zstd object without a seek table none either; a small object is one
 // range anyway.
 func (r *Restorer) stream(ctx context.Context, root *os.Root, tmp string, o object) (err error) {
-	_ = root.Remove(tmp + logSuffix) // an older run's journal describes other ranges
+	if !r.small(o.attrs.Size) {
+		_ = root.Remove(tmp + logSuffix) // an older run's journal describes other ranges
+	}
 	f, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.obj, err)
@@ -64,7 +66,7 @@ func (r *Restorer) stream(ctx context.Context, root *os.Root, tmp string, o obje
 	}
 
 	out := &limitWriter{w: f, limit: o.want.size, r: r, o: o}
-	bw := bufio.NewWriterSize(out, 256<<10)
+	bw := bufio.NewWriterSize(out, int(min(256<<10, max(4<<10, o.want.size))))
 	_, err = io.Copy(bw, dec)
 	if err == nil {
 		err = bw.Flush()
@@ -171,7 +173,7 @@ func (r *Restorer) readAhead(ctx context.Context, o object) *ahead {
 				return
 			}
 			p := &part{off: off, done: make(chan struct{})}
-			p.buf = r.buffer()[:min(r.bufSize, o.attrs.Size-off)]
+			p.buf = r.buffer(min(r.bufSize, o.attrs.Size-off))
 			a.wg.Go(func() {
 				defer close(p.done)
 				p.crc, p.err = r.readRange(ctx, o, p.off, p.buf)
