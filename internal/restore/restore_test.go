@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -375,6 +376,17 @@ func TestRestoreSingleObject(t *testing.T) {
 			t.Fatalf("%s: %v, %d bytes, want the source's %d", p, err, len(got), len(raw))
 		}
 	}
+	// ferry-mtime, when the object has it, is the output's modification time.
+	mtime := time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	teststack.FerryObject(t, s, bucket, "a/b/dated.csv.gz", raw, teststack.FerryOptions{Codec: codec.Gzip,
+		Metadata: map[string]string{"ferry-mtime": mtime.Format(time.RFC3339Nano)}})
+	if _, err := newRestorer(t, s, options()).Run(context.Background(), "gs://"+bucket+"/a/b/dated.csv.gz", dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "dated.csv")); err != nil || !fi.ModTime().Equal(mtime) {
+		t.Fatalf("dated.csv: %v, modified %v; want %v", err, fi.ModTime(), mtime)
+	}
+
 	_, err := newRestorer(t, s, options()).Run(context.Background(), "gs://"+bucket+"/nothing/here", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "gs://"+bucket+"/nothing/here/") {
 		t.Fatalf("missing source: %v, want an error naming it", err)
