@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/restore"
 	"github.com/ferry-dev/ferry/internal/teststack"
@@ -129,7 +130,7 @@ func TestRestoreThroughThePipeline(t *testing.T) {
 			if err != nil || done.Status != message.StatusOK {
 				t.Fatalf("transfer: %v, done %+v", err, done)
 			}
-			_, files, err := producer.Resolve(req)
+			_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 			if err != nil {
 				t.Fatal(err)
 			}
