@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/ferry-dev/ferry/internal/cli"
 )
 
 func TestUsageErrorsExit2AndNameTheInput(t *testing.T) {
@@ -16,8 +18,8 @@ func TestUsageErrorsExit2AndNameTheInput(t *testing.T) {
 		err  string // in stderr
 	}{
 		{args: []string{"--help"}, code: 0, out: "restore [flags] gs://BUCKET/PREFIX[/OBJECT] DEST"},
-		{args: []string{"--version"}, code: 0, out: "restore version dev"},
-		{args: []string{"gs://b-1/x"}, code: 2, err: "accepts 2 arg(s), received 1"},
+		{args: []string{"--version"}, code: 0, out: "restore dev"},
+		{args: []string{"gs://b-1/x"}, code: 2, err: `want gs://BUCKET/PREFIX[/OBJECT] and DEST, got ["gs://b-1/x"]`},
 		{args: []string{"--bogus", "gs://b-1/x", "d"}, code: 2, err: "unknown flag: --bogus"},
 		{args: []string{"s3://b-1/x", "d"}, code: 2, err: `source "s3://b-1/x": want gs://BUCKET/PREFIX`},
 		{args: []string{"--memory", "lots", "gs://b-1/x", "d"}, code: 2, err: `"lots" is not a byte count`},
@@ -28,7 +30,7 @@ func TestUsageErrorsExit2AndNameTheInput(t *testing.T) {
 			t.Setenv(k, v)
 		}
 		var out, errb bytes.Buffer
-		code := run(context.Background(), c.args, &out, &errb)
+		code := cli.Run(context.Background(), command(), c.args, &out, &errb)
 		if code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errb.String(), c.err) {
 			t.Errorf("restore %q: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",
 				c.args, code, out.String(), errb.String(), c.code, c.out, c.err)

@@ -53,6 +53,7 @@ func TestEveryBinaryHelpVersionAndExitStatus(t *testing.T) {
 		{"worker", []string{"FERRY_WORKER_CONCURRENCY", "STORAGE_EMULATOR_HOST"}, "FERRY_WORKER_CONCURRENCY=0", nil},
 		{"merger", []string{"FERRY_RESULTS_FILE", "FERRY_DONE_RETENTION"}, "FERRY_LOG_LEVEL=loud", nil},
 		{"verify", []string{"STORAGE_EMULATOR_HOST"}, "STORAGE_EMULATOR_HOST=http://x/", []string{"a.csv", "gs://b/x"}},
+		{"restore", []string{"FERRY_RESTORE_MEMORY", "STORAGE_EMULATOR_HOST"}, "FERRY_RESTORE_CONCURRENCY=0", []string{"gs://b-1/x", "dest"}},
 		{"localstack", []string{"FERRY_DONE_TOPIC"}, "FERRY_DONE_TOPIC=a b", nil},
 		{"datagen", nil, "", nil},
 		{"report", nil, "", nil},

@@ -66,8 +66,8 @@ func classify(obj string, a gcs.Attrs) (kind, error) {
 		}
 	}
 	if k.codec == codec.None && (k.rawSize != a.Size || k.rawCRC != a.CRC32C) {
-		return kind{}, fmt.Errorf("%s %s (the whole object): %w: codec none, but metadata says %d bytes with crc32c %08x and GCS %d bytes with %08x",
-			obj, span(0, a.Size), ErrCorrupt, k.rawSize, k.rawCRC, a.Size, a.CRC32C)
+		return kind{}, fmt.Errorf("%s %s (the whole object): %w: codec none, but metadata says %d bytes with crc32c %08x and GCS %d bytes with %s (%08x)",
+			obj, span(0, a.Size), ErrCorrupt, k.rawSize, k.rawCRC, a.Size, crc32c.Base64(a.CRC32C), a.CRC32C)
 	}
 	return k, nil
 }
@@ -193,8 +193,8 @@ func (r *Restorer) existing(root *os.Root, rel string, w want) (bool, error) {
 	if r.o.Overwrite {
 		return false, nil
 	}
-	return false, fmt.Errorf("%w: %s (%d bytes) is not this object's %d bytes with crc32c %08x; --overwrite replaces it",
-		ErrExists, out, fi.Size(), w.size, w.crc)
+	return false, fmt.Errorf("%w: %s (%d bytes) is not this object's %d bytes; --overwrite replaces it",
+		ErrExists, out, fi.Size(), w.size)
 }
 
 // fetch writes the object's restored bytes to tmp and proves them. keep

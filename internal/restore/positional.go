@@ -187,8 +187,8 @@ func (r *Restorer) positional(ctx context.Context, root *os.Root, tmp string, o 
 	}
 	wire = crc32c.Combine(wire, crc32c.Checksum(table), int64(len(table)))
 	if wire != o.attrs.CRC32C {
-		return false, fmt.Errorf("%s %s (the whole object): %w: the bytes downloaded have crc32c %08x, GCS says %08x",
-			o.obj, span(0, o.attrs.Size), ErrCorrupt, wire, o.attrs.CRC32C)
+		return false, fmt.Errorf("%s %s (the whole object): %w: the bytes downloaded have crc32c %s, GCS says %s",
+			o.obj, span(0, o.attrs.Size), ErrCorrupt, crc32c.Base64(wire), crc32c.Base64(o.attrs.CRC32C))
 	}
 	fi, err := f.Stat()
 	if err != nil {

@@ -84,23 +84,25 @@ func (r *Restorer) stream(ctx context.Context, root *os.Root, tmp string, o obje
 		return src.failure(err, string(o.kind.codec))
 	}
 	if src.crc != o.attrs.CRC32C {
-		return fmt.Errorf("%s %s (the whole object): %w: the bytes downloaded have crc32c %08x, GCS says %08x",
-			o.obj, span(0, o.attrs.Size), ErrCorrupt, src.crc, o.attrs.CRC32C)
+		return fmt.Errorf("%s %s (the whole object): %w: the bytes downloaded have crc32c %s, GCS says %s",
+			o.obj, span(0, o.attrs.Size), ErrCorrupt, crc32c.Base64(src.crc), crc32c.Base64(o.attrs.CRC32C))
 	}
 	return o.check(out.n, out.crc)
 }
 
-// check compares the bytes written with what the object says it holds.
+// check compares the bytes written with what the object says it holds: a
+// CRC32C in the form its source spells it (GCS's base64, the metadata's
+// hexadecimal).
 func (o object) check(n int64, crc uint32) error {
-	what := "GCS says"
+	if n == o.want.size && crc == o.want.crc {
+		return nil
+	}
 	if o.kind.ferry {
-		what = "metadata says"
+		return fmt.Errorf("%s %s: %w: restores to %d bytes with crc32c %08x, metadata says %d bytes with %08x",
+			o.obj, span(0, o.attrs.Size), ErrCorrupt, n, crc, o.want.size, o.want.crc)
 	}
-	if n != o.want.size || crc != o.want.crc {
-		return fmt.Errorf("%s %s: %w: restores to %d bytes with crc32c %08x, %s %d bytes with %08x",
-			o.obj, span(0, o.attrs.Size), ErrCorrupt, n, crc, what, o.want.size, o.want.crc)
-	}
-	return nil
+	return fmt.Errorf("%s %s: %w: restores to %d bytes with crc32c %s, GCS says %d bytes with %s",
+		o.obj, span(0, o.attrs.Size), ErrCorrupt, n, crc32c.Base64(crc), o.want.size, crc32c.Base64(o.want.crc))
 }
 
 var errTooLong = errors.New("output longer than announced")
