@@ -104,7 +104,13 @@ func (b *Bench) restore(ctx context.Context) error {
 				if err := os.MkdirAll(e.dir, 0o755); err != nil {
 					return err
 				}
-				r, err := measure(ctx, e, strings.SplitN(m.name, "_", 2)[0], m.argv(e.dir), b.cliEnv(e))
+				vars := b.cliEnv(e)
+				if role == Ferry {
+					// ferry's restore finds the fake server as every
+					// ferry binary does: through the stack's variables.
+					vars = append(vars, st.Environ()...)
+				}
+				r, err := measure(ctx, e, strings.SplitN(m.name, "_", 2)[0], m.argv(e.dir), vars)
 				if err == nil {
 					r.Files, r.Bytes, err = m.check(e.dir)
 				}
