@@ -146,23 +146,24 @@ func progressObject(tid string) string { return message.StagingPrefix(tid) + "pr
 // final name, so a transfer of small files may have nothing under its
 // staging prefix until it is sealed, and the sweep would not see it stall.
 // It is written at most every quarter of TransferTimeout per transfer and
-// process; a failure only delays it.
-func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event, log *slog.Logger) {
+// process; a failure only delays it. It reports whether it wrote one.
+func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event, log *slog.Logger) bool {
 	now := m.o.now()
 	if now.Sub(t.progressAt) < m.o.TransferTimeout/4 {
-		return
+		return false
 	}
 	final := false
 	for _, p := range ev.Parts {
 		final = final || !strings.HasPrefix(p.Object, message.StagingRoot)
 	}
 	if !final {
-		return
+		return false
 	}
 	body := fmt.Appendf(nil, `{"transfer_id":%q,"at":%q}`, t.id, now.UTC().Format(time.RFC3339Nano))
 	if err := m.put(ctx, t.bucket, progressObject(t.id), body, "application/json"); err != nil {
 		log.Warn("could not write the progress marker; the stall sweep may see this transfer late", "err", err)
-		return
+		return false
 	}
 	t.progressAt = now
+	return true
 }

@@ -192,7 +192,14 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 		if err := m.reported(ctx, t, ev); err != nil {
 			return m.failIfPermanent(ctx, t, err, log)
 		}
-		m.noteProgress(ctx, t, ev, log)
+		if m.noteProgress(ctx, t, ev, log) {
+			// Another merger may have ended the transfer since it was
+			// last looked up; then the marker just written must go too.
+			t.checked = false
+			if ended, err := m.ended(ctx, t); ended || err != nil {
+				return err
+			}
+		}
 	}
 	return m.failIfPermanent(ctx, t, m.advance(ctx, t, log), log)
 }

@@ -154,3 +154,40 @@ func TestTwoMergersWithSplitEventsFinishOnARecheck(t *testing.T) {
 		t.Fatalf("staging left: %v", left)
 	}
 }
+
+// A merger that looked a transfer up before another merger ended it must not
+// leave its progress marker behind when a late event of a one-chunk file
+// reaches it afterwards (seen once in e2e as a stray .ferry/<id>/progress).
+func TestLateEventAtTheOtherMergerLeavesNoProgressMarker(t *testing.T) {
+	rows := rowsPath(t)
+	done := &teststack.Recorder{}
+	s := newStaged(t, "m-late", "zstd", 2, 1)
+	a := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "a"})
+	b := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "b"})
+	evs := s.uploadAll() // one event per file: a two-chunk file, then a one-chunk file
+	// b learns of the transfer from a staging chunk: it finds no done
+	// marker, and writes no progress marker (nothing final yet).
+	if err := handle(t, b, evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	// a gets everything and ends the transfer.
+	for _, ev := range evs {
+		if err := handle(t, a, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.seal()
+	if err := handle(t, a, s.event(message.EventSealed)); err != nil {
+		t.Fatal(err)
+	}
+	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v", d)
+	}
+	// A redelivery of the one-chunk file's event reaches b.
+	if err := handle(t, b, evs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Fatalf("left behind after the transfer ended: %v", left)
+	}
+}
