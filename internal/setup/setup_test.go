@@ -3,6 +3,8 @@ package setup
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,8 +60,13 @@ func TestConnectNamesTheUnreachableBackend(t *testing.T) {
 // backend while it is gone, Receive does not return, and messages published
 // after the backend is back are handled.
 func TestServiceRidesOutOutages(t *testing.T) {
-	ps := pstest.NewServerWithAddress("127.0.0.1:0")
-	psHost := ps.Addr
+	ps := pstest.NewServer()
+	defer func() { _ = ps.Close() }()
+	// The service reaches Pub/Sub through a link the test can cut: the
+	// server keeps its topics, subscriptions and messages while it is away,
+	// as Pub/Sub does through a network outage.
+	link := newLink(t, ps.Addr)
+	psHost := link.addr
 	fake, err := localstack.StartGCS(0)
 	if err != nil {
 		t.Fatal(err)
@@ -133,16 +140,14 @@ func TestServiceRidesOutOutages(t *testing.T) {
 		t.Fatalf("/readyz %d %q with both backends up", code, body)
 	}
 
-	// Pub/Sub goes away, and comes back empty on the same port.
-	_ = ps.Close()
+	// Pub/Sub goes away, and comes back on the same address.
+	link.cut()
 	until(t, "/readyz to name Pub/Sub", func() bool {
 		code, body := readyz()
 		return code == 503 && strings.Contains(body, "pubsub unreachable") && strings.Contains(body, "PUBSUB_EMULATOR_HOST="+psHost)
 	})
 	returned()
-	ps = pstest.NewServerWithAddress(psHost)
-	defer func() { _ = ps.Close() }()
-	provision()
+	link.restore()
 	publish("after pubsub")
 	until(t, "a message after Pub/Sub came back", isHandled("after pubsub"))
 	until(t, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
@@ -166,6 +171,76 @@ func TestServiceRidesOutOutages(t *testing.T) {
 	until(t, "the message held during the GCS outage", isHandled("during gcs"))
 	until(t, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
 	returned()
+}
+
+// link is a TCP proxy on loopback to target that the test can cut (close
+// its listener and every connection) and restore on the same address.
+type link struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func newLink(t *testing.T, target string) *link {
+	l := &link{t: t, target: target}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.addr = ln.Addr().String()
+	l.serve(ln)
+	t.Cleanup(l.cut)
+	return l
+}
+
+func (l *link) serve(ln net.Listener) {
+	l.mu.Lock()
+	l.ln = ln
+	l.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", l.target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			l.mu.Lock()
+			l.conns = append(l.conns, c, up)
+			l.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+}
+
+// cut closes the listener and every connection through the link.
+func (l *link) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ln != nil {
+		_ = l.ln.Close()
+		l.ln = nil
+	}
+	for _, c := range l.conns {
+		_ = c.Close()
+	}
+	l.conns = nil
+}
+
+// restore listens on the link's address again.
+func (l *link) restore() {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		l.t.Fatalf("restore the link on %s: %v", l.addr, err)
+	}
+	l.serve(ln)
 }
 
 // until polls cond every 20 ms for up to two minutes.
