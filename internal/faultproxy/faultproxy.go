@@ -177,7 +177,7 @@ func Start(target string, plan Plan) (*Proxy, error) {
 		},
 		Transport: p.tr,
 		ModifyResponse: func(resp *http.Response) error {
-			resp.Body = &flowReader{r: resp.Body, c: resp.Body, lim: p.down, ctx: resp.Request.Context(), count: p.countDown}
+			resp.Body = &flowReader{r: resp.Body, c: resp.Body, lim: p.down, ctx: resp.Request.Context(), count: p.countDown, left: -1}
 			return nil
 		},
 	}
@@ -225,13 +225,28 @@ type flowReader struct {
 	lim   *rate.Limiter
 	ctx   context.Context
 	count func(int)
+	// left is what remains of a body of known length (-1: unknown). Once
+	// it is 0, Read answers EOF without touching the body: the server
+	// closes a request's body as the handler starts its response, and the
+	// transport's check for bytes beyond the length would then fail, and
+	// close the connection the response is still arriving on.
+	left int64
 }
 
 func (f *flowReader) Read(b []byte) (int, error) {
+	if f.left == 0 {
+		return 0, io.EOF
+	}
 	if f.lim != nil && len(b) > rateBurst {
 		b = b[:rateBurst]
 	}
+	if f.left > 0 && int64(len(b)) > f.left {
+		b = b[:f.left]
+	}
 	n, err := f.r.Read(b)
+	if f.left > 0 {
+		f.left -= int64(n)
+	}
 	if n > 0 {
 		if f.lim != nil {
 			if werr := f.lim.WaitN(f.ctx, n); werr != nil {
@@ -319,7 +334,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &flowReader{r: r.Body, c: r.Body, lim: p.up, ctx: r.Context(), count: p.countUp}
+		r.Body = &flowReader{r: r.Body, c: r.Body, lim: p.up, ctx: r.Context(), count: p.countUp, left: r.ContentLength}
 	}
 	p.rp.ServeHTTP(w, r)
 }
