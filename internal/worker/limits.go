@@ -7,58 +7,17 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/ratelimit"
 )
-
-// limiter paces the bytes a worker sends; *rate.Limiter is one.
-type limiter interface {
-	// WaitN blocks until n bytes may be sent, or ctx is done. n is at
-	// most Burst().
-	WaitN(ctx context.Context, n int) error
-	Burst() int
-}
-
-var _ limiter = (*rate.Limiter)(nil)
-
-// newLimiter returns the limiter of FERRY_MAX_RATE bytes per second. The
-// burst is a quarter second of it, at most 256 KiB: enough that a read
-// of the upload body is one wait, small enough that the rate holds over
-// short spans too.
-func newLimiter(bytesPerSecond int64) *rate.Limiter {
-	burst := min(max(bytesPerSecond/4, 1), 256<<10)
-	return rate.NewLimiter(rate.Limit(bytesPerSecond), int(burst))
-}
-
-// limitedReader is an upload body read no faster than its limiter allows.
-type limitedReader struct {
-	ctx context.Context
-	r   io.Reader
-	lim limiter
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if b := l.lim.Burst(); len(p) > b {
-		p = p[:b]
-	}
-	n, err := l.r.Read(p)
-	if n > 0 {
-		// The bytes leave when Read returns: wait for them first.
-		if werr := l.lim.WaitN(l.ctx, n); werr != nil {
-			return 0, werr
-		}
-	}
-	return n, err
-}
 
 // limited is body as an upload reads it: paced by FERRY_MAX_RATE when set.
 func (w *Worker) limited(ctx context.Context, body io.Reader) io.Reader {
 	if w.limit == nil {
 		return body
 	}
-	return &limitedReader{ctx: ctx, r: body, lim: w.limit}
+	return ratelimit.Reader(ctx, body, w.limit)
 }
 
 // doneCache answers whether a transfer has ended, from its done marker in

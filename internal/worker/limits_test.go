@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/ratelimit/ratelimittest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -106,32 +107,6 @@ func TestDoneCacheIsBounded(t *testing.T) {
 	}
 }
 
-// virtualLimiter is a rate.Limiter on a clock of its own: each wait moves
-// the clock instead of sleeping, so the test proves the rate from the
-// limiter's own arithmetic, never from wall time.
-type virtualLimiter struct {
-	mu     sync.Mutex
-	lim    *rate.Limiter
-	now    time.Time
-	tokens int
-	maxN   int
-}
-
-func (v *virtualLimiter) WaitN(_ context.Context, n int) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	r := v.lim.ReserveN(v.now, n)
-	if !r.OK() {
-		return fmt.Errorf("wait for %d bytes exceeds the burst of %d", n, v.lim.Burst())
-	}
-	v.now = v.now.Add(r.DelayFrom(v.now))
-	v.tokens += n
-	v.maxN = max(v.maxN, n)
-	return nil
-}
-
-func (v *virtualLimiter) Burst() int { return v.lim.Burst() }
-
 // Issue 13 §3: FERRY_MAX_RATE caps what a worker uploads. Every byte sent
 // passes the process's one limiter (checks of the bytes before sending do
 // not), in waits no larger than its burst, so the bytes of any span of
@@ -140,8 +115,7 @@ func TestMaxRateCapsEveryUploadedByte(t *testing.T) {
 	const bytesPerSecond = 100_000
 	bucket := "w-rate"
 	store := teststack.Bucket(t, bucket)
-	start := time.Unix(1_000_000, 0)
-	v := &virtualLimiter{lim: newLimiter(bytesPerSecond), now: start}
+	v := ratelimittest.New(bytesPerSecond)
 	w, err := New(Options{Store: store, Events: &teststack.Recorder{}, ID: "w1", MaxAttempts: 5, MaxRate: bytesPerSecond, limiter: v})
 	if err != nil {
 		t.Fatal(err)
@@ -154,25 +128,25 @@ func TestMaxRateCapsEveryUploadedByte(t *testing.T) {
 	if err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}); err != nil {
 		t.Fatal(err)
 	}
-	if v.tokens != wire {
-		t.Fatalf("%d bytes passed the limiter, %d were uploaded", v.tokens, wire)
+	if v.Tokens() != wire {
+		t.Fatalf("%d bytes passed the limiter, %d were uploaded", v.Tokens(), wire)
 	}
-	if v.maxN > v.Burst() {
-		t.Fatalf("a wait of %d bytes, above the burst of %d", v.maxN, v.Burst())
+	if v.MaxWait() > v.Burst() {
+		t.Fatalf("a wait of %d bytes, above the burst of %d", v.MaxWait(), v.Burst())
 	}
-	elapsed := v.now.Sub(start)
+	elapsed := v.Elapsed()
 	if floor := time.Duration(float64(wire-v.Burst()) / bytesPerSecond * float64(time.Second)); elapsed < floor {
 		t.Fatalf("%d bytes in %v of limiter time, faster than %d B/s allows (%v)", wire, elapsed, bytesPerSecond, floor)
 	}
 	t.Logf("%d bytes uploaded in %v of limiter time (cap %d B/s, burst %d)", wire, elapsed, bytesPerSecond, v.Burst())
 
 	// A redelivery sends the bytes again (and gets 412s): they count too.
-	before := v.tokens
+	before := v.Tokens()
 	if err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}); err != nil {
 		t.Fatal(err)
 	}
-	if v.tokens-before != wire {
-		t.Fatalf("redelivery: %d bytes through the limiter, %d sent", v.tokens-before, wire)
+	if v.Tokens()-before != wire {
+		t.Fatalf("redelivery: %d bytes through the limiter, %d sent", v.Tokens()-before, wire)
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/ratelimit"
 )
 
 // objectStore is what a worker needs of GCS.
@@ -85,8 +86,8 @@ type Options struct {
 	DoneCacheSize  int
 	Log            *slog.Logger
 
-	limiter limiter          // tests: replaces the one MaxRate makes
-	now     func() time.Time // tests: the clock of the done cache
+	limiter ratelimit.Limiter // tests: replaces the one MaxRate makes
+	now     func() time.Time  // tests: the clock of the done cache
 }
 
 // Worker handles chunk messages. It is safe for concurrent use.
@@ -94,7 +95,7 @@ type Worker struct {
 	o     Options
 	spool *os.Root
 	log   *slog.Logger
-	limit limiter // nil: no limit
+	limit ratelimit.Limiter // nil: no limit
 	done  *doneCache
 }
 
@@ -115,7 +116,7 @@ func New(o Options) (*Worker, error) {
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter,
 		done: &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
 	if w.limit == nil && o.MaxRate > 0 {
-		w.limit = newLimiter(o.MaxRate)
+		w.limit = ratelimit.New(o.MaxRate)
 	}
 	if o.SpoolDir != "" {
 		if err := os.MkdirAll(o.SpoolDir, 0o755); err != nil {
