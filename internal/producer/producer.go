@@ -38,6 +38,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/ratelimit"
 )
 
 // Request is what a batch system or a user asks for.
@@ -167,10 +168,16 @@ type Options struct {
 	ID string
 	// Version is ferry's version, recorded in manifests.
 	Version string
-	// MaxRate bounds the bytes per second this producer sends (0: no
-	// limit). Not yet supported: Submit refuses it.
+	// MaxRate bounds the bytes per second of the chunk messages this
+	// producer publishes, over all its transfers (FERRY_MAX_RATE; 0: no
+	// limit). With FERRY_TRANSPORT=pubsub the messages carry the data, so
+	// this is the producer's upload rate; with the spool they carry
+	// headers and small inline payloads, and the workers' own
+	// FERRY_MAX_RATE paces the uploads.
 	MaxRate int64
 	Log     *slog.Logger
+
+	limiter ratelimit.Limiter // tests: replaces the one MaxRate makes
 }
 
 func (o *Options) applyDefaults() {
@@ -200,6 +207,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.Spool == nil {
 		o.Spool = dirSpool{dir: o.SpoolDir}
+	}
+	if o.limiter == nil && o.MaxRate > 0 {
+		o.limiter = ratelimit.New(o.MaxRate)
 	}
 	o.Log = logging.OrDiscard(o.Log)
 }
@@ -336,8 +346,6 @@ func notYetSupported(req Request, o Options) error {
 		return errors.New("--no-clobber (-n): not yet supported")
 	case req.SkipUnchanged:
 		return errors.New("--skip-unchanged: not yet supported")
-	case o.MaxRate > 0:
-		return errors.New("--max-rate / FERRY_MAX_RATE: not yet supported by the producer")
 	}
 	return nil
 }

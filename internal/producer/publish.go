@@ -8,12 +8,14 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/ratelimit"
 )
 
 // The publish stage: a chunk or bundle's parts become one chunk message, its
 // payload inline (always with FERRY_TRANSPORT=pubsub; up to FERRY_INLINE_MAX
 // with the spool) or in one spool file, and a pool of publishers sends the
-// messages. Messages waiting to be published are bounded in bytes.
+// messages, no faster than FERRY_MAX_RATE allows. Messages waiting to be
+// published are bounded in bytes.
 
 // outMsg is a chunk message ready to publish.
 type outMsg struct {
@@ -74,6 +76,9 @@ func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) 
 func (p *Producer) publishStage(ctx context.Context, out <-chan outMsg, mem *semaphore.Weighted) error {
 	for msg := range out {
 		err := ctx.Err()
+		if err == nil && p.o.limiter != nil {
+			err = ratelimit.Wait(ctx, p.o.limiter, len(msg.data))
+		}
 		if err == nil {
 			err = p.o.Chunks.Publish(ctx, msg.data, map[string]string{"transfer_id": msg.tid})
 		}

@@ -8,14 +8,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/ratelimit/ratelimittest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -148,5 +152,73 @@ func TestPubSubRefusesAFileTooLargeForTheCap(t *testing.T) {
 	}
 	if len(chunks.Messages()) != 0 {
 		t.Fatal("chunks were published for a refused file")
+	}
+}
+
+// pacedRecorder checks, at every publish, that the limiter has let through
+// at least every byte published so far, this message included.
+type pacedRecorder struct {
+	teststack.Recorder
+	lim       *ratelimittest.Virtual
+	mu        sync.Mutex
+	published int
+	early     int // publishes that came before their bytes were paced
+}
+
+func (r *pacedRecorder) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	r.mu.Lock()
+	r.published += len(data)
+	if r.lim.Tokens() < r.published {
+		r.early++
+	}
+	r.mu.Unlock()
+	return r.Recorder.Publish(ctx, data, attrs)
+}
+
+// Issue 13 §3: with FERRY_TRANSPORT=pubsub the producer's chunk messages
+// carry the data, and FERRY_MAX_RATE paces them: every byte published
+// passed the producer's one limiter first, in waits no larger than its
+// burst, so the bytes of any span stay within rate × span + burst. The
+// limiter runs on a virtual clock: no wall time is measured.
+func TestMaxRatePacesEveryPublishedByte(t *testing.T) {
+	const bytesPerSecond = 1_000_000
+	src := filepath.Join(t.TempDir(), "random.bin")
+	raw := writeRandom(t, src, 3<<20, 4)
+	v := ratelimittest.New(bytesPerSecond)
+	chunks := &pacedRecorder{lim: v}
+	p := New(Options{Store: nopStore{}, Chunks: chunks, Events: &teststack.Recorder{}, Spool: newMemSpool(),
+		Transport: config.TransportPubSub, MessageMax: 1 << 20, Concurrency: 2, MaxRate: bytesPerSecond, limiter: v})
+	if _, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", Codec: codec.Zstd, ChunkSize: 32 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := chunks.Messages()
+	sent := 0
+	for _, m := range msgs {
+		sent += len(m.Data)
+	}
+	if len(msgs) < 3 || sent < len(raw) {
+		t.Fatalf("%d messages of %d bytes for %d incompressible bytes", len(msgs), sent, len(raw))
+	}
+	if v.Tokens() != sent || chunks.early != 0 {
+		t.Fatalf("%d bytes passed the limiter for %d published; %d messages published before their bytes were paced", v.Tokens(), sent, chunks.early)
+	}
+	if v.MaxWait() > v.Burst() {
+		t.Fatalf("a wait of %d bytes, above the burst of %d", v.MaxWait(), v.Burst())
+	}
+	if floor := time.Duration(float64(sent-v.Burst()) / bytesPerSecond * float64(time.Second)); v.Elapsed() < floor {
+		t.Fatalf("%d bytes in %v of limiter time, faster than %d B/s allows (%v)", sent, v.Elapsed(), bytesPerSecond, floor)
+	}
+	t.Logf("%d messages, %d bytes published in %v of limiter time (cap %d B/s, burst %d)", len(msgs), sent, v.Elapsed(), bytesPerSecond, v.Burst())
+}
+
+// Without FERRY_MAX_RATE the producer has no limiter; with it, one of that
+// rate.
+func TestMaxRateMakesOneLimiter(t *testing.T) {
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, MaxRate: 7_000_000})
+	if lim, ok := p.o.limiter.(*rate.Limiter); !ok || lim.Limit() != 7_000_000 {
+		t.Fatalf("limiter %#v, want 7 MB/s", p.o.limiter)
+	}
+	if p0 := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}}); p0.o.limiter != nil {
+		t.Fatal("a limiter without FERRY_MAX_RATE")
 	}
 }
