@@ -302,7 +302,7 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, gcs.ComposeOptions{
 		IfAbsent:    !man.Overwrite,
 		ContentType: man.ContentType,
-		Metadata:    message.FinalMetadata(t.id, f.Size, f.RawCRC32C, man.Codec),
+		Metadata:    f.Metadata(t.id, man.Codec),
 		KMSKey:      m.o.Buckets.KMSKey,
 	})
 	countCompose(err)

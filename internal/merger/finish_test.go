@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -285,6 +287,35 @@ func TestEveryWriteCarriesTheKMSKey(t *testing.T) {
 	for i, k := range spy.keys {
 		if k != key {
 			t.Errorf("write %d of %v has KMS key %q, want %q", i, writes, k, key)
+		}
+	}
+}
+
+// Issue 13 §2: a composed final object carries the metadata a one-chunk
+// file's worker writes, the source's mtime included, so --skip-unchanged
+// can compare it with the source without reading anything.
+func TestComposedObjectCarriesTheSourceMtime(t *testing.T) {
+	s := newStaged(t, "m-mtime", "zstd", 3)
+	mtime := time.Date(2026, 11, 29, 22, 23, 27, 123456789, time.UTC)
+	s.man.Files[0].Mtime = mtime
+	m := New(Options{Store: s.store, Done: &teststack.Recorder{}, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	evs := s.uploadAll()
+	s.seal()
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := s.man.Files[0]
+	a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{message.MetaMtime: "2026-11-29T22:23:27.123456789Z", message.MetaRawSize: fmt.Sprint(f.Size),
+		message.MetaRawCRC32C: fmt.Sprintf("%08x", f.RawCRC32C), message.MetaCodec: "zstd", message.MetaTransfer: s.man.TransferID}
+	for k, v := range want {
+		if a.Metadata[k] != v {
+			t.Errorf("metadata %s = %q, want %q (all: %v)", k, a.Metadata[k], v, a.Metadata)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package message
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // StagingRoot is the prefix under which ferry keeps its working objects.
@@ -67,4 +68,18 @@ func FinalMetadata(transferID string, rawSize int64, rawCRC uint32, codec string
 		MetaRawCRC32C: fmt.Sprintf("%08x", rawCRC),
 		MetaCodec:     codec,
 	}
+}
+
+// FormatMtime is a modification time as MetaMtime holds it.
+func FormatMtime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// Metadata is the metadata of f's final object: FinalMetadata and, when
+// the source had one, its modification time (MetaMtime), which
+// --skip-unchanged compares with the source's.
+func (f *File) Metadata(transferID, codec string) map[string]string {
+	md := FinalMetadata(transferID, f.Size, f.RawCRC32C, codec)
+	if !f.Mtime.IsZero() {
+		md[MetaMtime] = FormatMtime(f.Mtime)
+	}
+	return md
 }

@@ -199,7 +199,7 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index int, offset,
 		// A file of one chunk is written straight to its final name.
 		p.Final, p.Object, p.ContentType = true, f.Object, c.ContentType()
 		p.Metadata = message.FinalMetadata(tid, rawSize, rawCRC, string(c))
-		p.Metadata[message.MetaMtime] = time.Unix(0, f.Mod).UTC().Format(time.RFC3339Nano)
+		p.Metadata[message.MetaMtime] = message.FormatMtime(time.Unix(0, f.Mod))
 	} else {
 		p.Object = message.ChunkObject(tid, fi, index)
 	}
