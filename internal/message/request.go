@@ -21,7 +21,12 @@ type Request struct {
 	Level       int      `json:"level,omitempty"`
 	ChunkSize   int64    `json:"chunk_size,omitempty"`
 	Overwrite   bool     `json:"overwrite,omitempty"`
-	Method      string   `json:"method,omitempty"`
+	// NoClobber, SkipUnchanged and Checksum are producer submit's -n,
+	// --skip-unchanged and --checksum.
+	NoClobber     bool   `json:"no_clobber,omitempty"`
+	SkipUnchanged bool   `json:"skip_unchanged,omitempty"`
+	Checksum      bool   `json:"checksum,omitempty"`
+	Method        string `json:"method,omitempty"`
 	// Labels are free-form and end up in the benchmark row.
 	Labels map[string]string `json:"labels,omitempty"`
 	// IdempotencyKey: the same key always names the same transfer, so a

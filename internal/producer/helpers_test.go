@@ -23,8 +23,9 @@ import (
 // benchmarks of the pipeline, not of GCS.
 type nopStore struct{}
 
-func (nopStore) BucketExists(context.Context, string) error              { return nil }
-func (nopStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
+func (nopStore) BucketExists(context.Context, string) error                        { return nil }
+func (nopStore) List(context.Context, string, string, func(gcs.Attrs) error) error { return nil }
+func (nopStore) ReadAll(context.Context, string, string) ([]byte, error)           { return nil, gcs.ErrNotFound }
 func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
 }

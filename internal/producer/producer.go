@@ -58,10 +58,13 @@ type Request struct {
 	// from FERRY_SOURCE_ROOTS); see plan.Spec.Roots.
 	SourceRoots []string
 	// NoClobber skips a file whose final object exists (gcloud storage cp
-	// -n); SkipUnchanged skips one whose final object holds the same raw
-	// size, mtime and CRC32C. Not yet supported: Submit refuses them.
+	// -n). SkipUnchanged skips one whose final object holds the same raw
+	// size and mtime, or with Checksum the same raw size and CRC32C, and
+	// replaces the final objects of files that changed, as rsync does (see
+	// skip.go).
 	NoClobber     bool
 	SkipUnchanged bool
+	Checksum      bool
 }
 
 func (r Request) spec() plan.Spec {
@@ -85,6 +88,7 @@ func NewTransferID(idempotencyKey string) string {
 // objectStore is what the producer needs of GCS.
 type objectStore interface {
 	BucketExists(ctx context.Context, bucket string) error
+	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
 }
@@ -230,8 +234,9 @@ func ConfigOptions(cfg *config.Producer) Options {
 type Producer struct {
 	o     Options
 	spool *spool
-	// Progress counts raw bytes read and compressed, for progress reports.
-	readBytes, doneBytes atomic.Int64
+	// Progress counts raw bytes planned (after skipping), read and
+	// compressed, for progress reports.
+	planned, readBytes, doneBytes atomic.Int64
 }
 
 // New returns a Producer.
@@ -244,6 +249,10 @@ func New(o Options) *Producer {
 func (p *Producer) Progress() (read, compressed int64) {
 	return p.readBytes.Load(), p.doneBytes.Load()
 }
+
+// Planned reports the raw bytes of the files this producer's transfers
+// send, skipped files left out, over all transfers that have started.
+func (p *Producer) Planned() int64 { return p.planned.Load() }
 
 func (p *Producer) pubsub() bool { return p.o.Transport == config.TransportPubSub }
 
@@ -258,6 +267,9 @@ func (p *Producer) limits() plan.Limits {
 // Validate checks a request without touching GCS, with the default limits
 // (Submit applies this producer's); errors name the input.
 func Validate(req Request) error {
+	if err := req.checkSkip(); err != nil {
+		return err
+	}
 	_, err := plan.New(req.spec(), plan.Limits{})
 	return err
 }
@@ -278,7 +290,7 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 		return nil, &InputError{fmt.Errorf("destination %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)",
 			pl.Dest, pl.Dest.Bucket, strings.Join(p.o.Buckets, ","))}
 	}
-	if err := notYetSupported(req, p.o); err != nil {
+	if err := req.checkSkip(); err != nil {
 		return nil, &InputError{err}
 	}
 	if req.TransferID == "" {
@@ -305,6 +317,14 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 			return nil, err
 		}
 	}
+	skipped, err := p.skip(ctx, pl, req)
+	if err != nil {
+		return nil, err
+	}
+	if req.SkipUnchanged {
+		// What changed replaces its final object.
+		req.Overwrite = true
+	}
 	if !p.pubsub() {
 		if err := p.o.Spool.Prepare(); err != nil {
 			return nil, fmt.Errorf("spool: %w", err)
@@ -314,11 +334,14 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	metrics.InFlight.WithLabelValues("transfers").Inc()
 	defer metrics.InFlight.WithLabelValues("transfers").Dec()
 	m := newManifest(req, pl, tid, started, p.o.ID)
-	m.FerryVer = p.o.Version
+	m.FerryVer, m.Skipped = p.o.Version, skipped
+	for _, f := range pl.Files {
+		p.planned.Add(f.Size)
+	}
 	if p.o.Started != nil {
 		p.o.Started(tid)
 	}
-	log.Info("transfer started", "files", len(pl.Files), "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
+	log.Info("transfer started", "files", len(pl.Files), "skipped", len(skipped), "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
 		"transport", p.o.Transport)
 
 	t0 := time.Now()
@@ -336,18 +359,6 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	}
 	log.Info("transfer sealed", "files", len(m.Files), "compress_ms", m.CompressMS)
 	return m, nil
-}
-
-// notYetSupported refuses what the request or options ask for that this
-// producer cannot do yet, instead of silently ignoring it.
-func notYetSupported(req Request, o Options) error {
-	switch {
-	case req.NoClobber:
-		return errors.New("--no-clobber (-n): not yet supported")
-	case req.SkipUnchanged:
-		return errors.New("--skip-unchanged: not yet supported")
-	}
-	return nil
 }
 
 // fail tells the merger that the transfer cannot complete, and removes its

@@ -232,30 +232,33 @@ func TestManifestRecordsTheVersion(t *testing.T) {
 	}
 }
 
-// TestNotYetSupportedOptionsAreRefused: -n, --skip-unchanged and a rate cap
-// are refused with an error naming them, never silently ignored.
-func TestNotYetSupportedOptionsAreRefused(t *testing.T) {
-	store := teststack.Bucket(t, "p-unsupported")
+// TestContradictingSkipFlagsAreRefused: flags that contradict each other
+// are input errors naming them, before anything is read.
+func TestContradictingSkipFlagsAreRefused(t *testing.T) {
+	store := teststack.Bucket(t, "p-skipflags")
 	src := filepath.Join(t.TempDir(), "f.csv")
 	must(t, os.WriteFile(src, []byte("x"), 0o644))
-	req := Request{Sources: []string{src}, Destination: "gs://p-unsupported/x", ChunkSize: 1 << 20}
+	req := Request{Sources: []string{src}, Destination: "gs://p-skipflags/x", ChunkSize: 1 << 20}
 	for _, tc := range []struct {
 		name string
-		o    Options
-		req  Request
+		req  func(r *Request)
 		want string
 	}{
-		{"no-clobber", Options{}, func() Request { r := req; r.NoClobber = true; return r }(), "--no-clobber"},
-		{"skip-unchanged", Options{}, func() Request { r := req; r.SkipUnchanged = true; return r }(), "--skip-unchanged"},
-		{"max-rate", Options{MaxRate: 7e6}, req, "--max-rate"},
+		{"no-clobber and overwrite", func(r *Request) { r.NoClobber, r.Overwrite = true, true }, "--no-clobber (-n) and --overwrite"},
+		{"no-clobber and skip-unchanged", func(r *Request) { r.NoClobber, r.SkipUnchanged = true, true }, "choose one"},
+		{"checksum alone", func(r *Request) { r.Checksum = true }, "--checksum says how --skip-unchanged compares"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := tc.o
-			o.Store, o.Chunks, o.Events, o.SpoolDir = store, &teststack.Recorder{}, &teststack.Recorder{}, t.TempDir()
-			_, err := New(o).Submit(context.Background(), tc.req)
+			r := req
+			tc.req(&r)
+			chunks := &teststack.Recorder{}
+			_, err := New(Options{Store: store, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()}).Submit(context.Background(), r)
 			var input *InputError
-			if !errors.As(err, &input) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "not yet supported") {
-				t.Fatalf("Submit = %v, want an input error naming %s as not yet supported", err, tc.want)
+			if !errors.As(err, &input) || !strings.Contains(err.Error(), tc.want) || len(chunks.Messages()) != 0 {
+				t.Fatalf("Submit = %v (%d chunks sent), want an input error naming %q", err, len(chunks.Messages()), tc.want)
+			}
+			if err := Validate(r); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
 			}
 		})
 	}

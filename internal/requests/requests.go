@@ -91,6 +91,7 @@ func (s *Server) Handle(ctx context.Context, m queue.Message) error {
 		TransferID: producer.NewTransferID(key), Sources: r.Sources, Destination: r.Destination,
 		Codec: codec.Codec(r.Codec), Level: r.Level, ChunkSize: r.ChunkSize, Method: r.Method,
 		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
+		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum,
 	}
 	if err := s.allowed(req); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)

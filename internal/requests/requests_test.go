@@ -20,8 +20,9 @@ import (
 // about what a request may ask for, not about GCS.
 type memStore struct{}
 
-func (memStore) BucketExists(context.Context, string) error              { return nil }
-func (memStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
+func (memStore) BucketExists(context.Context, string) error                        { return nil }
+func (memStore) ReadAll(context.Context, string, string) ([]byte, error)           { return nil, gcs.ErrNotFound }
+func (memStore) List(context.Context, string, string, func(gcs.Attrs) error) error { return nil }
 func (memStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
 }
@@ -63,6 +64,8 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		{"directory with a link out", []string{root}, nil, req(root, "bkt"), "link.txt"},
 		{"bucket not allowed", []string{root}, []string{"landing"}, req(filepath.Join(root, "ok.csv"), "other"), "FERRY_BUCKETS=landing"},
 		{"malformed", []string{root}, nil, `{"v":1,"sources":"x"}`, "request message"},
+		{"no_clobber and overwrite", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"no_clobber":true,"overwrite":true`, 1), "--no-clobber (-n) and --overwrite"},
+		{"skip_unchanged", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"skip_unchanged":true,"checksum":true`, 1), ""},
 		{"inside", []string{root}, []string{"landing"}, req(filepath.Join(root, "ok.csv"), "landing"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

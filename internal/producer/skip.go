@@ -1,0 +1,142 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+)
+
+// The skip stage, before a byte is read. With -n/--no-clobber or
+// --skip-unchanged, one listing of the destination — under the longest
+// prefix the planned final objects share, with their metadata — tells which
+// final objects are there already; their files leave the plan and are
+// listed in the manifest's Skipped, and from there in the done event and
+// the row. An unchanged tree re-runs without reading a file: the quick
+// check compares the object's ferry-raw-size and ferry-mtime with the
+// source's size and mtime, as rsync does. With --checksum the check reads
+// the sources whose size matches and compares their CRC32C with the
+// object's ferry-raw-crc32c instead of the mtime.
+
+// Why a file was skipped, as the manifest records it.
+const (
+	SkipExists      = "exists"                          // -n/--no-clobber
+	SkipUnchanged   = "unchanged: same size and mtime"  // --skip-unchanged
+	SkipSameContent = "unchanged: same size and crc32c" // --skip-unchanged --checksum
+)
+
+// checkSkip refuses flags that contradict each other.
+func (r Request) checkSkip() error {
+	switch {
+	case r.NoClobber && r.Overwrite:
+		return errors.New("--no-clobber (-n) and --overwrite exclude each other")
+	case r.NoClobber && r.SkipUnchanged:
+		return errors.New("--no-clobber (-n) skips every existing object and --skip-unchanged replaces changed ones: choose one")
+	case r.Checksum && !r.SkipUnchanged:
+		return errors.New("--checksum says how --skip-unchanged compares files; it needs --skip-unchanged")
+	}
+	return nil
+}
+
+// skip removes from pl the files whose final object is there already (as
+// req asks) and returns them, in plan order.
+func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]message.Skipped, error) {
+	if (!req.NoClobber && !req.SkipUnchanged) || len(pl.Files) == 0 {
+		return nil, nil
+	}
+	want := make(map[string]int, len(pl.Files))
+	prefix := pl.Files[0].Object
+	for i, f := range pl.Files {
+		want[f.Object] = i
+		prefix = commonPrefix(prefix, f.Object)
+	}
+	found := make(map[int]gcs.Attrs)
+	err := p.o.Store.List(ctx, pl.Dest.Bucket, prefix, func(a gcs.Attrs) error {
+		if i, ok := want[a.Name]; ok {
+			found[i] = a
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("destination %s: looking for objects that exist: %w", pl.Dest, err)
+	}
+	var skipped []message.Skipped
+	keep := make([]plan.File, 0, len(pl.Files))
+	for i, f := range pl.Files {
+		reason := ""
+		if a, ok := found[i]; ok {
+			if reason, err = skipReason(&f, a, req); err != nil {
+				return nil, err
+			}
+		}
+		if reason == "" {
+			keep = append(keep, f)
+			continue
+		}
+		skipped = append(skipped, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
+	}
+	pl.Files = keep
+	return skipped, nil
+}
+
+// skipReason says why f, whose final object a exists, is skipped; "" when
+// it is sent.
+func skipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
+	if req.NoClobber {
+		return SkipExists, nil
+	}
+	if a.Metadata[message.MetaRawSize] != strconv.FormatInt(f.Size, 10) {
+		return "", nil
+	}
+	if req.Checksum {
+		crc, err := fileCRC32C(f)
+		if err != nil {
+			return "", err
+		}
+		if a.Metadata[message.MetaRawCRC32C] == fmt.Sprintf("%08x", crc) {
+			return SkipSameContent, nil
+		}
+		return "", nil
+	}
+	mtime, err := time.Parse(time.RFC3339Nano, a.Metadata[message.MetaMtime])
+	if err == nil && mtime.Equal(time.Unix(0, f.Mod)) {
+		return SkipUnchanged, nil
+	}
+	return "", nil
+}
+
+// fileCRC32C reads f whole and returns its CRC32C; f must not change while
+// it is read.
+func fileCRC32C(f *plan.File) (uint32, error) {
+	fh, err := f.Open()
+	if err != nil {
+		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	h := crc32c.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return 0, fmt.Errorf("source %s: %w", f.Path, err)
+	}
+	if err := unchanged(fh, f); err != nil {
+		return 0, err
+	}
+	return h.Sum32(), nil
+}
+
+// commonPrefix is the longest prefix a and b share.
+func commonPrefix(a, b string) string {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return a[:i]
+		}
+	}
+	return a[:n]
+}

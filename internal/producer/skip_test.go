@@ -1,0 +1,166 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// countingStore counts the calls the skip stage makes.
+type countingStore struct {
+	*gcs.Store
+	mu       sync.Mutex
+	lists    []string // prefixes listed
+	attrsN   int
+	readAllN int
+}
+
+func (s *countingStore) List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error {
+	s.mu.Lock()
+	s.lists = append(s.lists, prefix)
+	s.mu.Unlock()
+	return s.Store.List(ctx, bucket, prefix, fn)
+}
+
+func (s *countingStore) Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error) {
+	s.mu.Lock()
+	s.attrsN++
+	s.mu.Unlock()
+	return s.Store.Attrs(ctx, bucket, name)
+}
+
+// putFinal stores a final object as ferry would have written it for the
+// file at path: its metadata says the file's size, mtime and CRC32C
+// (mtime and crc32c may be overridden).
+func putFinal(t *testing.T, store *gcs.Store, bucket, object, path string, mtime time.Time, crc *uint32) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	must(t, err)
+	st, err := os.Stat(path)
+	must(t, err)
+	if mtime.IsZero() {
+		mtime = st.ModTime()
+	}
+	c := crc32c.Checksum(raw)
+	if crc != nil {
+		c = *crc
+	}
+	md := message.FinalMetadata("earlier", int64(len(raw)), c, "zstd")
+	md[message.MetaMtime] = message.FormatMtime(mtime)
+	body := []byte("an earlier upload")
+	_, err = store.Upload(context.Background(), bucket, object, bytes.NewReader(body), gcs.UploadOptions{
+		Size: int64(len(body)), CRC32C: crc32c.Checksum(body), Metadata: md})
+	must(t, err)
+}
+
+// Issue 13 §2: -n skips every file whose final object exists;
+// --skip-unchanged those whose object has the source's size and mtime
+// (or, with --checksum, its size and CRC32C). Either way the destination is
+// listed once, under the prefix the planned objects share, and no object
+// is asked about on its own; skipped files are in the manifest with their
+// reason, and only the others are sent.
+func TestSkipDecidesFromOneListing(t *testing.T) {
+	const bucket = "p-skip"
+	gs := teststack.Bucket(t, bucket)
+	dir := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	files := map[string]int64{"same.csv": 5_000, "touched.csv": 6_000, "grown.csv": 7_000, "new.csv": 8_000, "foreign.csv": 9_000, "sub/big.csv": 300_000}
+	for name, size := range files {
+		genFile(t, filepath.Join(dir, name), size)
+	}
+	obj := func(name string) string { return "pre/tree/" + name + ".zst" }
+	src := func(name string) string { return filepath.Join(dir, name) }
+	putFinal(t, gs, bucket, obj("same.csv"), src("same.csv"), time.Time{}, nil)
+	putFinal(t, gs, bucket, obj("sub/big.csv"), src("sub/big.csv"), time.Time{}, nil)
+	putFinal(t, gs, bucket, obj("touched.csv"), src("touched.csv"), time.Unix(1_000_000, 0), nil) // same bytes, other mtime
+	wrong := uint32(1)
+	putFinal(t, gs, bucket, obj("grown.csv"), src("grown.csv"), time.Time{}, &wrong) // same mtime, other content...
+	must(t, os.Truncate(src("grown.csv"), 6_999))                                    // ...and now another size
+	body := []byte("someone else's object, no ferry metadata")
+	_, err := gs.Upload(context.Background(), bucket, obj("foreign.csv"), bytes.NewReader(body), gcs.UploadOptions{Size: int64(len(body)), CRC32C: crc32c.Checksum(body)})
+	must(t, err)
+	// An object outside the tree, under the same prefix, changes nothing.
+	_, err = gs.PutSmall(context.Background(), bucket, "pre/other.zst", []byte("x"), false, "")
+	must(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		req     func(*Request)
+		skipped map[string]string // path → reason
+	}{
+		{"no-clobber", func(r *Request) { r.NoClobber = true }, map[string]string{
+			"tree/same.csv": SkipExists, "tree/sub/big.csv": SkipExists, "tree/touched.csv": SkipExists, "tree/grown.csv": SkipExists, "tree/foreign.csv": SkipExists}},
+		{"skip-unchanged", func(r *Request) { r.SkipUnchanged = true }, map[string]string{
+			"tree/same.csv": SkipUnchanged, "tree/sub/big.csv": SkipUnchanged}},
+		{"checksum", func(r *Request) { r.SkipUnchanged, r.Checksum = true, true }, map[string]string{
+			"tree/same.csv": SkipSameContent, "tree/sub/big.csv": SkipSameContent, "tree/touched.csv": SkipSameContent}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &countingStore{Store: gs}
+			chunks := &teststack.Recorder{}
+			p := New(Options{Store: store, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 2})
+			req := Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/pre", Codec: codec.Zstd, ChunkSize: 64 << 10}
+			tc.req(&req)
+			man, err := p.Submit(context.Background(), req)
+			must(t, err)
+			if !slices.Equal(store.lists, []string{"pre/tree/"}) || store.attrsN != 0 {
+				t.Fatalf("listed %q and asked %d objects' attributes; want one listing of pre/tree/ and none", store.lists, store.attrsN)
+			}
+			got := map[string]string{}
+			for _, s := range man.Skipped {
+				got[s.Path] = s.Reason
+				if s.Object != "pre/"+s.Path+".zst" {
+					t.Errorf("skipped %s as object %s", s.Path, s.Object)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.skipped) {
+				t.Fatalf("skipped %v, want %v", got, tc.skipped)
+			}
+			sent := map[string]bool{}
+			for _, m := range decodeAll(t, chunks, p.o.SpoolDir) {
+				for _, part := range m.c.Parts {
+					sent[part.Path] = true
+					if m.c.Overwrite != req.SkipUnchanged {
+						t.Errorf("chunk of %s: overwrite %v; --skip-unchanged replaces what changed, -n never", part.Path, m.c.Overwrite)
+					}
+				}
+			}
+			for _, f := range man.Files {
+				if _, skip := tc.skipped[f.Path]; skip || !sent[f.Path] {
+					t.Errorf("file %s in the manifest: skipped %v, sent %v", f.Path, skip, sent[f.Path])
+				}
+			}
+			if len(man.Files)+len(man.Skipped) != len(files) || len(sent) != len(man.Files) {
+				t.Fatalf("%d files sent (%v) and %d skipped, of %d", len(man.Files), sent, len(man.Skipped), len(files))
+			}
+		})
+	}
+}
+
+// A tree whose every file is skipped seals an empty manifest at once.
+func TestEverythingSkippedSealsAnEmptyTransfer(t *testing.T) {
+	const bucket = "p-skip-all"
+	gs := teststack.Bucket(t, bucket)
+	src := filepath.Join(t.TempDir(), "one.csv")
+	genFile(t, src, 1_000)
+	putFinal(t, gs, bucket, "x/one.csv.zst", src, time.Time{}, nil)
+	chunks := &teststack.Recorder{}
+	p := New(Options{Store: gs, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/x", ChunkSize: 1 << 20, SkipUnchanged: true})
+	must(t, err)
+	if len(man.Files) != 0 || len(man.Skipped) != 1 || len(chunks.Messages()) != 0 || !man.Sealed {
+		t.Fatalf("manifest %+v with %d chunk messages; want sealed, nothing sent, one file skipped", man, len(chunks.Messages()))
+	}
+}
