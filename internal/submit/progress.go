@@ -1,4 +1,4 @@
-package main
+package submit
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/progress"
 	"github.com/ferry-dev/ferry/internal/queue"
@@ -20,7 +19,6 @@ import (
 // producer, uploaded bytes from the transfer's chunk events (read on a
 // temporary subscription of the events topic), composed from the done event.
 type progressBar struct {
-	total    int64
 	p        *producer.Producer
 	uploaded atomic.Int64
 	start    time.Time
@@ -37,18 +35,11 @@ type progressBar struct {
 
 // startProgress subscribes to the transfer's events before it starts, so
 // that none is missed; begin starts drawing.
-func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req producer.Request, p *producer.Producer, w io.Writer, mu *sync.Mutex) (*progressBar, error) {
-	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
-	if err != nil {
-		return nil, err
-	}
+func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string, p *producer.Producer, w io.Writer, mu *sync.Mutex) (*progressBar, error) {
 	b := &progressBar{p: p, start: time.Now(), q: q, w: w, mu: mu}
-	for _, f := range files {
-		b.total += f.Size
-	}
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	b.sub = "ferry-progress-" + req.TransferID + "-" + hex.EncodeToString(r[:])
+	b.sub = "ferry-progress-" + tid + "-" + hex.EncodeToString(r[:])
 	if err := q.EnsureSubscription(ctx, queue.Subscription{ID: b.sub, Topic: eventsTopic, AckDeadline: 10 * time.Second, ExpireAfter: 24 * time.Hour}); err != nil {
 		return nil, err
 	}
@@ -60,7 +51,7 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic string, req
 		defer b.wg.Done()
 		_ = q.Receive(b.ctx, b.sub, queue.ReceiveSettings{MaxMessages: 100, MaxBytes: 16 << 20}, func(_ context.Context, m queue.Message) error {
 			var ev message.Event
-			if message.Decode(m.Data, &ev) != nil || ev.TransferID != req.TransferID || ev.Type != message.EventChunk {
+			if message.Decode(m.Data, &ev) != nil || ev.TransferID != tid || ev.Type != message.EventChunk {
 				return nil
 			}
 			seenMu.Lock()
@@ -101,7 +92,7 @@ func (b *progressBar) draw(composed bool) {
 	_, compressed := b.p.Progress()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	progress.Draw(b.w, progress.State{Total: b.total, Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start)})
+	progress.Draw(b.w, progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start)})
 }
 
 // stop draws the last state (if drawing began), ends the line and removes

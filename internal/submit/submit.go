@@ -1,0 +1,196 @@
+// Package submit is `producer submit`: it connects to Pub/Sub and GCS, runs
+// one transfer request through the producer, prints the transfer id once the
+// transfer has started, draws a progress bar on a terminal and, when asked,
+// waits for the done event and reports it. cmd/producer only parses the
+// command line into Options.
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/setup"
+	"github.com/ferry-dev/ferry/internal/waiter"
+)
+
+// Options are one submit.
+type Options struct {
+	// Request is the transfer, checked (producer.Validate) and with its
+	// TransferID set.
+	Request producer.Request
+	// Wait blocks until the done event; JSON then prints it on Stdout.
+	Wait, JSON bool
+	// Timeout bounds everything Run does, network calls included; 0: no
+	// limit.
+	Timeout time.Duration
+	// MaxRate bounds the bytes per second of the chunk messages published
+	// (--max-rate, FERRY_MAX_RATE).
+	MaxRate int64
+	// Version is ferry's, recorded in the manifest; ID names this producer.
+	Version, ID string
+	// Stdout gets the transfer id, the progress bar and the done event;
+	// Stderr the logs and the summary line.
+	Stdout, Stderr io.Writer
+}
+
+// Run submits o.Request with the configuration cfg. It returns an error when
+// the transfer could not start or, with Wait, did not end ok; the error
+// says what Run was doing and which endpoint it talked to.
+func Run(ctx context.Context, cfg *config.Producer, o Options) error {
+	req := o.Request
+	// Timeout bounds everything from here on, network calls included.
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	stdout := o.Stdout
+	// On a terminal a progress bar replaces the info logs; elsewhere the
+	// command is silent but for its result.
+	showBar := logging.IsTerminal(stdout) && !o.JSON
+	logLevel := cfg.Log.Level
+	if showBar && logLevel == "info" {
+		logLevel = "warn"
+	}
+	log := logging.New(o.Stderr, logLevel, cfg.Log.Format)
+	emu := cfg.Emulators
+	st := &step{timeout: o.Timeout}
+	st.set("connecting to %s and %s for %s", emu.GCSEndpoint(), emu.PubSubEndpoint(), req.Destination)
+	clients, err := setup.Connect(ctx, cfg.PubSub.Project, emu, log)
+	if err != nil {
+		return st.fail(ctx, err)
+	}
+	defer clients.Close()
+	store, q := clients.Store, clients.Queue
+	cleanup := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	}
+
+	var w *waiter.Waiter
+	if o.Wait {
+		// Subscribe before the transfer starts, so its done event cannot
+		// be missed.
+		st.set("subscribing to topic %s on %s", cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
+		if w, err = waiter.New(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
+			return st.fail(ctx, err)
+		}
+		defer func() {
+			cctx, cancel := cleanup()
+			defer cancel()
+			_ = w.Close(cctx)
+		}()
+	}
+	var bar *progressBar
+	var out sync.Mutex // the id line and the bar share stdout
+	po := producer.ConfigOptions(cfg)
+	po.Store, po.Chunks, po.Events, po.ID, po.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), o.ID, log
+	po.Version, po.MaxRate = o.Version, o.MaxRate
+	po.Started = func(id string) {
+		out.Lock()
+		fmt.Fprintln(stdout, id)
+		out.Unlock()
+		st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, emu.PubSubEndpoint())
+		if bar != nil {
+			bar.begin()
+		}
+	}
+	p := producer.New(po)
+	if showBar {
+		st.set("subscribing to topic %s on %s", cfg.PubSub.EventsTopic, emu.PubSubEndpoint())
+		if bar, err = startProgress(ctx, q, cfg.PubSub.EventsTopic, req.TransferID, p, stdout, &out); err != nil {
+			return st.fail(ctx, err)
+		}
+		defer bar.stop(false)
+	}
+	st.set("checking destination %s on %s", req.Destination, emu.GCSEndpoint())
+	man, err := p.Submit(ctx, req)
+	var already *producer.AlreadyDoneError
+	if errors.As(err, &already) {
+		// The same idempotency key: report the transfer that ran.
+		fmt.Fprintln(stdout, req.TransferID)
+		log.Info("transfer already ended; not started again", "transfer_id", req.TransferID, "status", already.Done.Status)
+		return Report(stdout, o.Stderr, already.Done, o.JSON)
+	}
+	if err != nil {
+		return st.fail(ctx, err)
+	}
+	var raw int64
+	for _, mf := range man.Files {
+		raw += mf.Size
+	}
+	log.Info("all chunks published", "transfer_id", man.TransferID, "files", len(man.Files), "skipped", len(man.Skipped), "bytes", raw,
+		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
+	if w == nil {
+		return nil
+	}
+	st.set("waiting for the done event of transfer %s on topic %s (%s)", req.TransferID, cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
+	done, err := w.Wait(ctx)
+	if err != nil {
+		return st.fail(ctx, err)
+	}
+	if bar != nil {
+		bar.stop(done.Status == message.StatusOK)
+	}
+	return Report(stdout, o.Stderr, done, o.JSON)
+}
+
+// step is what the command is doing, so an error says where it was and which
+// endpoint it was talking to.
+type step struct {
+	mu      sync.Mutex
+	what    string
+	timeout time.Duration
+}
+
+func (s *step) set(format string, a ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.what = fmt.Sprintf(format, a...)
+}
+
+// fail wraps err with the step; an input error is already clear alone.
+func (s *step) fail(ctx context.Context, err error) error {
+	var input *producer.InputError
+	if errors.As(err, &input) {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("gave up after --timeout %s while %s: %w", s.timeout, s.what, err)
+	}
+	return fmt.Errorf("%s: %w", s.what, err)
+}
+
+// Report prints a done event (as JSON on stdout when asJSON, and a summary
+// line on stderr) and turns a transfer that did not end ok into an error.
+func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
+	if asJSON {
+		b, _ := json.MarshalIndent(done, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	}
+	if done.Status != message.StatusOK {
+		return fmt.Errorf("transfer %s %s: %s", done.TransferID, done.Status, done.Error)
+	}
+	var raw int64
+	for _, o := range done.Objects {
+		raw += o.RawSize
+	}
+	skipped := ""
+	if done.FilesSkipped > 0 {
+		skipped = fmt.Sprintf(" (%s skipped)", result.Count(done.FilesSkipped, "file"))
+	}
+	fmt.Fprintf(stderr, "transfer %s ok: %s, %s in %s%s\n", done.TransferID, result.Count(len(done.Objects), "object"),
+		result.FormatBytes(float64(raw)), result.FormatMS(done.Timings.Total), skipped)
+	return nil
+}
