@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	submitpkg "github.com/ferry-dev/ferry/internal/submit"
 )
@@ -32,12 +33,29 @@ type submitFlags struct {
 func submitCommand() *cobra.Command {
 	f := &submitFlags{labels: labels{}}
 	cmd := &cobra.Command{
-		Use:   "submit [flags] SOURCE... gs://BUCKET/PREFIX",
+		Use: "submit [flags] SOURCE... gs://BUCKET/PREFIX",
+		Example: `  producer submit data/ gs://my-bucket/landing --wait
+  producer submit -n --skip-unchanged data/ gs://my-bucket/landing
+  pg_dump mydb | producer submit - gs://my-bucket/dumps/mydb.sql`,
 		Short: "transfer files and directories to gs://BUCKET/PREFIX",
 		Long: `Transfers each SOURCE, a file or a directory (always walked recursively; a
 directory keeps its own name, as with gcloud storage cp -r), to
 gs://BUCKET/PREFIX/<relative path>.zst. Flags may come before or after the
 arguments.
+
+SOURCE - reads standard input (pg_dump | producer submit - gs://b/dumps/db.sql)
+into one object, named as gcloud storage cp - names it, plus the codec's
+extension: gs://b/dumps/db.sql.zst. Memory stays within FERRY_PRODUCER_MEMORY;
+chunks start at --chunk-size and double every FERRY_MAX_CHUNKS/16 chunks up to
+what that memory (or, with FERRY_TRANSPORT=pubsub, FERRY_MESSAGE_MAX) allows,
+so the longest stream is about 73 GB at the defaults (9.37 GB with
+FERRY_TRANSPORT=pubsub); a longer one fails, naming the variables to raise.
+
+-n skips files whose final object exists. --skip-unchanged skips files whose
+final object has the source's size and mtime (ferry-raw-size, ferry-mtime:
+one listing of the destination, no file read) and replaces those that
+changed; with --checksum it compares size and CRC32C, reading the files.
+Skipped files are counted in the done event and the benchmark row.
 
 Prints the transfer id on stdout once the transfer has started. With --wait it
 blocks until the transfer's done event and exits 0 only if the transfer
@@ -110,6 +128,9 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 		Sources: args[:len(args)-1], Destination: args[len(args)-1], Codec: c, Level: f.level,
 		ChunkSize: int64(f.chunkSize), Method: f.method, Labels: f.labels, IdempotencyKey: f.key,
 		Overwrite: f.overwrite, NoClobber: f.noClobber, SkipUnchanged: f.skipUnchanged, Checksum: f.checksum,
+	}
+	if plan.IsStdin(req.Sources) {
+		req.Stdin = cmd.InOrStdin()
 	}
 	if err := producer.Validate(req); err != nil {
 		return producer.Request{}, &cli.UsageError{Err: err}

@@ -39,6 +39,9 @@ type File struct {
 	Object    string // final object name in Dest.Bucket
 	ChunkSize int64
 	Chunks    int
+	// Stream is set for standard input, whose length is unknown until its
+	// end: Size, Mod and Chunks are then 0, and Stream sizes the chunks.
+	Stream *Stream
 }
 
 // Request chunk sizes outside these bounds are refused.
@@ -60,6 +63,9 @@ func New(s Spec, l Limits) (*Plan, error) {
 	}
 	if s.ChunkSize < MinRequestChunk || s.ChunkSize > MaxRequestChunk {
 		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", s.ChunkSize)
+	}
+	if IsStdin(s.Sources) {
+		return streamPlan(s, l, c, level)
 	}
 	var conf *confiner
 	if len(s.Roots) > 0 {
@@ -102,10 +108,15 @@ func codecLevel(c codec.Codec, level int) (codec.Codec, int, error) {
 	return c, level, nil
 }
 
-// MaxChunk is the largest chunk size of any file of p (at least 1).
+// MaxChunk is the largest chunk size of any file of p (at least 1); a
+// stream's is the largest it may grow to.
 func (p *Plan) MaxChunk() int64 {
 	var m int64 = 1
 	for _, f := range p.Files {
+		if f.Stream != nil {
+			m = max(m, f.Stream.Max)
+			continue
+		}
 		m = max(m, min(f.ChunkSize, max(f.Size, 1)))
 	}
 	return m

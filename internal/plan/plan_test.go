@@ -237,3 +237,50 @@ func TestResolveNamesObjectsAsTheProducerDoes(t *testing.T) {
 		t.Fatalf("default codec: %+v", files)
 	}
 }
+
+// Standard input (issue 13 §5): the destination's last element names the
+// object, with the codec's extension; its chunks start at the requested
+// size and double every FERRY_MAX_CHUNKS/16 chunks up to the cap the
+// producer's memory or, with FERRY_TRANSPORT=pubsub, the message sets.
+func TestStdinIsOneStreamNamedByTheDestination(t *testing.T) {
+	p, err := New(Spec{Sources: []string{"-"}, Destination: "gs://bkt/dumps/2026/db.sql", ChunkSize: 32 << 20}, Limits{StreamMax: 73 << 20})
+	must(t, err)
+	f := p.Files[0]
+	if p.Dest.Prefix != "dumps/2026" || f.Object != "dumps/2026/db.sql.zst" || f.Rel != "db.sql" || f.Stream == nil {
+		t.Fatalf("plan %+v, file %+v", p.Dest, f)
+	}
+	s := f.Stream
+	for i, want := range map[int]int64{0: 32 << 20, 61: 32 << 20, 62: 64 << 20, 123: 64 << 20, 124: 73 << 20, 999: 73 << 20} {
+		if got := s.Chunk(i); got != want {
+			t.Errorf("chunk %d: %d bytes, want %d", i, got, want)
+		}
+	}
+	if want := int64(62*32+62*64+876*73) << 20; s.Most() != want || p.MaxChunk() != 73<<20 {
+		t.Errorf("largest stream %d, want %d; largest chunk %d", s.Most(), want, p.MaxChunk())
+	}
+	// With FERRY_TRANSPORT=pubsub every chunk is the message cap.
+	p, err = New(Spec{Sources: []string{"-"}, Destination: "gs://bkt/db.sql", ChunkSize: 32 << 20, Codec: codec.Gzip}, Limits{StreamMax: 73 << 20, MessageMax: 9 << 20})
+	must(t, err)
+	capSize := MessageChunkCap(codec.Gzip, 9<<20)
+	if s := p.Files[0].Stream; s.First != capSize || s.Max != capSize || s.Most() != 1000*capSize || p.Files[0].Object != "db.sql.gz" {
+		t.Errorf("pubsub stream %+v, object %s; want every chunk %d", s, p.Files[0].Object, capSize)
+	}
+	err = s.TooLong(Limits{MessageMax: 9 << 20})
+	for _, w := range []string{"standard input", "longer than", "FERRY_MAX_CHUNKS=1000", "FERRY_MESSAGE_MAX"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q does not say %q", err, w)
+		}
+	}
+	for _, bad := range []struct {
+		sources    []string
+		dest, want string
+	}{
+		{[]string{"-", "a.csv"}, "gs://bkt/x", "must be the only source"},
+		{[]string{"-"}, "gs://bkt", "needs an object name"},
+		{[]string{"-"}, "gs://bkt/dir/", "needs an object name"},
+	} {
+		if _, err := New(Spec{Sources: bad.sources, Destination: bad.dest, ChunkSize: 1 << 20}, Limits{}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v → %s: %v, want %q", bad.sources, bad.dest, err, bad.want)
+		}
+	}
+}

@@ -26,6 +26,9 @@ type Limits struct {
 	// always fits a chunk message of this many bytes (FERRY_TRANSPORT=pubsub
 	// with FERRY_MESSAGE_MAX): see MessageChunkCap.
 	MessageMax int64
+	// StreamMax, when set, caps the chunks of a stream (standard input),
+	// whose chunks must all fit the producer's memory: see Stream.
+	StreamMax int64
 }
 
 func (l Limits) maxChunks() int {

@@ -49,7 +49,7 @@ func newBundler(p *Producer, pl *plan.Plan, tid string, overwrite bool) *bundler
 
 // takes reports whether file f travels in a bundle.
 func (b *bundler) takes(fi int, f *plan.File) bool {
-	if b == nil || f.Chunks != 1 || f.Size > b.rawMax {
+	if b == nil || f.Stream != nil || f.Chunks != 1 || f.Size > b.rawMax {
 		return false
 	}
 	return b.fitsWith(0, 0, b.fixed, 0, fi, f)
@@ -89,7 +89,7 @@ func (b *bundler) reset() { b.n, b.raw, b.header, b.bound = 0, 0, b.fixed, 0 }
 // partHeader bounds the header bytes f's part takes: the part as the
 // compress stage writes it, with its CRC32Cs and wire size at their widest.
 func (b *bundler) partHeader(fi int, f *plan.File) int64 {
-	p := newPart(b.tid, b.c, fi, f, 0, 0, f.Size, math.MaxUint32)
+	p := newPart(b.tid, b.c, fi, f, 0, 1, 0, f.Size, math.MaxUint32)
 	p.WireSize, p.WireCRC32C = plan.WireBound(b.c, f.Size), math.MaxUint32
 	return int64(len(message.Encode(p))) + 1 // and a comma
 }

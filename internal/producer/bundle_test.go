@@ -149,7 +149,7 @@ func TestBundlerKeepsEveryLimit(t *testing.T) {
 		c := message.Chunk{V: message.Version, TransferID: "t1", Bucket: "bkt", Codec: "zstd", Spool: spoolName("t1", n, 0)}
 		var payload int64
 		for i := range n {
-			pt := newPart("t1", codec.Zstd, i, f, 0, 0, f.Size, 0xfedcba98)
+			pt := newPart("t1", codec.Zstd, i, f, 0, 1, 0, f.Size, 0xfedcba98)
 			pt.WireSize, pt.WireCRC32C = plan.WireBound(codec.Zstd, f.Size), 0x89abcdef
 			c.Parts = append(c.Parts, pt)
 			payload += pt.WireSize

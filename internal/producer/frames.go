@@ -159,7 +159,7 @@ func (c *compressor) compress(j job) ([]encodedPart, error) {
 		var raw, wire uint32
 		var wireSize int64
 		zstd := c.pl.Codec == codec.Zstd
-		if zstd && f.Chunks > 1 {
+		if zstd && pc.chunks > 1 {
 			ep.seek = make([]seektable.Frame, 0, len(frames[i])) // kept in the manifest
 		} else if zstd {
 			ep.seek = c.seek[:0]
@@ -173,7 +173,7 @@ func (c *compressor) compress(j job) ([]encodedPart, error) {
 				ep.seek = append(ep.seek, seektable.Frame{Wire: uint32(len(fr.wire)), Raw: uint32(fr.raw)})
 			}
 		}
-		if zstd && f.Chunks == 1 {
+		if zstd && pc.chunks == 1 {
 			// A one-chunk file is its final object: its payload ends
 			// with its seek table (a skippable frame zstd -d passes
 			// over). A composed file gets its table from the merger.
@@ -184,22 +184,24 @@ func (c *compressor) compress(j job) ([]encodedPart, error) {
 			wireSize += int64(len(t))
 			ep.segs = append(ep.segs, t)
 		}
-		ep.part = newPart(c.tid, c.pl.Codec, pc.file, f, pc.index, pc.offset, int64(len(pc.raw)), raw)
+		ep.part = newPart(c.tid, c.pl.Codec, pc.file, f, pc.index, pc.chunks, pc.offset, int64(len(pc.raw)), raw)
 		ep.part.WireSize, ep.part.WireCRC32C = wireSize, wire
 		c.parts = append(c.parts, ep)
 	}
 	return c.parts, nil
 }
 
-// newPart is the part a chunk message announces for chunk index of file fi;
-// the wire size and CRC32C are the caller's to fill in.
-func newPart(tid string, c codec.Codec, fi int, f *plan.File, index int, offset, rawSize int64, rawCRC uint32) message.Part {
-	p := message.Part{File: fi, Path: f.Rel, Index: index, Chunks: f.Chunks, RawOffset: offset, RawSize: rawSize, RawCRC32C: rawCRC}
-	if f.Chunks == 1 {
+// newPart is the part a chunk message announces for chunk index of file fi,
+// of chunks chunks; the wire size and CRC32C are the caller's to fill in.
+func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int, offset, rawSize int64, rawCRC uint32) message.Part {
+	p := message.Part{File: fi, Path: f.Rel, Index: index, Chunks: chunks, RawOffset: offset, RawSize: rawSize, RawCRC32C: rawCRC}
+	if chunks == 1 {
 		// A file of one chunk is written straight to its final name.
 		p.Final, p.Object, p.ContentType = true, f.Object, c.ContentType()
 		p.Metadata = message.FinalMetadata(tid, rawSize, rawCRC, string(c))
-		p.Metadata[message.MetaMtime] = message.FormatMtime(time.Unix(0, f.Mod))
+		if f.Stream == nil {
+			p.Metadata[message.MetaMtime] = message.FormatMtime(time.Unix(0, f.Mod))
+		}
 	} else {
 		p.Object = message.ChunkObject(tid, fi, index)
 	}

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -24,21 +25,37 @@ func newManifest(req Request, pl *plan.Plan, tid string, started time.Time, prod
 			Path: f.Rel, Object: f.Object, Size: f.Size, Mtime: time.Unix(0, f.Mod).UTC(),
 			Chunks: make([]message.ChunkInfo, f.Chunks),
 		}
+		if f.Stream != nil {
+			// Standard input: no mtime; its size and chunks are known
+			// at its end (seal).
+			m.Files[i].Mtime = time.Time{}
+		}
 	}
 	return m
 }
 
-// record notes one stored part in the manifest. Parts of different chunks
-// may be recorded concurrently: each writes its own element.
-func record(m *message.Manifest, p *encodedPart) {
-	f := &m.Files[p.file]
+// recorder notes the stored parts in the manifest. It is safe for
+// concurrent use: the compress goroutines record their parts as they go,
+// and a stream's chunk list grows as its chunks come.
+type recorder struct {
+	mu sync.Mutex
+	m  *message.Manifest
+}
+
+func (r *recorder) record(p *encodedPart) {
 	info := message.ChunkInfo{Object: p.part.Object, RawSize: p.part.RawSize, RawCRC32C: p.part.RawCRC32C,
 		WireSize: p.part.WireSize, WireCRC32C: p.part.WireCRC32C}
-	if len(f.Chunks) > 1 {
+	if !p.part.Final {
 		// A composed file's seek table is written by the merger from
 		// these (message.File.SeekTable); a one-chunk file carries its
 		// own in its payload.
 		info.Frames = p.seek
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := &r.m.Files[p.file]
+	for len(f.Chunks) <= p.index {
+		f.Chunks = append(f.Chunks, message.ChunkInfo{})
 	}
 	f.Chunks[p.index] = info
 }
@@ -58,8 +75,10 @@ func (p *Producer) seal(ctx context.Context, m *message.Manifest) error {
 	for i := range m.Files {
 		f := &m.Files[i]
 		raw := make([]crc32c.Part, len(f.Chunks))
+		f.Size = 0 // a stream's is known only now; a file's adds up to the same
 		for j, c := range f.Chunks {
 			raw[j] = crc32c.Part{CRC32C: c.RawCRC32C, Size: c.RawSize}
+			f.Size += c.RawSize
 		}
 		f.RawCRC32C = crc32c.CombineAll(raw)
 		f.SealWire()

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -14,7 +15,7 @@ import (
 // run reads, compresses, spools and publishes every chunk of pl, recording
 // each in m. All of its goroutines run in one errgroup: when run returns,
 // every stage has stopped.
-func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest) error {
+func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, stdin io.Reader) error {
 	// Buffer budget: raw buffers circulate between the reader and the
 	// compress goroutines, which also hold their job's compressed frames
 	// (about a third of the raw size for CSV, at worst as much). The CPU
@@ -29,10 +30,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest) 
 	if p.o.BundleMax > 0 {
 		bufSize = max(bufSize, p.o.BundleMax)
 	}
-	msgBudget := 4 * p.o.MessageMax // small messages: inline payloads of the spool transport
-	if p.pubsub() {
-		msgBudget = max(2*p.o.MessageMax, p.o.MemoryLimit/4)
-	}
+	msgBudget := p.msgBudget()
 	slots := max(2, int((p.o.MemoryLimit-msgBudget)/(bufSize+bufSize/2)))
 	workers := max(1, min(slots-1, p.o.Concurrency+1))
 	pool := make(chan []byte, workers+1)
@@ -45,12 +43,14 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest) 
 	}
 	mem := semaphore.NewWeighted(msgBudget)
 
+	rec := &recorder{m: m}
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan job)
 	frames := make(chan frameJob)
 	out := make(chan outMsg, p.o.Publishers)
 
-	rd := &reader{pl: pl, pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes}
+	rd := &reader{pl: pl, pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
+		stdin: stdin, limits: p.limits()}
 	g.Go(func() error { return rd.run(ctx, jobs) })
 
 	for _, enc := range encs {
@@ -61,7 +61,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest) 
 		compressors.Add(1)
 		g.Go(func() error {
 			defer compressors.Done()
-			return p.compressStage(ctx, pl, m, jobs, frames, pool, out, mem, msgBudget)
+			return p.compressStage(ctx, pl, rec, jobs, frames, pool, out, mem, msgBudget)
 		})
 	}
 	g.Go(func() error {
@@ -79,8 +79,9 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest) 
 
 // compressStage is one compress goroutine: it turns jobs into chunk messages
 // for the publishers until jobs is closed.
-func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, jobs <-chan job,
+func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, rec *recorder, jobs <-chan job,
 	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, mem *semaphore.Weighted, memMax int64) error {
+	m := rec.m
 	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID}
 	k := &packer{p: p, tid: m.TransferID, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
 	for j := range jobs {
@@ -97,7 +98,7 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.
 			return err
 		}
 		for i := range parts {
-			record(m, &parts[i])
+			rec.record(&parts[i])
 		}
 		msg.weight = min(int64(len(msg.data)), memMax)
 		if err := mem.Acquire(ctx, msg.weight); err != nil {
@@ -111,4 +112,26 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.
 		}
 	}
 	return nil
+}
+
+// msgBudget is the part of FERRY_PRODUCER_MEMORY that chunk messages
+// waiting for the publishers may hold: with the spool transport they are
+// small (headers, and inline payloads up to FERRY_INLINE_MAX); with
+// FERRY_TRANSPORT=pubsub they hold whole payloads, and a quarter of the
+// budget (at least two messages) bounds them.
+func (p *Producer) msgBudget() int64 {
+	if p.pubsub() {
+		return max(2*p.o.MessageMax, p.o.MemoryLimit/4)
+	}
+	return 4 * p.o.MessageMax
+}
+
+// streamMax is the largest chunk of a stream (standard input) whose buffers
+// stay within FERRY_PRODUCER_MEMORY: run gives the reader and the compress
+// goroutines at least two buffers of the largest chunk, each with room for
+// its compressed frames (half as much again), beside the messages' budget.
+// A whole number of MiB, at least 1 MiB.
+func (p *Producer) streamMax() int64 {
+	const mib = 1 << 20
+	return max(mib, (p.o.MemoryLimit-p.msgBudget())/3/mib*mib)
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -65,6 +66,10 @@ type Request struct {
 	NoClobber     bool
 	SkipUnchanged bool
 	Checksum      bool
+	// Stdin is read when the one source is "-" (plan.Stdin): producer
+	// submit sets it to standard input; a request over Pub/Sub never has
+	// one.
+	Stdin io.Reader
 }
 
 func (r Request) spec() plan.Spec {
@@ -237,6 +242,7 @@ type Producer struct {
 	// Progress counts raw bytes planned (after skipping), read and
 	// compressed, for progress reports.
 	planned, readBytes, doneBytes atomic.Int64
+	streams                       atomic.Int32 // transfers of unknown size
 }
 
 // New returns a Producer.
@@ -251,13 +257,20 @@ func (p *Producer) Progress() (read, compressed int64) {
 }
 
 // Planned reports the raw bytes of the files this producer's transfers
-// send, skipped files left out, over all transfers that have started.
-func (p *Producer) Planned() int64 { return p.planned.Load() }
+// send, skipped files left out, over all transfers that have started; -1
+// once one of them reads standard input, whose size is known only at its
+// end.
+func (p *Producer) Planned() int64 {
+	if p.streams.Load() > 0 {
+		return -1
+	}
+	return p.planned.Load()
+}
 
 func (p *Producer) pubsub() bool { return p.o.Transport == config.TransportPubSub }
 
 func (p *Producer) limits() plan.Limits {
-	l := plan.Limits{MaxChunks: p.o.MaxChunks}
+	l := plan.Limits{MaxChunks: p.o.MaxChunks, StreamMax: p.streamMax()}
 	if p.pubsub() {
 		l.MessageMax = p.o.MessageMax
 	}
@@ -291,6 +304,9 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 			pl.Dest, pl.Dest.Bucket, strings.Join(p.o.Buckets, ","))}
 	}
 	if err := req.checkSkip(); err != nil {
+		return nil, &InputError{err}
+	}
+	if err := checkStream(req, pl); err != nil {
 		return nil, &InputError{err}
 	}
 	if req.TransferID == "" {
@@ -337,6 +353,9 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	m.FerryVer, m.Skipped = p.o.Version, skipped
 	for _, f := range pl.Files {
 		p.planned.Add(f.Size)
+		if f.Stream != nil {
+			p.streams.Add(1)
+		}
 	}
 	if p.o.Started != nil {
 		p.o.Started(tid)
@@ -345,7 +364,7 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 		"transport", p.o.Transport)
 
 	t0 := time.Now()
-	if err := p.run(ctx, pl, m); err != nil {
+	if err := p.run(ctx, pl, m, req.Stdin); err != nil {
 		p.fail(ctx, m, err, log)
 		return nil, err
 	}

@@ -27,11 +27,12 @@ type job struct {
 	pieces []piece
 }
 
-// piece is one chunk's raw bytes.
+// piece is one chunk's raw bytes. chunks is the file's chunk count as the
+// chunk's part announces it.
 type piece struct {
-	file, index int
-	offset      int64
-	raw         []byte
+	file, index, chunks int
+	offset              int64
+	raw                 []byte
 }
 
 type reader struct {
@@ -40,6 +41,9 @@ type reader struct {
 	bufSize int64
 	bundler *bundler // nil: no bundles
 	read    *atomic.Int64
+	// stdin is read for a stream (plan.File.Stream).
+	stdin  io.Reader
+	limits plan.Limits
 }
 
 // run reads every file and sends its jobs; it closes jobs when it returns.
@@ -48,6 +52,12 @@ func (r *reader) run(ctx context.Context, jobs chan<- job) error {
 	var open *job // the bundle being filled
 	for i := range r.pl.Files {
 		f := &r.pl.Files[i]
+		if f.Stream != nil {
+			if err := r.readStream(ctx, i, f, r.stdin, jobs); err != nil {
+				return err
+			}
+			continue
+		}
 		if !r.bundler.takes(i, f) {
 			if err := r.readChunks(ctx, i, f, jobs); err != nil {
 				return err
@@ -118,7 +128,7 @@ func (r *reader) readWhole(fi int, f *plan.File, j *job) error {
 		return err
 	}
 	r.count(f.Size)
-	j.pieces = append(j.pieces, piece{file: fi, raw: j.buf[start:len(j.buf):len(j.buf)]})
+	j.pieces = append(j.pieces, piece{file: fi, chunks: 1, raw: j.buf[start:len(j.buf):len(j.buf)]})
 	return nil
 }
 
@@ -142,7 +152,7 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 			return fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)
 		}
 		r.count(size)
-		if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, index: idx, offset: off, raw: buf}}}); err != nil {
+		if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, index: idx, chunks: f.Chunks, offset: off, raw: buf}}}); err != nil {
 			r.pool <- buf
 			return err
 		}

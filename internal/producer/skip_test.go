@@ -21,10 +21,9 @@ import (
 // countingStore counts the calls the skip stage makes.
 type countingStore struct {
 	*gcs.Store
-	mu       sync.Mutex
-	lists    []string // prefixes listed
-	attrsN   int
-	readAllN int
+	mu     sync.Mutex
+	lists  []string // prefixes listed
+	attrsN int
 }
 
 func (s *countingStore) List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error {

@@ -12,7 +12,7 @@ import (
 
 // State is what is known of a transfer.
 type State struct {
-	Total      int64 // raw bytes of the transfer
+	Total      int64 // raw bytes of the transfer; -1: unknown (standard input)
 	Compressed int64 // raw bytes compressed by the producer
 	Uploaded   int64 // raw bytes whose chunks workers uploaded
 	Composed   bool  // the merger finished: final objects composed and verified
@@ -23,6 +23,9 @@ const width = 24
 
 // Line renders s as one line, without a newline.
 func Line(s State) string {
+	if s.Total < 0 {
+		return unknownTotal(s)
+	}
 	done := s.Uploaded
 	if s.Composed {
 		done = s.Total
@@ -46,6 +49,20 @@ func Line(s State) string {
 	}
 	return fmt.Sprintf("%s %3.0f%%  compressed %s  uploaded %s / %s  %s  %.1f MB/s",
 		bar, frac*100, mb(s.Compressed), mb(s.Uploaded), mb(s.Total), composed, rate)
+}
+
+// unknownTotal renders a transfer whose size is known only at its end: no
+// bar, only what has moved.
+func unknownTotal(s State) string {
+	rate := 0.0
+	if s.Elapsed > 0 {
+		rate = float64(s.Compressed) / 1e6 / s.Elapsed.Seconds()
+	}
+	composed := "composed -"
+	if s.Composed {
+		composed = "composed ✓"
+	}
+	return fmt.Sprintf("compressed %s  uploaded %s  %s  %.1f MB/s", mb(s.Compressed), mb(s.Uploaded), composed, rate)
 }
 
 // Draw overwrites the current terminal line with s.
