@@ -6,29 +6,25 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ferry-dev/ferry/internal/bench"
+	"github.com/ferry-dev/ferry/internal/cli"
 )
 
+// version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-const usage = `bench — ferry beside its peers, in one run on one machine.
-
-Usage:
-  bench [flags]                         run the workloads, print tables and goals
-  bench go-upload --mode simple|resumable FILE gs://BUCKET/OBJECT
-                                        the single-stream Go peer (used by bench)
+const about = `bench — ferry beside its peers, in one run on one machine.
 
 Workloads: 1 large-file, 2 small-files, 3 shaped-link, 4 codecs, 5 restore.
 Every method runs in a fresh localstack, each repeat into an empty bucket of
@@ -40,126 +36,134 @@ the 1.2 GB tier), BENCH_REPEATS (default 3; 2 with BENCH_QUICK),
 BENCH_WORKLOADS (e.g. "1,3" or "large-file,shaped-link"), BENCH_LINK_MBPS
 (default 7). Flags override them.
 
-Flags:
-`
+Exit status: 0 success, 1 the run failed, 2 a usage error.`
 
-func main() {
-	if len(os.Args) > 1 && os.Args[1] == "go-upload" {
-		os.Exit(goUpload(os.Args[2:]))
-	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+func main() { cli.Main(command()) }
+
+// run is main with its arguments and outputs given, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	return cli.Run(context.Background(), command(), args, stdout, stderr)
 }
 
-func goUpload(args []string) int {
-	fs := flag.NewFlagSet("go-upload", flag.ContinueOnError)
-	mode := fs.String("mode", "simple", "simple (one request) or resumable (16 MiB chunks)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 2 || (*mode != "simple" && *mode != "resumable") {
-		fmt.Fprintln(os.Stderr, "usage: bench go-upload --mode simple|resumable FILE gs://BUCKET/OBJECT")
-		return 2
+// benchFlags are bench's flags; unset ones take the BENCH_* variables.
+type benchFlags struct {
+	runDir, rows, bin, workloads string
+	quick, full                  bool
+	repeats                      int
+	link                         float64
+}
+
+func command() *cobra.Command {
+	f := &benchFlags{}
+	root := &cobra.Command{
+		Use:     "bench [flags]",
+		Short:   "ferry beside gcloud, gsutil, Go uploads and zstd, in one run",
+		Long:    about,
+		Version: version,
+		Args:    cli.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
-	ctx, stop := context.WithTimeout(context.Background(), time.Hour)
-	defer stop()
-	if err := bench.GoUpload(ctx, *mode == "resumable", 16<<20, fs.Arg(0), fs.Arg(1)); err != nil {
-		fmt.Fprintf(os.Stderr, "go-upload: %v\n", err)
-		return 1
+	fs := root.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.runDir, "run-dir", ".run/bench", "data, logs and scratch `DIR`")
+	fs.StringVar(&f.rows, "rows", ".run/bench.ndjson", "NDJSON `FILE` the rows are appended to")
+	fs.StringVar(&f.bin, "bin", "bin", "`DIR` of ferry's binaries")
+	fs.BoolVar(&f.quick, "quick", envBool("BENCH_QUICK"), "small data, to prove the bench works (figures mean little)")
+	fs.BoolVar(&f.full, "full", envBool("BENCH_FULL"), "add the 1.2 GB tier")
+	fs.IntVar(&f.repeats, "repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
+	fs.StringVar(&f.workloads, "workloads", os.Getenv("BENCH_WORKLOADS"), "comma-separated workloads by number or name (default all)")
+	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
+	root.AddCommand(goUploadCommand())
+	return root
+}
+
+func goUploadCommand() *cobra.Command {
+	var mode string
+	cmd := &cobra.Command{
+		Use:   "go-upload --mode simple|resumable FILE gs://BUCKET/OBJECT",
+		Short: "the single-stream Go peer (used by bench)",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return cli.Usagef("go-upload needs FILE and gs://BUCKET/OBJECT")
+			}
+			if mode != "simple" && mode != "resumable" {
+				return cli.Usagef("--mode %q: want simple or resumable", mode)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := context.WithTimeout(cmd.Context(), time.Hour)
+			defer stop()
+			if err := bench.GoUpload(ctx, mode == "resumable", 16<<20, args[0], args[1]); err != nil {
+				return fmt.Errorf("go-upload: %w", err)
+			}
+			return nil
+		},
 	}
-	return 0
+	cmd.Flags().StringVar(&mode, "mode", "simple", "simple (one request) or resumable (16 MiB chunks)")
+	return cmd
 }
 
 func envBool(k string) bool { v := os.Getenv(k); return v != "" && v != "0" && v != "false" }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	runDir := fs.String("run-dir", ".run/bench", "data, logs and scratch `DIR`")
-	rows := fs.String("rows", ".run/bench.ndjson", "NDJSON `FILE` the rows are appended to")
-	bin := fs.String("bin", "bin", "`DIR` of ferry's binaries")
-	quick := fs.Bool("quick", envBool("BENCH_QUICK"), "small data, to prove the bench works (figures mean little)")
-	full := fs.Bool("full", envBool("BENCH_FULL"), "add the 1.2 GB tier")
-	repeats := fs.Int("repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
-	workloads := fs.String("workloads", os.Getenv("BENCH_WORKLOADS"), "comma-separated workloads by number or name (default all)")
-	link := fs.Float64("link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
+func (f *benchFlags) run(cmd *cobra.Command) error {
+	stdout := cmd.OutOrStdout()
+	if v := os.Getenv("BENCH_LINK_MBPS"); v != "" && !cmd.Flags().Changed("link-mbps") {
+		l, err := strconv.ParseFloat(v, 64)
+		if err != nil || l <= 0 {
+			return cli.Usagef("BENCH_LINK_MBPS=%q: want a positive number", v)
 		}
-		return 2
+		f.link = l
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if v := os.Getenv("BENCH_LINK_MBPS"); v != "" && !flagSet(fs, "link-mbps") {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 {
-			fmt.Fprintf(stderr, "bench: BENCH_LINK_MBPS=%q: want a positive number\n", v)
-			return 2
-		}
-		*link = f
-	}
-	if *repeats == 0 {
-		*repeats = 3
-		if *quick {
-			*repeats = 2
+	if f.repeats == 0 {
+		f.repeats = 3
+		if f.quick {
+			f.repeats = 2
 		}
 		if v := os.Getenv("BENCH_REPEATS"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				fmt.Fprintf(stderr, "bench: BENCH_REPEATS=%q: want a positive integer\n", v)
-				return 2
+				return cli.Usagef("BENCH_REPEATS=%q: want a positive integer", v)
 			}
-			*repeats = n
+			f.repeats = n
 		}
+	}
+	if f.quick && f.full {
+		return cli.Usagef("--quick and --full exclude each other")
 	}
 	sizes := bench.Plain
 	switch {
-	case *quick && *full:
-		fmt.Fprintln(stderr, "bench: --quick and --full exclude each other")
-		return 2
-	case *quick:
+	case f.quick:
 		sizes = bench.Quick
-	case *full:
+	case f.full:
 		sizes = bench.Full
 	}
-	wl, err := parseWorkloads(*workloads)
+	wl, err := parseWorkloads(f.workloads)
 	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 2
+		return &cli.UsageError{Err: err}
 	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 1
+		return err
 	}
 	for _, b := range []string{"localstack", "producer", "worker", "merger"} {
-		if _, err := os.Stat(filepath.Join(*bin, b)); err != nil {
-			fmt.Fprintf(stderr, "bench: %v (run make build)\n", err)
-			return 1
+		if _, err := os.Stat(filepath.Join(f.bin, b)); err != nil {
+			return fmt.Errorf("%w (run make build)", err)
 		}
 	}
-	absBin, _ := filepath.Abs(*bin)
-	absRun, _ := filepath.Abs(*runDir)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	absBin, _ := filepath.Abs(f.bin)
+	absRun, _ := filepath.Abs(f.runDir)
 	cfg := bench.Config{
-		Bin: absBin, Self: self, RunDir: absRun, Rows: *rows, Repeats: *repeats, Sizes: sizes, Workloads: wl,
-		LinkMBps: *link, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: stderr,
+		Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, Sizes: sizes, Workloads: wl,
+		LinkMBps: f.link, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: cmd.ErrOrStderr(),
 	}
 	fmt.Fprintf(stdout, "make bench %s: %d repeats per method, tiers %s, %d cores; load average %s; started %s\n",
-		modeName(*quick, *full), *repeats, strings.Join(sizes.Tiers, ", "), runtime.NumCPU(), loadAvg(), time.Now().UTC().Format(time.RFC3339))
-	if err := bench.New(cfg).Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 1
+		modeName(f.quick, f.full), f.repeats, strings.Join(sizes.Tiers, ", "), runtime.NumCPU(), loadAvg(), time.Now().UTC().Format(time.RFC3339))
+	if err := bench.New(cfg).Run(cmd.Context()); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "finished %s; load average %s\n", time.Now().UTC().Format(time.RFC3339), loadAvg())
-	return 0
-}
-
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
+	return nil
 }
 
 func modeName(quick, full bool) string {

@@ -57,6 +57,7 @@ func TestEveryBinaryHelpVersionAndExitStatus(t *testing.T) {
 		{"localstack", []string{"FERRY_DONE_TOPIC"}, "FERRY_DONE_TOPIC=a b", nil},
 		{"datagen", nil, "", nil},
 		{"report", nil, "", nil},
+		{"bench", []string{"BENCH_QUICK", "BENCH_REPEATS"}, "", nil},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			code, stdout, stderr := runBinary(t, env, b.name, "--help")
