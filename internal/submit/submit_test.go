@@ -1,0 +1,30 @@
+package submit
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// Report: an ok transfer prints one summary line on stderr that counts the
+// skipped files; one that did not end ok is an error naming its status and
+// cause; --json prints the done event on stdout either way.
+func TestReport(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ok := message.Done{TransferID: "t1", Status: message.StatusOK, FilesSkipped: 3,
+		Objects: []message.DoneObject{{Name: "gs://b/x.zst", RawSize: 2_000_000}}, Timings: message.StageTimingMS{Total: 1500}}
+	if err := Report(&out, &errOut, ok, false); err != nil || out.Len() != 0 {
+		t.Fatalf("Report = %v, stdout %q", err, out.String())
+	}
+	if want := "transfer t1 ok: 1 object, 2.0 MB in 1.5s (3 files skipped)\n"; errOut.String() != want {
+		t.Fatalf("stderr %q, want %q", errOut.String(), want)
+	}
+	out.Reset()
+	failed := message.Done{TransferID: "t2", Status: message.StatusFailed, Error: "source x: no such file"}
+	err := Report(&out, &errOut, failed, true)
+	if err == nil || err.Error() != "transfer t2 failed: source x: no such file" || !strings.Contains(out.String(), `"status": "failed"`) {
+		t.Fatalf("Report = %v, stdout %q", err, out.String())
+	}
+}
