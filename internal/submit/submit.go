@@ -190,7 +190,11 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	if done.FilesSkipped > 0 {
 		skipped = fmt.Sprintf(" (%s skipped)", result.Count(done.FilesSkipped, "file"))
 	}
-	fmt.Fprintf(stderr, "transfer %s ok: %s, %s in %s%s\n", done.TransferID, result.Count(len(done.Objects), "object"),
-		result.FormatBytes(float64(raw)), result.FormatMS(done.Timings.Total), skipped)
+	size := ""
+	if len(done.Objects) > 0 {
+		size = ", " + result.FormatBytes(float64(raw))
+	}
+	fmt.Fprintf(stderr, "transfer %s ok: %s%s in %s%s\n", done.TransferID, result.Count(len(done.Objects), "object"),
+		size, result.FormatMS(done.Timings.Total), skipped)
 	return nil
 }

@@ -21,6 +21,13 @@ func TestReport(t *testing.T) {
 	if want := "transfer t1 ok: 1 object, 2.0 MB in 1.5s (3 files skipped)\n"; errOut.String() != want {
 		t.Fatalf("stderr %q, want %q", errOut.String(), want)
 	}
+	errOut.Reset()
+	if err := Report(&out, &errOut, message.Done{TransferID: "t3", Status: message.StatusOK, FilesSkipped: 1000, Timings: message.StageTimingMS{Total: 108}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "transfer t3 ok: 0 objects in 108ms (1000 files skipped)\n"; errOut.String() != want {
+		t.Fatalf("stderr %q, want %q", errOut.String(), want)
+	}
 	out.Reset()
 	failed := message.Done{TransferID: "t2", Status: message.StatusFailed, Error: "source x: no such file"}
 	err := Report(&out, &errOut, failed, true)
