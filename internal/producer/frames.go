@@ -49,9 +49,15 @@ func newFrameEncoders(n int, c codec.Codec, level int) ([]codec.Encoder, error) 
 // answered on its done channel, also when its context is cancelled, so a
 // chunkEncoder waiting for its frames always gets them back; the pipeline
 // closes jobs once no chunkEncoder is left.
-func runFrameEncoder(enc codec.Encoder, jobs <-chan frameJob) {
+func runFrameEncoder(enc codec.Encoder, c codec.Codec, jobs <-chan frameJob) {
 	for j := range jobs {
-		out, err := enc.Encode(j.out.wire[:0], j.src)
+		dst := j.out.wire[:0]
+		if need := c.Bound(int64(len(j.src))); int64(cap(dst)) < need {
+			// Room for the worst case up front: an encoder that
+			// appends into a buffer too small copies it as it grows.
+			dst = make([]byte, 0, need)
+		}
+		out, err := enc.Encode(dst, j.src)
 		*j.out = frame{wire: out, raw: len(j.src), rawCRC: crc32c.Checksum(j.src), wireCRC: crc32c.Checksum(out)}
 		j.done <- err
 	}

@@ -28,7 +28,7 @@ func runEncoders(t *testing.T, n int, c codec.Codec) chan<- frameJob {
 	jobs := make(chan frameJob)
 	done := make(chan struct{})
 	for _, enc := range encs {
-		go func() { runFrameEncoder(enc, jobs); done <- struct{}{} }()
+		go func() { runFrameEncoder(enc, c, jobs); done <- struct{}{} }()
 	}
 	t.Cleanup(func() {
 		close(jobs)
