@@ -3,9 +3,13 @@ package codec
 // FrameSize is the raw size of one compressed frame. The producer compresses
 // a chunk as one or more independent frames of this size, on a pool of one
 // encoder per core, so all cores keep working even when a file's last chunk
-// is the only one left. Concatenated frames are still one valid stream, and
-// 4 MiB is above zstd level 3's window, so the ratio does not suffer.
-const FrameSize = 4 << 20
+// is the only one left. Concatenated frames are still one valid stream. A
+// frame starts with no history, so the larger the frame, the less of it is
+// compressed without a full 2 MiB window behind it: on a tar of Go's source
+// tree 8 MiB frames compress to 1.4 % less than the stock zstd -3 where
+// 4 MiB frames were 2.0 % short, at the same speed; a larger window would
+// close more of the gap but ask decoders (restore's) for more memory.
+const FrameSize = 8 << 20
 
 // Bound is the most bytes Encode can produce from n raw bytes in one frame,
 // incompressible data included. The producer sizes chunks with it so that a

@@ -22,14 +22,14 @@ import (
 func TestSealedManifestPredictsTheFinalObject(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "big.csv")
-	genFile(t, src, 14_000_000) // chunks of 6, 6 and 2 MiB: 2, 2 and 1 frames
+	genFile(t, src, 26_000_000) // chunks of 12, 12 and 0.8 MiB: 2, 2 and 1 frames of at most 8 MiB
 	raw, _ := os.ReadFile(src)
 	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip} {
 		t.Run(string(c), func(t *testing.T) {
 			chunks := &teststack.Recorder{}
 			p := New(Options{Store: nopStore{}, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), InlineMax: 4 << 20,
-				Transport: "pubsub", MessageMax: 10_000_000})
-			man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", Codec: c, ChunkSize: 6 << 20})
+				Transport: "pubsub", MessageMax: 30_000_000})
+			man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", Codec: c, ChunkSize: 12 << 20})
 			if err != nil {
 				t.Fatal(err)
 			}
