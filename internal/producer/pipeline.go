@@ -35,8 +35,21 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	workers := max(1, min(slots-1, p.o.Concurrency+1))
 	pool := make(chan []byte, workers+1)
 	for range cap(pool) {
-		pool <- nil
+		pool <- p.bufs.get(bufSize) // nil: made when first needed
 	}
+	// What the transfer leaves in the pool serves the next one: fresh
+	// memory costs a page fault and a clear per page, a tenth of the
+	// producer's time on a 100 MB file.
+	defer func() {
+		for range cap(pool) {
+			select {
+			case b := <-pool:
+				p.bufs.put(b)
+			default:
+				return
+			}
+		}
+	}()
 	encs, err := newFrameEncoders(p.o.Concurrency, pl.Codec, pl.Level)
 	if err != nil {
 		return err
@@ -50,11 +63,11 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	out := make(chan outMsg, p.o.Publishers)
 
 	rd := &reader{pl: pl, pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
-		stdin: stdin, limits: p.limits()}
+		made: &p.bufsMade, stdin: stdin, limits: p.limits()}
 	g.Go(func() error { return rd.run(ctx, jobs) })
 
 	for _, enc := range encs {
-		g.Go(func() error { runFrameEncoder(enc, frames); return nil })
+		g.Go(func() error { runFrameEncoder(enc, pl.Codec, frames); return nil })
 	}
 	var compressors sync.WaitGroup
 	for range workers {
@@ -134,4 +147,40 @@ func (p *Producer) msgBudget() int64 {
 func (p *Producer) streamMax() int64 {
 	const mib = 1 << 20
 	return max(mib, (p.o.MemoryLimit-p.msgBudget())/3/mib*mib)
+}
+
+// bufCache keeps the raw buffers of finished transfers for the next ones,
+// at most max bytes of them. It is safe for concurrent use.
+type bufCache struct {
+	mu    sync.Mutex
+	bufs  [][]byte
+	bytes int64
+	max   int64
+}
+
+// get returns a kept buffer of at least size bytes' capacity, or nil.
+func (c *bufCache) get(size int64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, b := range c.bufs {
+		if int64(cap(b)) >= size {
+			c.bufs = append(c.bufs[:i], c.bufs[i+1:]...)
+			c.bytes -= int64(cap(b))
+			return b[:0]
+		}
+	}
+	return nil
+}
+
+// put keeps b if there is room for it.
+func (c *bufCache) put(b []byte) {
+	if b == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bytes+int64(cap(b)) <= c.max {
+		c.bufs = append(c.bufs, b)
+		c.bytes += int64(cap(b))
+	}
 }

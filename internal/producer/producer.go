@@ -243,12 +243,16 @@ type Producer struct {
 	// compressed, for progress reports.
 	planned, readBytes, doneBytes atomic.Int64
 	streams                       atomic.Int32 // transfers of unknown size
+	// bufs keeps raw buffers between transfers, up to MemoryLimit bytes;
+	// bufsMade counts the buffers allocated.
+	bufs     bufCache
+	bufsMade atomic.Int64
 }
 
 // New returns a Producer.
 func New(o Options) *Producer {
 	o.applyDefaults()
-	return &Producer{o: o, spool: newSpool(o.Spool, o.SpoolMax, o.Log)}
+	return &Producer{o: o, spool: newSpool(o.Spool, o.SpoolMax, o.Log), bufs: bufCache{max: o.MemoryLimit}}
 }
 
 // Progress reports raw bytes read and compressed so far, over all transfers.

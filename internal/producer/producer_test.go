@@ -263,3 +263,21 @@ func TestContradictingSkipFlagsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A second transfer reuses the raw buffers the first one left, instead of
+// fresh memory: a transfer of several chunks allocates them once per
+// Producer.
+func TestTransfersReuseRawBuffers(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "f.csv")
+	genFile(t, src, 600_000)
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: newMemSpool(), Concurrency: 2})
+	req := Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10}
+	_, err := p.Submit(context.Background(), req)
+	must(t, err)
+	first := p.bufsMade.Load()
+	_, err = p.Submit(context.Background(), req)
+	must(t, err)
+	if first == 0 || p.bufsMade.Load() != first {
+		t.Fatalf("%d raw buffers made by the first transfer, %d by the second; want the second to reuse them all", first, p.bufsMade.Load()-first)
+	}
+}

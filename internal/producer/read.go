@@ -41,6 +41,7 @@ type reader struct {
 	bufSize int64
 	bundler *bundler // nil: no bundles
 	read    *atomic.Int64
+	made    *atomic.Int64 // buffers allocated
 	// stdin is read for a stream (plan.File.Stream).
 	stdin  io.Reader
 	limits plan.Limits
@@ -105,6 +106,7 @@ func (r *reader) get(ctx context.Context) ([]byte, error) {
 	case buf := <-r.pool:
 		if buf == nil {
 			buf = make([]byte, 0, r.bufSize)
+			r.made.Add(1)
 		}
 		return buf[:0], nil
 	case <-ctx.Done():

@@ -21,7 +21,7 @@ func readAll(t *testing.T, pl *plan.Plan, bundleMax int64) ([]job, error) {
 	pool <- nil
 	pool <- nil
 	var read atomic.Int64
-	r := &reader{pl: pl, pool: pool, bufSize: max(pl.MaxChunk(), bundleMax), bundler: newBundler(p, pl, "t1", false), read: &read}
+	r := &reader{pl: pl, pool: pool, bufSize: max(pl.MaxChunk(), bundleMax), bundler: newBundler(p, pl, "t1", false), read: &read, made: new(atomic.Int64)}
 	jobs := make(chan job)
 	errc := make(chan error, 1)
 	go func() { errc <- r.run(context.Background(), jobs) }()
