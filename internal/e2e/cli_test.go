@@ -13,6 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // runBinary runs a built binary to its end (at most two minutes) and returns
@@ -23,7 +24,7 @@ func runBinary(t *testing.T, env []string, name string, args ...string) (int, st
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), name), args...)
 	cmd.Env = env
-	var stdout, stderr syncBuffer
+	var stdout, stderr teststack.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {

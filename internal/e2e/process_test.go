@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 var (
@@ -47,26 +48,9 @@ type proc struct {
 	t    *testing.T
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *teststack.SyncBuffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // env is the environment a process of this stack runs with; extra entries
@@ -89,7 +73,7 @@ func (s *stack) env(extra ...string) []string {
 // environment. The process is killed when the test ends.
 func (s *stack) start(name, binary string, env []string, args ...string) *proc {
 	s.t.Helper()
-	p := &proc{t: s.t, name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: s.t, name: name, out: &teststack.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binaries(s.t), binary), args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -53,7 +54,7 @@ func TestSubmitStdinThroughTheBinary(t *testing.T) {
 			cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "producer"), "submit", "-", "gs://"+s.bucket+"/dumps/db.sql",
 				"--chunk-size", tc.chunk, "--wait", "--json")
 			cmd.Env = env
-			var stdout, stderr syncBuffer
+			var stdout, stderr teststack.SyncBuffer
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(data), &stdout, &stderr
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("producer submit -: %v\n%s", err, stderr.String())

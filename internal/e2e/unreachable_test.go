@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // TestServicesRideOutUnreachableBackends: worker, merger and producer serve,
@@ -49,7 +51,7 @@ func rideOut(t *testing.T, name, binary string, args []string, variable, backend
 		"FERRY_HTTP_ADDR=127.0.0.1:0", "FERRY_LOG_FORMAT=json", "FERRY_LOG_LEVEL=info",
 		"FERRY_SPOOL_DIR="+filepath.Join(dir, "spool"), "FERRY_RESULTS_FILE="+filepath.Join(dir, "results.ndjson"),
 		"FERRY_SOURCE_ROOTS="+dir)
-	p := &proc{t: t, name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, name: name, out: &teststack.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binaries(t), binary), args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

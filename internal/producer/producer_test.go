@@ -5,12 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -43,38 +39,13 @@ func peakHeapGrowth(t *testing.T, bucket string, size int64) int64 {
 	genFile(t, src, size)
 	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
 		Concurrency: 2, MemoryLimit: 16 << 20})
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
-	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/x", ChunkSize: 2 << 20})
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	man, growth := heapGrowth(t, func() (*message.Manifest, error) {
+		return p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/x", ChunkSize: 2 << 20})
+	})
 	if n := len(man.Files[0].Chunks); n != plan.ChunkCount(man.Files[0].Size, 2<<20) {
 		t.Fatalf("%d chunks for %d bytes", n, man.Files[0].Size)
 	}
-	return int64(peak.Load()) - int64(base.HeapInuse)
+	return growth
 }
 
 // TestMemoryDoesNotGrowWithFileSize streams a 16 MiB and a 160 MiB file

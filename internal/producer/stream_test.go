@@ -6,14 +6,10 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -203,40 +199,15 @@ func streamHeapGrowth(t *testing.T, size int64) int64 {
 	t.Helper()
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: newMemSpool(), Concurrency: 2,
 		MemoryLimit: 64 << 20, MaxChunks: 16})
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
-	man, err := p.Submit(context.Background(), Request{Sources: []string{"-"}, Destination: "gs://bkt/x/rand.bin", ChunkSize: 4 << 20,
-		Codec: codec.Zstd, Stdin: &randReader{rng: rand.NewChaCha8([32]byte{1}), left: size}})
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	man, growth := heapGrowth(t, func() (*message.Manifest, error) {
+		return p.Submit(context.Background(), Request{Sources: []string{"-"}, Destination: "gs://bkt/x/rand.bin", ChunkSize: 4 << 20,
+			Codec: codec.Zstd, Stdin: &randReader{rng: rand.NewChaCha8([32]byte{1}), left: size}})
+	})
 	f := man.Files[0]
 	if f.Size != size || f.Chunks[2].RawSize != p.streamMax() {
 		t.Fatalf("%d bytes sent, third chunk %d bytes; want %d bytes, chunks grown to %d", f.Size, f.Chunks[2].RawSize, size, p.streamMax())
 	}
-	return int64(peak.Load()) - int64(base.HeapInuse)
+	return growth
 }
 
 // Standard input streams in bounded memory: the heap grows no further for

@@ -1,7 +1,6 @@
 package queue_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/queue/queuetest"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // The emulators this test binary started, by kind; javaErr says why the Java
@@ -157,7 +157,7 @@ func TestUnreachableEndpointIsNamed(t *testing.T) {
 // and logs each retry, waiting longer each time, until its context ends.
 func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
 	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
-	var logs syncBuffer
+	var logs teststack.SyncBuffer
 	var healthErr atomic.Value
 	c, err := queue.Dial(context.Background(), "ferry-test", slog.New(slog.NewJSONHandler(&logs, nil)),
 		queue.WithHealth(func(err error) {
@@ -209,21 +209,4 @@ func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Receive returned %v after its context ended, want nil", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
