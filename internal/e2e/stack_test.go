@@ -312,7 +312,11 @@ func (s *stack) assertClean() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("left behind: staging objects %v, %d spool files", left, len(spool))
+			names := make([]string, len(spool))
+			for i, e := range spool {
+				names[i] = e.Name()
+			}
+			s.t.Fatalf("left behind: staging objects %v, spool files %v", left, names)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -380,6 +380,9 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 		}
 		return nil, err
 	}
+	if !p.pubsub() {
+		p.spool.removeTemps(tid)
+	}
 	log.Info("transfer sealed", "files", len(m.Files), "compress_ms", m.CompressMS)
 	return m, nil
 }

@@ -50,7 +50,7 @@ type dirSpool struct{ dir string }
 func (d dirSpool) Prepare() error { return os.MkdirAll(d.dir, 0o755) }
 
 func (d dirSpool) WriteFile(name string, segs [][]byte) error {
-	fh, err := os.CreateTemp(d.dir, name+".tmp-*")
+	fh, err := os.CreateTemp(d.dir, name+spoolTemp+"*")
 	if err != nil {
 		return err
 	}
@@ -228,5 +228,22 @@ func (s *spool) removeTransfer(tid string) {
 	names, _ := s.fs.Names(prefix)
 	for _, n := range names {
 		_ = s.fs.Remove(n)
+	}
+}
+
+// spoolTemp marks the temporary name a spool file has until it is renamed
+// into place (dirSpool.WriteFile).
+const spoolTemp = ".tmp-"
+
+// removeTemps removes the temporary files of transfer tid that an earlier
+// run of the same transfer left behind when it was killed mid-write. Once
+// this run has sealed the transfer it writes no more, so any such file is
+// an orphan no worker will ever be sent.
+func (s *spool) removeTemps(tid string) {
+	names, _ := s.fs.Names(tid + "-")
+	for _, n := range names {
+		if strings.Contains(n, spoolTemp) {
+			_ = s.fs.Remove(n)
+		}
 	}
 }

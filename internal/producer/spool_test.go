@@ -220,3 +220,28 @@ func (m *markerStore) ReadAll(_ context.Context, _, name string) ([]byte, error)
 	}
 	return []byte("{}"), nil
 }
+
+// TestResubmitRemovesTheKilledRunsTemporaryFiles: a producer killed while it
+// wrote a spool file leaves the temporary file behind; the run that
+// resubmits the same transfer removes it once it has sealed, and touches
+// no other transfer's files.
+func TestResubmitRemovesTheKilledRunsTemporaryFiles(t *testing.T) {
+	spoolDir := t.TempDir()
+	tid := NewTransferID("nightly")
+	orphan := filepath.Join(spoolDir, spoolName(tid, 0, 3)+spoolTemp+"123456")
+	other := filepath.Join(spoolDir, spoolName("t20200101t000000-00000000", 0, 1)+spoolTemp+"654321")
+	for _, f := range []string{orphan, other} {
+		must(t, os.WriteFile(f, []byte("half a frame"), 0o644))
+	}
+	src := filepath.Join(t.TempDir(), "f.csv")
+	must(t, os.WriteFile(src, []byte("a,b\n1,2\n"), 0o644))
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, SpoolDir: spoolDir})
+	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20, IdempotencyKey: "nightly"})
+	must(t, err)
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("the killed run's temporary file %s is still there (%v)", filepath.Base(orphan), err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another transfer's file was touched: %v", err)
+	}
+}
