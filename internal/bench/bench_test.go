@@ -99,6 +99,8 @@ func TestGoals(t *testing.T) {
 		{Workload: SmallFiles, Tier: "files-5000", Method: "ferry-2w", Role: Ferry, Wall: 5 * time.Second, Files: 5000},
 		{Workload: SmallFiles, Tier: "files-5000", Method: GcloudRecurse, Role: Peer, Wall: 50 * time.Second, Files: 5000},
 		{Workload: Shaped, Tier: "shaped", Method: "ferry-2w", Role: Ferry, Wall: 10 * time.Second, Bytes: 200_000_000, LinkBytes: 70_000_000},
+		// Faster, but its own cap let through 8 MB/s: not the shaped goal's row, and over its own.
+		{Workload: Shaped, Tier: "shaped", Method: "ferry-1w-max-rate", Role: Ferry, Wall: 5 * time.Second, Bytes: 200_000_000, LinkBytes: 40_000_000, LinkMBps: 8},
 	}
 	gs := Goals(Group(runs), 7, "files-5000")
 	want := map[string]string{
@@ -108,6 +110,7 @@ func TestGoals(t *testing.T) {
 		"small files: ferry files/s / gcloud storage cp -r":      "met",     // 10x
 		"shaped link 7.0 MB/s: ferry raw MB/s / ideal":           "met",     // 20 of 20
 		"memory: peak RSS per ferry process":                     "not met", // worker 200 MiB
+		"--max-rate 7MB: MB/s sent over an unshaped link":        "not met", // 8 MB/s
 	}
 	got := map[string]Goal{}
 	for _, g := range gs {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -171,6 +172,10 @@ type method struct {
 	codec   string // ferry: --codec; peers: what they store
 	level   int
 	tls     bool // gsutil: needs the HTTPS listener
+	// link, when positive, replaces the plan's link rate for this method
+	// (bytes per second): a method that caps its own rate goes through a
+	// link that only measures.
+	link int64
 	// run does one repeat. It gets a fresh empty bucket.
 	run func(ctx context.Context, e *env) (Run, error)
 }
@@ -292,9 +297,9 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 		return fail(err)
 	}
 	var link *linkProxy
-	if p.link > 0 {
+	if rate := cmp.Or(m.link, p.link); p.link > 0 {
 		var err error
-		if link, err = startLink(st.GCS(), p.link, m.tls); err != nil {
+		if link, err = startLink(st.GCS(), rate, m.tls); err != nil {
 			return fail(err)
 		}
 		defer func() { _ = link.Close() }()

@@ -65,8 +65,8 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 	}
 
 	if sel := Select(rs, Shaped, ""); len(sel) > 0 {
-		f, ok := bestFerry(sel)
-		if ok {
+		f, ok := Find(sel, "ferry-2w")
+		if ok && len(f.OK) > 0 {
 			raw := f.MBps()
 			ratio := f.Median(func(r Run) float64 {
 				if r.LinkBytes <= 0 {
@@ -81,6 +81,11 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 			}
 			out = append(out, goal(fmt.Sprintf("shaped link %.1f MB/s: ferry raw MB/s / ideal", linkMBps), ">= 0.90",
 				fmt.Sprintf("%.2f (%.1f of %.1f MB/s)", q, raw, ideal), q >= 0.9, ideal > 0))
+		}
+		if m, ok := Find(sel, "ferry-1w-max-rate"); ok && len(m.OK) > 0 {
+			got := m.Median(func(r Run) float64 { return r.LinkMBps })
+			out = append(out, goal(fmt.Sprintf("--max-rate %.0fMB: MB/s sent over an unshaped link", linkMBps), fmt.Sprintf("<= %.1f", linkMBps*1.05),
+				fmt.Sprintf("%.2f", got), got <= linkMBps*1.05, got > 0))
 		}
 	}
 

@@ -28,6 +28,7 @@ type ferryOpts struct {
 	sources      []string
 	prefix       string
 	method, tier string
+	workerEnv    []string // extra variables of every worker
 }
 
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
@@ -86,7 +87,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	}
 	for i := 1; i <= o.workers; i++ {
 		name := "worker-" + strconv.Itoa(i)
-		if err := start(name, []string{filepath.Join(b.cfg.Bin, "worker")}, "FERRY_WORKER_ID="+name); err != nil {
+		if err := start(name, []string{filepath.Join(b.cfg.Bin, "worker")}, append([]string{"FERRY_WORKER_ID=" + name}, o.workerEnv...)...); err != nil {
 			stopAll()
 			return Run{}, err
 		}
@@ -332,6 +333,15 @@ func (b *Bench) shapedLink(ctx context.Context) error {
 		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
 			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
 	}
+	// --max-rate holding: one worker capped at the link's rate, through a
+	// link fast enough that only the cap can hold it there.
+	capped := fmt.Sprintf("%.0fMB", b.cfg.LinkMBps)
+	ms = append(ms, method{name: "ferry-1w-max-rate", role: Ferry, workers: 1, codec: "zstd", level: 3, link: 1e9,
+		setting: "1 worker with FERRY_MAX_RATE=" + capped + ", through an unshaped (1 GB/s) link that measures",
+		run: func(ctx context.Context, e *env) (Run, error) {
+			return b.runFerry(ctx, e, ferryOpts{workers: 1, codec: "zstd", level: 3, sources: src(), prefix: "ferry",
+				method: "ferry-1w-max-rate", tier: e.tier, workerEnv: []string{"FERRY_MAX_RATE=" + capped}})
+		}})
 	one := f
 	return b.runPlan(ctx, plan{workload: Shaped, tier: fmt.Sprintf("shaped-%.0fMBps", b.cfg.LinkMBps), methods: ms,
 		verify: verifyUpload(1, f.Size, &one, "peer/"), link: int64(b.cfg.LinkMBps * 1e6)})
