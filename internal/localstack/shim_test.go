@@ -291,3 +291,25 @@ func BenchmarkCompose(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUploadIntoAFullBucket uploads 10 KB objects into a bucket that
+// already holds 0, 1,000 and 5,000 objects: fake-gcs-server's memory
+// backend scans the bucket's objects on every write, so an upload costs more
+// the fuller the bucket is, for every client alike (the small-files
+// workload of make bench writes 5,000 objects).
+func BenchmarkUploadIntoAFullBucket(b *testing.B) {
+	data := randomBytes(10_000, 2)
+	for _, held := range []int{0, 1000, 5000} {
+		b.Run(fmt.Sprintf("holding-%d", held), func(b *testing.B) {
+			_, c := startGCS(b, GCSOptions{})
+			for i := 0; i < held; i++ {
+				put(b, c, fmt.Sprintf("held/%d", i), data)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				put(b, c, fmt.Sprintf("new/%d", i), data)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "uploads/s")
+		})
+	}
+}
