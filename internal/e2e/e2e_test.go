@@ -193,8 +193,9 @@ func TestExistingDestinationFailsClearlyAndIsUntouched(t *testing.T) {
 	}
 	before, _ := s.store.Attrs(context.Background(), s.bucket, "x/data.csv.zst")
 	second, _ := s.transfer(req)
-	if second.Status != message.StatusFailed || !strings.Contains(second.Error, "gs://"+s.bucket+"/x/data.csv.zst already exists") {
-		t.Fatalf("second transfer: status %q error %q, want failed naming the existing object", second.Status, second.Error)
+	if second.Status != message.StatusFailed || !strings.Contains(second.Error, "gs://"+s.bucket+"/x/data.csv.zst already exists") ||
+		!strings.Contains(second.Error, "-n skips objects that exist") {
+		t.Fatalf("second transfer: status %q error %q, want failed naming the existing object and the flags that would skip it", second.Status, second.Error)
 	}
 	after, _ := s.store.Attrs(context.Background(), s.bucket, "x/data.csv.zst")
 	if after.Generation != before.Generation || after.CRC32C != before.CRC32C {

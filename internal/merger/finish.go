@@ -228,7 +228,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 			case err == nil && a.Size == f.WireSize && a.CRC32C == f.WireCRC32 && a.Metadata[message.MetaTransfer] == t.id:
 				tr.done, tr.attrs = true, a // composed before a restart or a retry
 			case err == nil && !man.Overwrite:
-				return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists (overwrite was not requested)", f.Path, man.Bucket, f.Object))
+				return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)", f.Path, man.Bucket, f.Object))
 			case err != nil && !errors.Is(err, gcs.ErrNotFound):
 				return err
 			}

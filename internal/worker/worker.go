@@ -332,7 +332,7 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 	case same(c, p, b):
 		return b, true, nil
 	case p.Final && !c.Overwrite:
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested)", where(p), c.Bucket, p.Object))
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)", where(p), c.Bucket, p.Object))
 	}
 	// Replace it: a staging object of an earlier attempt (its name is
 	// this transfer's own), or a final object the request says to
