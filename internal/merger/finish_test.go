@@ -153,13 +153,7 @@ func TestSeekTableIsTheLastComponentOfAZstdFile(t *testing.T) {
 	s := newStaged(t, "m-seek", "zstd", 40, 1)
 	done := &teststack.Recorder{}
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
-	evs := s.uploadAll()
-	s.seal()
-	for _, ev := range append(evs, s.event(message.EventSealed)) {
-		if err := handle(t, m, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.finish(t, m)
 	d := dones(t, done)
 	if len(d) != 1 || d[0].Status != message.StatusOK {
 		t.Fatalf("done events %+v", d)
@@ -214,13 +208,7 @@ func TestManifestWhoseFramesDoNotAddUpFailsTheTransfer(t *testing.T) {
 	s.man.Files[0].Chunks[1].Frames[0].Wire++
 	done := &teststack.Recorder{}
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
-	evs := s.uploadAll()
-	s.seal()
-	for _, ev := range append(evs, s.event(message.EventSealed)) {
-		if err := handle(t, m, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.finish(t, m)
 	d := dones(t, done)
 	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, `file "dir/f00.csv": chunk 1: its frames hold`) {
 		t.Fatalf("done events %+v", d)
@@ -241,13 +229,7 @@ func TestSkippedFilesAppearInDoneEventAndRow(t *testing.T) {
 	done := &teststack.Recorder{}
 	rows := rowsPath(t)
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "test"})
-	evs := s.uploadAll()
-	s.seal()
-	for _, ev := range append(evs, s.event(message.EventSealed)) {
-		if err := handle(t, m, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.finish(t, m)
 	d := dones(t, done)
 	want := []string{"gs://" + s.bucket + "/out/dir/old.csv", "gs://" + s.bucket + "/out/dir/there.csv"}
 	if len(d) != 1 || d[0].FilesSkipped != 2 || strings.Join(d[0].Skipped, " ") != strings.Join(want, " ") {
@@ -299,13 +281,7 @@ func TestComposedObjectCarriesTheSourceMtime(t *testing.T) {
 	mtime := time.Date(2026, 11, 29, 22, 23, 27, 123456789, time.UTC)
 	s.man.Files[0].Mtime = mtime
 	m := New(Options{Store: s.store, Done: &teststack.Recorder{}, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
-	evs := s.uploadAll()
-	s.seal()
-	for _, ev := range append(evs, s.event(message.EventSealed)) {
-		if err := handle(t, m, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.finish(t, m)
 	f := s.man.Files[0]
 	a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
 	if err != nil {

@@ -235,6 +235,19 @@ func (s *staged) seal() {
 	}
 }
 
+// finish uploads every chunk, seals the manifest and hands m every event,
+// the sealed one last, as a transfer that goes well does.
+func (s *staged) finish(t *testing.T, m *Merger) {
+	t.Helper()
+	evs := s.uploadAll()
+	s.seal()
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (s *staged) staging() []string {
 	s.t.Helper()
 	var left []string
