@@ -224,6 +224,9 @@ func printStatus(w io.Writer, t transfers.Transfer) {
 	if t.Error != "" {
 		row("error", "%s", t.Error)
 	}
+	if t.Listing != "" {
+		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
+	}
 	_ = tw.Flush()
 	if len(t.Objects) == 0 {
 		return
@@ -235,6 +238,9 @@ func printStatus(w io.Writer, t transfers.Transfer) {
 			result.FormatBytes(float64(o.RawSize)), o.RawCRC32C)
 	}
 	_ = tw.Flush()
+	if more := t.FilesDone - len(t.Objects); more > 0 {
+		fmt.Fprintf(w, "  … and %s more in %s\n", result.Count(more, "object"), t.Listing)
+	}
 }
 
 func printList(w io.Writer, ts []transfers.Transfer) {

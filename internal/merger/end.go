@@ -39,7 +39,7 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 	} else {
 		log.Info("transfer "+status, "reason", cause)
 	}
-	return m.record(ctx, t, man, done)
+	return m.record(ctx, t, man, done, nil)
 }
 
 // newDone starts the done event of t.
@@ -48,9 +48,9 @@ func (m *Merger) newDone(t *transfer, man *message.Manifest, status string, caus
 	d := message.Done{V: message.Version, TransferID: t.id, Status: status, Destination: destination(man),
 		StartedAt: man.StartedAt, FinishedAt: now, FilesSkipped: len(man.Skipped)}
 	if cause != nil {
-		d.Error = cause.Error()
+		d.Error = message.Truncate(cause.Error(), message.MaxErrorBytes)
 	}
-	for _, s := range man.Skipped {
+	for _, s := range man.Skipped[:min(len(man.Skipped), message.MaxDoneInline)] {
 		d.Skipped = append(d.Skipped, "gs://"+man.Bucket+"/"+s.Object)
 	}
 	if !man.StartedAt.IsZero() {
@@ -60,13 +60,20 @@ func (m *Merger) newDone(t *transfer, man *message.Manifest, status string, caus
 }
 
 // record makes the end of a transfer durable and visible, in an order that
-// is safe to repeat: row (idempotent per transfer), done event, done marker,
-// staging removed. A crash between two steps repeats the earlier ones, so
-// a done event may be published twice; batch systems deduplicate done
-// events by transfer_id.
-func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest, done message.Done) error {
+// is safe to repeat: row (idempotent per transfer), listing, done event,
+// done marker, staging removed. A crash between two steps repeats the
+// earlier ones, so a done event may be published twice; batch systems
+// deduplicate done events by transfer_id. gens are the generations GCS
+// confirmed for the final objects of an ok transfer (nil otherwise).
+func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest, done message.Done, gens []int64) error {
 	if err := m.o.Sink.Write(ctx, Row(done, man, t.present, m.o.Version), ChunkRows(man, t.present)); err != nil {
 		return fmt.Errorf("write benchmark row: %w", err)
+	}
+	if len(man.Files)+len(man.Skipped) > 0 {
+		if err := m.writeListing(ctx, t.bucket, done.TransferID, man, gens); err != nil {
+			return err
+		}
+		done.Listing = "gs://" + t.bucket + "/" + message.ListingObject(done.TransferID)
 	}
 	body := message.Encode(done)
 	if err := m.o.Done.Publish(ctx, body, map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {

@@ -121,35 +121,60 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	}
 	composeMS := time.Since(composeStart).Milliseconds()
 
-	// Verify: a composed object as GCS described it after the compose; a
-	// one-chunk file as its worker reported it, which equals the manifest
-	// or was checked with GCS.
+	// Verify: a composed object as GCS described it after the compose,
+	// then every final object as a listing of the destination shows it.
 	verifyStart := time.Now()
-	objs := make([]message.DoneObject, len(man.Files))
 	for i, f := range man.Files {
-		var size int64
-		var crc uint32
-		if a, ok := composed[i]; ok {
-			if a.Size != f.WireSize || a.CRC32C != f.WireCRC32 {
-				return m.badFinal(ctx, t, &f, a, log)
-			}
-			size, crc = a.Size, a.CRC32C
-		} else {
-			s := t.present[chunkKey{i, 0}]
-			size, crc = s.Size, s.CRC32C
+		if a, ok := composed[i]; ok && (a.Size != f.WireSize || a.CRC32C != f.WireCRC32) {
+			return m.badFinal(ctx, t, &f, a, log)
 		}
-		objs[i] = message.DoneObject{Name: "gs://" + man.Bucket + "/" + f.Object, Size: size, CRC32C: crc, RawSize: f.Size, RawCRC32C: f.RawCRC32C}
+	}
+	gens, missing, err := m.confirm(ctx, t)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return m.unconfirmed(t, missing, log)
 	}
 	verifyMS := time.Since(verifyStart).Milliseconds()
 
 	done := m.newDone(t, man, message.StatusOK, nil)
-	done.Objects = objs
+	for i := range man.Files {
+		f := &man.Files[i]
+		done.Files++
+		done.Bytes += f.Size
+		done.WireBytes += f.WireSize
+		if len(done.Objects) < message.MaxDoneInline {
+			done.Objects = append(done.Objects, doneObject(man.Bucket, f, gens[i]))
+		}
+	}
 	done.Timings = message.StageTimingMS{Compress: man.CompressMS, Upload: uploadMS(t.present), Compose: composeMS, Verify: verifyMS,
 		Total: done.FinishedAt.Sub(man.StartedAt).Milliseconds()}
-	if err := m.record(ctx, t, man, done); err != nil {
+	if err := m.record(ctx, t, man, done, gens); err != nil {
 		return err
 	}
 	log.Info("transfer done", "files", len(man.Files), "total_ms", done.Timings.Total)
+	return nil
+}
+
+// unconfirmed takes back what workers reported for files GCS does not
+// hold as reported: a forged or replayed event, or an object replaced since.
+// The transfer waits for real uploads (the recheck asks GCS again) and, if
+// none comes, ends failed at FERRY_TRANSFER_TIMEOUT. A composed file that
+// the listing does not show is retried.
+func (m *Merger) unconfirmed(t *transfer, missing []int, log *slog.Logger) error {
+	man := t.manifest
+	for _, i := range missing {
+		f := &man.Files[i]
+		if len(f.Chunks) > 1 {
+			return fmt.Errorf("file %s: composed object gs://%s/%s is not in the listing of the destination with its size, crc32c and transfer", f.Path, man.Bucket, f.Object)
+		}
+		k := chunkKey{i, 0}
+		s := t.present[k]
+		log.Warn("a report names a final object GCS does not hold as reported; not counted", "file", f.Path,
+			"object", "gs://"+man.Bucket+"/"+f.Object, "worker", s.Worker, "generation", s.Generation)
+		delete(t.present, k)
+	}
 	return nil
 }
 

@@ -21,9 +21,9 @@ import (
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
-// Issue 12 §2: files of one chunk, which workers write to their final names,
-// are verified from what the workers reported: the merger makes no Attrs or
-// compose call for them (only the done marker is looked up).
+// Issue 12 §2, issue 17 §1: files of one chunk, which workers write to their
+// final names, cost no call of their own: one listing of the destination
+// confirms them all (only the done marker is looked up besides).
 func TestOneChunkFilesAreVerifiedFromWorkerReports(t *testing.T) {
 	s := newStaged(t, "m-reports", "none", 1, 1, 1, 1, 1, 1)
 	spy := newSpy(s.store)
@@ -61,6 +61,9 @@ func TestOneChunkFilesAreVerifiedFromWorkerReports(t *testing.T) {
 	}
 	if c := spy.Calls("Compose "); len(c) != 0 {
 		t.Errorf("composes for one-chunk files: %v", c)
+	}
+	if c := spy.Calls("List out/"); len(c) != 1 {
+		t.Errorf("listings of the destination %v, want 1", c)
 	}
 	r, _ := result.ReadFile(rows)
 	if len(r) != 1 || r[0].Files != 6 || r[0].Workers != 1 || r[0].RawMBps == nil {
@@ -262,8 +265,9 @@ func TestEveryWriteCarriesTheKMSKey(t *testing.T) {
 		t.Fatalf("done events %+v", d)
 	}
 	writes := append(spy.Calls("Upload "), spy.Calls("Compose ")...)
-	// progress marker, seek table, done marker; 2 intermediates, 1 final.
-	if len(writes) != 6 || len(spy.keys) != len(writes) {
+	// progress marker, seek table, listing, done marker; 2 intermediates,
+	// 1 final.
+	if len(writes) != 7 || len(spy.keys) != len(writes) {
 		t.Fatalf("writes %v", writes)
 	}
 	for i, k := range spy.keys {

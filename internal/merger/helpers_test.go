@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +93,12 @@ func (s *spyStore) Compose(ctx context.Context, bucket, dst string, srcs []strin
 	defer s.leave()
 	s.key(opt.KMSKey)
 	return s.objectStore.Compose(ctx, bucket, dst, srcs, opt)
+}
+
+func (s *spyStore) List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error {
+	s.enter("List " + prefix)
+	defer s.leave()
+	return s.objectStore.List(ctx, bucket, prefix, fn)
 }
 
 func (s *spyStore) Delete(ctx context.Context, bucket, name string) error {
@@ -291,3 +298,105 @@ func dones(t *testing.T, r *teststack.Recorder) []message.Done {
 	}
 	return out
 }
+
+// memStore is an in-memory objectStore for transfers too large for
+// fake-gcs-server's memory backend: names, bytes, metadata and
+// generations, listed in name order as GCS lists them. It is safe for
+// concurrent use.
+type memStore struct {
+	mu   sync.Mutex
+	gen  int64
+	objs map[string]memObject
+}
+
+type memObject struct {
+	body []byte
+	a    gcs.Attrs
+}
+
+func newMemStore() *memStore { return &memStore{objs: map[string]memObject{}} }
+
+func (s *memStore) put(name string, body []byte, md map[string]string) gcs.Attrs {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	a := gcs.Attrs{Name: name, Size: int64(len(body)), CRC32C: crc32c.Checksum(body), Generation: s.gen, Metadata: md, Created: time.Now()}
+	s.objs[name] = memObject{body, a}
+	return a
+}
+
+func (s *memStore) get(name string) (memObject, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objs[name]
+	if !ok {
+		return o, fmt.Errorf("%s: %w", name, gcs.ErrNotFound)
+	}
+	return o, nil
+}
+
+func (s *memStore) Attrs(_ context.Context, _, name string) (gcs.Attrs, error) {
+	o, err := s.get(name)
+	return o.a, err
+}
+
+func (s *memStore) ReadAll(_ context.Context, _, name string) ([]byte, error) {
+	o, err := s.get(name)
+	return o.body, err
+}
+
+func (s *memStore) Upload(_ context.Context, _, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return gcs.Attrs{}, err
+	}
+	if int64(len(b)) != opt.Size || crc32c.Checksum(b) != opt.CRC32C {
+		return gcs.Attrs{}, fmt.Errorf("upload %s: %w", name, gcs.ErrChecksum)
+	}
+	if _, err := s.get(name); err == nil && opt.IfAbsent {
+		return gcs.Attrs{}, fmt.Errorf("upload %s: %w", name, gcs.ErrPrecondition)
+	}
+	return s.put(name, b, opt.Metadata), nil
+}
+
+func (s *memStore) Compose(_ context.Context, _, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
+	var b []byte
+	for _, src := range srcs {
+		o, err := s.get(src)
+		if err != nil {
+			return gcs.Attrs{}, err
+		}
+		b = append(b, o.body...)
+	}
+	return s.put(dst, b, opt.Metadata), nil
+}
+
+func (s *memStore) List(_ context.Context, _, prefix string, fn func(gcs.Attrs) error) error {
+	s.mu.Lock()
+	var as []gcs.Attrs
+	for n, o := range s.objs {
+		if strings.HasPrefix(n, prefix) {
+			as = append(as, o.a)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(as, func(i, j int) bool { return as[i].Name < as[j].Name })
+	for _, a := range as {
+		if err := fn(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *memStore) Delete(_ context.Context, _, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.objs[name]; !ok {
+		return fmt.Errorf("%s: %w", name, gcs.ErrNotFound)
+	}
+	delete(s.objs, name)
+	return nil
+}
+
+var _ objectStore = (*memStore)(nil)

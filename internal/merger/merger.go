@@ -7,9 +7,14 @@
 // combining the chunks' CRC32Cs, writes the benchmark row, publishes the done
 // event, leaves a done marker and deletes the staging objects.
 //
-// What workers report they stored is trusted when it equals the manifest:
-// a one-chunk file, which a worker writes straight to its final name, costs
-// the merger no GCS call. Anything else is asked of GCS.
+// What workers report is a claim, not a proof: a report that equals the
+// manifest counts a chunk as stored, but no transfer ends ok until one
+// listing of the destination (1,000 objects a call) shows every final
+// object with the manifest's size and CRC32C and this transfer's
+// ferry-transfer metadata. A forged or stale report can delay a transfer,
+// never end it ok. The done event counts the objects and names at most
+// message.MaxDoneInline of them; a listing object beside the done marker
+// names every one, with the generation GCS reported.
 //
 // Every transfer ends: failed, cancelled or ok. A periodic sweep over the
 // staging prefix of each bucket ends transfers that made no progress for

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ferry-dev/ferry/internal/seektable"
 )
@@ -129,31 +130,83 @@ const (
 	StatusCancelled = "cancelled"
 )
 
-// Done is the one message a transfer ends with, on the done topic.
+// Done is the one message a transfer ends with, on the done topic. Its size
+// does not grow with the transfer (MaxDoneBytes): it carries counts, at most
+// MaxDoneInline objects and skipped names, and where the full listing is.
 type Done struct {
-	V           int           `json:"v"`
-	TransferID  string        `json:"transfer_id"`
-	Status      string        `json:"status"`
-	Error       string        `json:"error,omitempty"`
-	Destination string        `json:"destination"`
-	Objects     []DoneObject  `json:"objects,omitempty"`
-	StartedAt   time.Time     `json:"started_at"`
-	FinishedAt  time.Time     `json:"finished_at"`
-	Timings     StageTimingMS `json:"timings_ms"`
+	V           int    `json:"v"`
+	TransferID  string `json:"transfer_id"`
+	Status      string `json:"status"`
+	Error       string `json:"error,omitempty"`
+	Destination string `json:"destination"`
+	// Files, Bytes and WireBytes count the final objects GCS confirmed:
+	// the raw bytes they decompress to and the bytes stored. A transfer
+	// that did not end ok counts none.
+	Files     int   `json:"files"`
+	Bytes     int64 `json:"bytes"`
+	WireBytes int64 `json:"wire_bytes"`
+	// Objects are the first MaxDoneInline final objects (in manifest
+	// order); Listing, when set, is gs://BUCKET/OBJECT of the NDJSON
+	// object that names every one of them and every skipped file (one
+	// ListingEntry a line). It is kept as long as the done marker.
+	Objects    []DoneObject  `json:"objects,omitempty"`
+	Listing    string        `json:"listing,omitempty"`
+	StartedAt  time.Time     `json:"started_at"`
+	FinishedAt time.Time     `json:"finished_at"`
+	Timings    StageTimingMS `json:"timings_ms"`
 
-	// FilesSkipped counts the files the producer skipped; Skipped names
-	// their final objects (gs://bucket/object).
+	// FilesSkipped counts the files the producer did not send (see
+	// Skipped reasons); Skipped names the first MaxDoneInline of their
+	// final objects (gs://bucket/object).
 	FilesSkipped int      `json:"files_skipped,omitempty"`
 	Skipped      []string `json:"skipped,omitempty"`
 }
 
-// DoneObject is one final object of a transfer.
+// Bounds of a done event, whatever the transfer's size.
+const (
+	// MaxDoneInline is how many objects and skipped names a done event
+	// lists itself; the listing object has the rest.
+	MaxDoneInline = 100
+	// MaxErrorBytes bounds the error text of a done event, a failed
+	// event and a row.
+	MaxErrorBytes = 4 << 10
+	// MaxDoneBytes bounds an encoded done event: MaxDoneInline objects and
+	// skipped names of the longest names GCS allows, escaped, the error
+	// and the rest (TestDoneBound builds the worst case).
+	MaxDoneBytes = 1 << 20
+)
+
+// DoneObject is one final object of a transfer, as GCS confirmed it.
 type DoneObject struct {
-	Name      string `json:"name"`
-	Size      int64  `json:"size"`
-	CRC32C    uint32 `json:"crc32c"`
-	RawSize   int64  `json:"raw_size"`
-	RawCRC32C uint32 `json:"raw_crc32c"`
+	Name       string `json:"name"`
+	Size       int64  `json:"size"`
+	CRC32C     uint32 `json:"crc32c"`
+	Generation int64  `json:"generation,omitempty"`
+	RawSize    int64  `json:"raw_size"`
+	RawCRC32C  uint32 `json:"raw_crc32c"`
+}
+
+// ListingEntry is one line of a done event's listing: a final object GCS
+// confirmed, or (Skipped set) a source file that was not sent and why.
+type ListingEntry struct {
+	DoneObject
+	// Path is the source file relative to its source, for skipped files.
+	Path    string `json:"path,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Truncate shortens s to at most n bytes, on a rune boundary, marking
+// the cut: errors echo input, and what is echoed must stay small.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "… (truncated)"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 // StageTimingMS are the per-stage milliseconds of the seeds' stage table.

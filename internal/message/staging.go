@@ -39,6 +39,10 @@ const DoneRoot = ".ferry-done/"
 // transfer are recognised, and a repeated request can be answered.
 func DoneMarker(transferID string) string { return DoneRoot + transferID + ".json" }
 
+// ListingObject is where the listing of a finished transfer lives, beside
+// its done marker and removed with it.
+func ListingObject(transferID string) string { return DoneRoot + transferID + ".objects.ndjson" }
+
 // SeekTableObject is the staging object holding the seek table of file, the
 // last component of its composed final object.
 func SeekTableObject(transferID string, file int) string {

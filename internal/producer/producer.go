@@ -400,7 +400,7 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket,
-		Error: cause.Error(), At: time.Now().UTC()}
+		Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
 	err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type})
 	if err != nil {
 		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)

@@ -72,6 +72,10 @@ func New(p submitter, done publisher, o Options) *Server {
 	return &Server{p: p, done: done, o: o, log: logging.OrDiscard(o.Log)}
 }
 
+// maxDestination bounds the destination a rejection echoes: gs://, the
+// longest bucket name and the longest object name GCS allows.
+const maxDestination = 5 + 222 + 1 + 1024
+
 var unsafeID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // Handle runs one request message to the point where the fleet takes over.
@@ -153,8 +157,13 @@ func (s *Server) allowed(req producer.Request) error {
 // reports a permanent error so the message is acked (and dead-lettered).
 func (s *Server) reject(ctx context.Context, tid, dest string, cause error) error {
 	now := time.Now().UTC()
-	d := message.Done{V: message.Version, TransferID: tid, Status: message.StatusFailed, Error: cause.Error(),
-		Destination: dest, StartedAt: now, FinishedAt: now}
+	// The cause may echo the request (a path, a field name) and the
+	// destination is the request's own: both are cut to a bounded size,
+	// so the answer always fits a message.
+	d := message.Done{V: message.Version, TransferID: tid, Status: message.StatusFailed,
+		Error:       message.Truncate(cause.Error(), message.MaxErrorBytes),
+		Destination: message.Truncate(dest, maxDestination), StartedAt: now, FinishedAt: now}
+	cause = errors.New(d.Error)
 	if err := s.done.Publish(ctx, message.Encode(d), doneAttrs(d)); err != nil {
 		return fmt.Errorf("answer rejected request (%v): %w", cause, err)
 	}

@@ -182,19 +182,15 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	if done.Status != message.StatusOK {
 		return fmt.Errorf("transfer %s %s: %s", done.TransferID, done.Status, done.Error)
 	}
-	var raw int64
-	for _, o := range done.Objects {
-		raw += o.RawSize
-	}
 	skipped := ""
 	if done.FilesSkipped > 0 {
 		skipped = fmt.Sprintf(" (%s skipped)", result.Count(done.FilesSkipped, "file"))
 	}
 	size := ""
-	if len(done.Objects) > 0 {
-		size = ", " + result.FormatBytes(float64(raw))
+	if done.Files > 0 {
+		size = ", " + result.FormatBytes(float64(done.Bytes))
 	}
-	fmt.Fprintf(stderr, "transfer %s ok: %s%s in %s%s\n", done.TransferID, result.Count(len(done.Objects), "object"),
+	fmt.Fprintf(stderr, "transfer %s ok: %s%s in %s%s\n", done.TransferID, result.Count(done.Files, "object"),
 		size, result.FormatMS(done.Timings.Total), skipped)
 	return nil
 }

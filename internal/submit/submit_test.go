@@ -13,7 +13,7 @@ import (
 // cause; --json prints the done event on stdout either way.
 func TestReport(t *testing.T) {
 	var out, errOut bytes.Buffer
-	ok := message.Done{TransferID: "t1", Status: message.StatusOK, FilesSkipped: 3,
+	ok := message.Done{TransferID: "t1", Status: message.StatusOK, FilesSkipped: 3, Files: 1, Bytes: 2_000_000,
 		Objects: []message.DoneObject{{Name: "gs://b/x.zst", RawSize: 2_000_000}}, Timings: message.StageTimingMS{Total: 1500}}
 	if err := Report(&out, &errOut, ok, false); err != nil || out.Len() != 0 {
 		t.Fatalf("Report = %v, stdout %q", err, out.String())

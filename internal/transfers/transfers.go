@@ -75,8 +75,11 @@ type Transfer struct {
 	Error        string    `json:"error,omitempty"`
 	StartedAt    time.Time `json:"started_at,omitzero"`
 	FinishedAt   time.Time `json:"finished_at,omitzero"`
-	// Objects are the final objects of an ended transfer.
+	// Objects are final objects of an ended transfer: those its done
+	// event names itself (at most message.MaxDoneInline); Listing is
+	// gs://BUCKET/OBJECT of the NDJSON object that names every one.
 	Objects []Object `json:"objects,omitempty"`
+	Listing string   `json:"listing,omitempty"`
 }
 
 // Ended reports whether the transfer has ended, either way.
@@ -149,25 +152,16 @@ func readDone(ctx context.Context, s objectStore, bucket, id string) (message.Do
 	return d, nil
 }
 
-// fromDone is an ended transfer; objects lists its final objects.
+// fromDone is an ended transfer; objects lists the final objects the done
+// event names itself (at most message.MaxDoneInline; Listing has them all).
 func fromDone(d message.Done, objects bool) Transfer {
 	t := Transfer{ID: d.TransferID, State: d.Status, Destination: d.Destination, Error: d.Error,
-		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Files: len(d.Objects), FilesDone: len(d.Objects)}
-	for _, o := range d.Objects {
-		t.Bytes += o.RawSize
-		if objects {
+		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Files: d.Files, FilesDone: d.Files,
+		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing}
+	if objects {
+		for _, o := range d.Objects {
 			t.Objects = append(t.Objects, Object{Name: o.Name, Size: o.Size, CRC32C: crc32c.Base64(o.CRC32C),
 				RawSize: o.RawSize, RawCRC32C: crc32c.Base64(o.RawCRC32C)})
-		}
-	}
-	if d.Status == message.StatusOK {
-		t.BytesDone = t.Bytes
-	} else {
-		// The objects of a transfer that did not end ok are those it
-		// finished; the totals are not known.
-		t.Files, t.Bytes = 0, 0
-		for _, o := range d.Objects {
-			t.BytesDone += o.RawSize
 		}
 	}
 	return t

@@ -216,7 +216,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 // acked; an error here is transient, and the message is redelivered.
 func (w *Worker) reportFailure(ctx context.Context, c *message.Chunk, cause error) error {
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: c.TransferID, Bucket: c.Bucket,
-		Worker: w.o.ID, Error: cause.Error(), At: time.Now().UTC()}
+		Worker: w.o.ID, Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
 	if err := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
 		return fmt.Errorf("report failure (%v): %w", cause, err)
 	}

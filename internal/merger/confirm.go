@@ -1,0 +1,115 @@
+package merger
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// confirm asks GCS about every final object of t's manifest with one
+// listing of the destination prefix (1,000 objects per call), so that a
+// transfer ends ok only over bytes GCS itself holds: an object counts when
+// its name, size and CRC32C are the manifest's and its ferry-transfer
+// metadata is t's. An event is a claim, this is the proof; an object of
+// another transfer or an older version never counts.
+//
+// It returns the generation GCS reported for each file (by manifest index)
+// and the files it could not confirm. Memory is one index and one
+// generation per file, whatever the destination holds.
+func (m *Merger) confirm(ctx context.Context, t *transfer) (gens []int64, missing []int, err error) {
+	man := t.manifest
+	order := make([]int32, len(man.Files)) // file indexes sorted by object name
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(man.Files[a].Object, man.Files[b].Object) })
+	gens = make([]int64, len(man.Files))
+	prefix := ""
+	if man.Prefix != "" {
+		prefix = man.Prefix + "/"
+	}
+	err = m.o.Store.List(ctx, t.bucket, prefix, func(a gcs.Attrs) error {
+		j, ok := slices.BinarySearchFunc(order, a.Name, func(i int32, name string) int { return strings.Compare(man.Files[i].Object, name) })
+		if !ok {
+			return nil
+		}
+		f := &man.Files[order[j]]
+		if a.Size == f.WireSize && a.CRC32C == f.WireCRC32 && a.Metadata[message.MetaTransfer] == t.id {
+			gens[order[j]] = a.Generation
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("confirm the final objects: list gs://%s/%s: %w", t.bucket, prefix, err)
+	}
+	for i, g := range gens {
+		if g == 0 {
+			missing = append(missing, i)
+		}
+	}
+	return gens, missing, nil
+}
+
+// writeListing writes the listing of a finished transfer: one
+// message.ListingEntry a line for every final object GCS confirmed (gens,
+// by manifest index; nil for none) and every skipped file. It is spooled
+// to a temporary file, not held in memory, so a million files cost the
+// merger disk, not RAM.
+func (m *Merger) writeListing(ctx context.Context, bucket, tid string, man *message.Manifest, gens []int64) error {
+	tmp, err := os.CreateTemp("", "ferry-listing-*.ndjson")
+	if err != nil {
+		return fmt.Errorf("listing of transfer %s: %w", tid, err)
+	}
+	defer func() { _ = tmp.Close(); _ = os.Remove(tmp.Name()) }()
+	h := crc32c.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(tmp, h), 1<<16)
+	enc := json.NewEncoder(bw)
+	for i, g := range gens {
+		f := &man.Files[i]
+		if g == 0 {
+			continue
+		}
+		if err := enc.Encode(message.ListingEntry{DoneObject: doneObject(man.Bucket, f, g)}); err != nil {
+			return fmt.Errorf("listing of transfer %s: %w", tid, err)
+		}
+	}
+	for _, s := range man.Skipped {
+		e := message.ListingEntry{DoneObject: message.DoneObject{Name: "gs://" + man.Bucket + "/" + s.Object}, Path: s.Path, Skipped: s.Reason}
+		if err := enc.Encode(e); err != nil {
+			return fmt.Errorf("listing of transfer %s: %w", tid, err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("listing of transfer %s: %w", tid, err)
+	}
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return fmt.Errorf("listing of transfer %s: %w", tid, err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("listing of transfer %s: %w", tid, err)
+	}
+	_, err = m.o.Store.Upload(ctx, bucket, message.ListingObject(tid), tmp, gcs.UploadOptions{
+		Size: size, CRC32C: h.Sum32(), ContentType: "application/x-ndjson", KMSKey: m.o.Buckets.KMSKey,
+		Metadata: map[string]string{message.MetaTransfer: tid},
+	})
+	if err != nil {
+		return fmt.Errorf("write the listing of transfer %s: %w", tid, err)
+	}
+	return nil
+}
+
+// doneObject is file f's final object as the done event and listing name it.
+func doneObject(bucket string, f *message.File, gen int64) message.DoneObject {
+	return message.DoneObject{Name: "gs://" + bucket + "/" + f.Object, Size: f.WireSize, CRC32C: f.WireCRC32, Generation: gen,
+		RawSize: f.Size, RawCRC32C: f.RawCRC32C}
+}

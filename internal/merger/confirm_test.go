@@ -1,0 +1,162 @@
+package merger
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// forged is a chunk event with the manifest's size and CRC32C of file i,
+// as anyone who can read .ferry/<id>/manifest.json can publish it.
+func (s *staged) forged(i int) message.Event {
+	f := s.man.Files[i]
+	return s.event(message.EventChunk, message.EventPart{File: i, Object: f.Object, Generation: 1, Size: f.WireSize,
+		CRC32C: f.WireCRC32, RawBytes: f.Size, Created: time.Now(), Attempt: 1})
+}
+
+// Issue 17 §1: a forged event for a one-chunk file whose object does not
+// exist does not end the transfer ok; the real upload then does, and the
+// done event carries the generation GCS reported, not the forger's.
+func TestForgedEventForAMissingObjectDoesNotEndOK(t *testing.T) {
+	s := newStaged(t, "m-forge-missing", "none", 1, 1)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	real := s.upload(1, 0)
+	s.seal()
+	for _, ev := range []message.Event{s.event(message.EventChunk, real), s.forged(0), s.event(message.EventSealed)} {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := dones(t, done); len(d) != 0 {
+		t.Fatalf("done events %+v over an object that does not exist", d)
+	}
+	p := s.upload(0, 0)
+	if err := handle(t, m, s.event(message.EventChunk, p)); err != nil {
+		t.Fatal(err)
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Files != 2 {
+		t.Fatalf("done events %+v", d)
+	}
+	if got := d[0].Objects[0]; got.Generation != p.Generation || got.Generation == 1 {
+		t.Errorf("done object %+v: generation %d, GCS has %d", got, got.Generation, p.Generation)
+	}
+}
+
+// Issue 17 §1: an object under the final name that another transfer wrote,
+// or an older version (--overwrite), never counts, even with a forged event
+// that claims the manifest's size and CRC32C.
+func TestForgedEventOverAnotherTransfersObjectDoesNotEndOK(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes func(s *staged) []byte
+	}{
+		{"same bytes, other transfer", func(s *staged) []byte { return s.wire[0][0] }},
+		{"older version", func(*staged) []byte { return []byte("the 59 bytes of an older version of this file") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStaged(t, "m-forge-other", "none", 1)
+			s.man.Overwrite = true
+			b := tc.bytes(s)
+			if _, err := s.store.Upload(context.Background(), s.bucket, s.man.Files[0].Object, bytes.NewReader(b), gcs.UploadOptions{
+				Size: int64(len(b)), CRC32C: crc32c.Checksum(b), Metadata: message.FinalMetadata("tid-other", int64(len(b)), 0, "none")}); err != nil {
+				t.Fatal(err)
+			}
+			done := &teststack.Recorder{}
+			m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+			s.seal()
+			for _, ev := range []message.Event{s.event(message.EventSealed), s.forged(0)} {
+				if err := handle(t, m, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := dones(t, done); len(d) != 0 {
+				t.Fatalf("done events %+v over an object of another transfer", d)
+			}
+		})
+	}
+}
+
+// Issue 16 §1: a done event does not grow with the transfer. The worst case
+// (every inline name as long as GCS allows and full of characters JSON
+// escapes, the longest error) stays under message.MaxDoneBytes.
+func TestDoneBound(t *testing.T) {
+	long := "gs://" + strings.Repeat("b", 222) + "/" + strings.Repeat("\u2028<", 1024/4)
+	d := message.Done{V: message.Version, TransferID: strings.Repeat("t", 64), Status: message.StatusFailed,
+		Error: message.Truncate(strings.Repeat("\x01", 10<<20), message.MaxErrorBytes), Destination: long,
+		Listing: long, Files: 1 << 30, Bytes: 1 << 62, WireBytes: 1 << 62, FilesSkipped: 1 << 30}
+	for range message.MaxDoneInline {
+		d.Objects = append(d.Objects, message.DoneObject{Name: long, Size: 1 << 62, CRC32C: 1<<32 - 1, Generation: 1 << 62, RawSize: 1 << 62, RawCRC32C: 1<<32 - 1})
+		d.Skipped = append(d.Skipped, long)
+	}
+	if n := len(message.Encode(d)); n > message.MaxDoneBytes {
+		t.Fatalf("worst-case done event is %d bytes, over MaxDoneBytes=%d", n, message.MaxDoneBytes)
+	}
+}
+
+// Issue 16 §1: a transfer of 200,000 files ends with a done event under its
+// bound that counts them all, and a listing object that names every one.
+// The store is memStore: fake-gcs-server's memory backend scans its bucket
+// on every write, which makes 200,000 objects quadratic.
+func TestTwoHundredThousandFilesEndWithABoundedDoneEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const n = 200_000
+	st := newMemStore()
+	man := message.Manifest{V: message.Version, TransferID: "tid-200k", Sealed: true, Bucket: "bkt", Prefix: "tree", Method: "test",
+		Codec: "none", ChunkSize: 1 << 20, StartedAt: time.Now().UTC()}
+	for i := range n {
+		body := []byte(strings.Repeat("x", i%17))
+		obj := "tree/" + strings.Repeat("d/", i%5) + time.Duration(i).String() + ".txt"
+		f := message.File{Path: obj, Object: obj, Size: int64(len(body)), RawCRC32C: crc32c.Checksum(body),
+			WireSize: int64(len(body)), WireCRC32: crc32c.Checksum(body)}
+		f.Chunks = []message.ChunkInfo{{Object: obj, RawSize: f.Size, RawCRC32C: f.RawCRC32C, WireSize: f.WireSize, WireCRC32C: f.WireCRC32}}
+		man.Files = append(man.Files, f)
+		st.put(obj, body, message.FinalMetadata(man.TransferID, f.Size, f.RawCRC32C, "none"))
+	}
+	st.put(message.ManifestObject(man.TransferID), message.Encode(man), nil)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: st, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: man.TransferID, Bucket: "bkt", At: time.Now()}
+	if err := handle(t, m, ev); err != nil {
+		t.Fatal(err)
+	}
+	msgs := done.Messages()
+	if len(msgs) != 1 || len(msgs[0].Data) > message.MaxDoneBytes {
+		t.Fatalf("%d done events; the first is %d bytes", len(msgs), len(msgs[0].Data))
+	}
+	d := dones(t, done)[0]
+	if d.Status != message.StatusOK || d.Files != n || len(d.Objects) != message.MaxDoneInline || d.Listing != "gs://bkt/"+message.ListingObject(man.TransferID) {
+		t.Fatalf("done event: status %s, %d files, %d inline, listing %q", d.Status, d.Files, len(d.Objects), d.Listing)
+	}
+	body, err := st.ReadAll(context.Background(), "bkt", message.ListingObject(man.TransferID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		var e message.ListingEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		named[e.Name] = e.Generation != 0
+	}
+	for _, f := range man.Files {
+		if !named["gs://bkt/"+f.Object] {
+			t.Fatalf("listing does not name %s with a generation (%d entries)", f.Object, len(named))
+		}
+	}
+	t.Logf("done event %d bytes, listing %d bytes for %d files", len(msgs[0].Data), len(body), n)
+}
