@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +30,10 @@ type submitFlags struct {
 	wait, json                                 bool
 	timeout                                    time.Duration
 	labels                                     labels
+	followLinks, ignoreLinks, skipUnreadable   bool
+	filters                                    []plan.Filter
+	filesFrom                                  string
+	dryRun                                     bool
 }
 
 func submitCommand() *cobra.Command {
@@ -50,6 +56,24 @@ chunks start at --chunk-size and double every FERRY_MAX_CHUNKS/16 chunks up to
 what that memory (or, with FERRY_TRANSPORT=pubsub, FERRY_MESSAGE_MAX) allows,
 so the longest stream is about 73 GB at the defaults (9.37 GB with
 FERRY_TRANSPORT=pubsub); a longer one fails, naming the variables to raise.
+
+Inside a directory, links to files are followed and links to directories
+skipped (as gcloud storage cp -r does); -L follows those too, skipping a
+link back to a directory being walked, and --ignore-symlinks skips every
+link. FIFOs, sockets and devices are skipped, never opened. Each skipped file
+is counted in the done event and named, with its reason, in the transfer's
+listing (gs://BUCKET/.ferry-done/ID.objects.ndjson). A file that cannot be
+read fails the transfer before anything is sealed, naming the file, unless
+--skip-unreadable. A file that changes while it is read (size, mtime or
+ctime) fails the transfer: a torn file is never stored.
+
+--exclude and --include take rsync's patterns, matched on the path inside
+the source directory, first match wins: --include '*/' --include '*.csv'
+--exclude '*' sends only CSV files. --files-from FILE (- for standard input)
+sends exactly the paths it lists, one a line, relative to the one SOURCE
+directory. --dry-run walks, filters and checks the destination as a real run
+would, prints what would be sent and skipped with totals (--json: one JSON
+object a line), and sends nothing.
 
 -n skips files whose final object exists. --skip-unchanged skips files whose
 final object has the source's size and mtime (ferry-raw-size, ferry-mtime:
@@ -82,11 +106,20 @@ or configuration error.`,
 	fs.BoolVar(&f.checksum, "checksum", false, "with --skip-unchanged, compare size and CRC32C instead of mtime: reads every file of the same size")
 	fs.BoolVarP(&f.recur, "recursive", "r", false, "accepted for gcloud habits: directories are always copied recursively")
 	fs.Var(&f.maxRate, "max-rate", "most bytes per second this producer sends, e.g. 7MB (default FERRY_MAX_RATE, 0: no limit)")
+	fs.BoolVarP(&f.followLinks, "follow-symlinks", "L", false, "follow links to directories too (a link back to a directory being walked is skipped)")
+	fs.BoolVar(&f.ignoreLinks, "ignore-symlinks", false, "skip every symbolic link inside a directory")
+	fs.BoolVar(&f.skipUnreadable, "skip-unreadable", false, "skip files and directories that cannot be read instead of failing the transfer")
+	fs.Var(&filterFlag{&f.filters, false}, "exclude", "skip paths matching this rsync pattern (repeatable; with --include, the first match wins)")
+	fs.Var(&filterFlag{&f.filters, true}, "include", "send paths matching this rsync pattern even if a later --exclude matches (repeatable)")
+	fs.StringVar(&f.filesFrom, "files-from", "", "send only the paths listed in this file (- for standard input), one a line, relative to the one SOURCE directory")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent and skipped, with totals; send and write nothing")
 	fs.BoolVar(&f.wait, "wait", false, "block until the done event; exit 0 only on success")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long, whatever the command is doing (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "with --wait, print the done event as JSON on stdout")
 	cmd.MarkFlagsMutuallyExclusive("overwrite", "no-clobber")
 	cmd.MarkFlagsMutuallyExclusive("no-clobber", "skip-unchanged")
+	cmd.MarkFlagsMutuallyExclusive("follow-symlinks", "ignore-symlinks")
+	cmd.MarkFlagsMutuallyExclusive("dry-run", "wait")
 	return cmd
 }
 
@@ -96,8 +129,8 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 	if len(args) < 2 {
 		return producer.Request{}, cli.Usagef("submit needs at least one SOURCE and a gs://BUCKET/PREFIX destination")
 	}
-	if f.json && !f.wait {
-		return producer.Request{}, cli.Usagef("--json prints the done event, so it needs --wait")
+	if f.json && !f.wait && !f.dryRun {
+		return producer.Request{}, cli.Usagef("--json prints the done event, so it needs --wait (or --dry-run)")
 	}
 	if f.timeout < 0 {
 		return producer.Request{}, cli.Usagef("--timeout %s: want 0 (no limit) or more", f.timeout)
@@ -129,7 +162,24 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 		ChunkSize: int64(f.chunkSize), Method: f.method, Labels: f.labels, IdempotencyKey: f.key,
 		Overwrite: f.overwrite, NoClobber: f.noClobber, SkipUnchanged: f.skipUnchanged, Checksum: f.checksum,
 	}
+	req.Selection = plan.Selection{Symlinks: plan.SymlinksFiles, SkipUnreadable: f.skipUnreadable, Filters: f.filters}
+	switch {
+	case f.followLinks:
+		req.Selection.Symlinks = plan.SymlinksFollow
+	case f.ignoreLinks:
+		req.Selection.Symlinks = plan.SymlinksIgnore
+	}
+	if f.filesFrom != "" {
+		list, err := readFilesFrom(cmd, f.filesFrom)
+		if err != nil {
+			return producer.Request{}, cli.Usagef("--files-from: %w", err)
+		}
+		req.Selection.FilesFrom = list
+	}
 	if plan.IsStdin(req.Sources) {
+		if f.filesFrom == "-" {
+			return producer.Request{}, cli.Usagef("--files-from - and SOURCE - both want standard input")
+		}
 		req.Stdin = cmd.InOrStdin()
 	}
 	if err := producer.Validate(req); err != nil {
@@ -149,9 +199,53 @@ func submit(ctx context.Context, cmd *cobra.Command, f *submitFlags, args []stri
 		return err
 	}
 	return submitpkg.Run(ctx, &cfg, submitpkg.Options{
-		Request: req, Wait: f.wait, JSON: f.json, Timeout: f.timeout, MaxRate: int64(f.maxRate),
+		Request: req, Wait: f.wait, JSON: f.json, DryRun: f.dryRun, Timeout: f.timeout, MaxRate: int64(f.maxRate),
 		Version: version, ID: hostID(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 	})
+}
+
+// filterFlag is --exclude or --include: both append to one list, so the
+// rules keep the order they were given in, as rsync's do.
+type filterFlag struct {
+	rules   *[]plan.Filter
+	include bool
+}
+
+func (f *filterFlag) String() string { return "" }
+func (f *filterFlag) Type() string   { return "PATTERN" }
+func (f *filterFlag) Set(s string) error {
+	r, err := plan.NewFilter(f.include, s)
+	if err != nil {
+		return err
+	}
+	*f.rules = append(*f.rules, r)
+	return nil
+}
+
+// readFilesFrom reads a --files-from list: one path a line, blank lines
+// ignored.
+func readFilesFrom(cmd *cobra.Command, name string) ([]string, error) {
+	var r io.Reader = cmd.InOrStdin()
+	if name != "-" {
+		fh, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer fh.Close()
+		r = fh
+	}
+	list := []string{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		if line := strings.TrimRight(sc.Text(), "\r"); line != "" {
+			list = append(list, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return list, nil
 }
 
 // labels is the repeatable --label KEY=VALUE.

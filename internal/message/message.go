@@ -82,8 +82,12 @@ type Manifest struct {
 	FerryVer    string            `json:"ferry_version,omitempty"`
 	ContentType string            `json:"content_type"`
 	// Skipped are the files the producer did not send: their final object
-	// was there already (-n/--no-clobber) or unchanged (--skip-unchanged).
+	// was there already (-n/--no-clobber) or unchanged (--skip-unchanged),
+	// or the walk skipped them (a link, a FIFO, a socket, a device, an
+	// unreadable file: plan.Skip reasons).
 	Skipped []Skipped `json:"skipped,omitempty"`
+	// Symlinks is what the walk did with links: files, follow or ignore.
+	Symlinks string `json:"symlinks,omitempty"`
 }
 
 // Skipped is a source file the producer skipped, and why.

@@ -27,6 +27,17 @@ type Request struct {
 	SkipUnchanged bool   `json:"skip_unchanged,omitempty"`
 	Checksum      bool   `json:"checksum,omitempty"`
 	Method        string `json:"method,omitempty"`
+	// Symlinks: "files" (the default: follow links to files, skip links
+	// to directories), "follow" (-L) or "ignore" (--ignore-symlinks).
+	// SkipUnreadable skips what cannot be read instead of failing.
+	Symlinks       string `json:"symlinks,omitempty"`
+	SkipUnreadable bool   `json:"skip_unreadable,omitempty"`
+	// Filters are rsync-style rules, first match wins: "- PATTERN"
+	// excludes, "+ PATTERN" includes (--exclude, --include).
+	Filters []string `json:"filters,omitempty"`
+	// Files, when set, are the only paths sent, each relative to the one
+	// source directory (--files-from).
+	Files []string `json:"files,omitempty"`
 	// Labels are free-form and end up in the benchmark row.
 	Labels map[string]string `json:"labels,omitempty"`
 	// IdempotencyKey: the same key always names the same transfer, so a

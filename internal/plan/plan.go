@@ -23,6 +23,8 @@ type Spec struct {
 	// Roots, when set, confine the sources: every file's resolved path
 	// (links and ".." followed) must lie under one of them.
 	Roots []string
+	// Selection: links, unreadable files, filters and --files-from.
+	Selection Selection
 }
 
 // Plan is a validated Spec: the files, their objects and chunk sizes.
@@ -31,6 +33,18 @@ type Plan struct {
 	Codec codec.Codec
 	Level int
 	Files []File
+	// Skipped are what the walk found and did not take (links, FIFOs,
+	// sockets, devices, unreadable files), each with its final object's
+	// name; Excluded counts what the filters left out.
+	Skipped  []Skipped
+	Excluded int
+	Symlinks Symlinks
+}
+
+// Skipped is one skipped file and the object it would have become.
+type Skipped struct {
+	Skip
+	Object string
 }
 
 // File is one source file and how it travels.
@@ -73,12 +87,15 @@ func New(s Spec, l Limits) (*Plan, error) {
 			return nil, err
 		}
 	}
-	files, err := walk(s.Sources, conf)
+	w, err := walk(s.Sources, conf, s.Selection)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Dest: dest, Codec: c, Level: level, Files: make([]File, len(files))}
-	for i, f := range files {
+	p := &Plan{Dest: dest, Codec: c, Level: level, Files: make([]File, len(w.files)), Excluded: w.excluded, Symlinks: w.sel.Symlinks}
+	for _, k := range w.skipped {
+		p.Skipped = append(p.Skipped, Skipped{Skip: k, Object: dest.Object(k.Rel, c.Ext())})
+	}
+	for i, f := range w.files {
 		obj := dest.Object(f.Rel, c.Ext())
 		if err := checkName(obj); err != nil {
 			return nil, fmt.Errorf("source %s: object name: %w", f.Path, err)
@@ -141,12 +158,12 @@ func Resolve(sources []string, destination string, c codec.Codec) (Destination, 
 	if c, _, err = codecLevel(c, 0); err != nil {
 		return Destination{}, nil, err
 	}
-	files, err := walk(sources, nil)
+	w, err := walk(sources, nil, Selection{})
 	if err != nil {
 		return Destination{}, nil, err
 	}
-	out := make([]Resolved, len(files))
-	for i, f := range files {
+	out := make([]Resolved, len(w.files))
+	for i, f := range w.files {
 		out[i] = Resolved{Path: f.Path, Object: dest.Object(f.Rel, c.Ext()), Size: f.Size}
 	}
 	return dest, out, nil

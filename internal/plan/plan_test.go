@@ -127,6 +127,8 @@ func TestBadRequestsNameTheInput(t *testing.T) {
 	file := filepath.Join(dir, "f.csv")
 	must(t, os.WriteFile(file, []byte("x"), 0o644))
 	must(t, os.Symlink(dir, filepath.Join(dir, "loop")))
+	must(t, os.WriteFile(filepath.Join(dir, "back\\slash.txt"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, ".x.ferry-part"), []byte("x"), 0o644))
 	tests := []struct {
 		name string
 		s    Spec
@@ -143,7 +145,8 @@ func TestBadRequestsNameTheInput(t *testing.T) {
 		{"level", Spec{Sources: []string{file}, Destination: "gs://bkt/p", Codec: codec.Gzip, Level: 12}, "level 12"},
 		{"chunk 0", Spec{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: -1}, "chunk size -1"},
 		{"chunk absurd", Spec{Sources: []string{file}, Destination: "gs://bkt/p", ChunkSize: 1 << 40}, "chunk size"},
-		{"symlink loop", Spec{Sources: []string{dir}, Destination: "gs://bkt/p"}, "loop"},
+		{"backslash", Spec{Sources: []string{filepath.Join(dir, "back\\slash.txt")}, Destination: "gs://bkt/p"}, "backslash"},
+		{"restore's temporary name", Spec{Sources: []string{filepath.Join(dir, ".x.ferry-part")}, Destination: "gs://bkt/p"}, "reserved"},
 		{"no source", Spec{Destination: "gs://bkt/p"}, "no source"},
 	}
 	for _, tc := range tests {

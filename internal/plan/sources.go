@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"sort"
 	"strings"
+	"syscall"
 )
 
 // SourceFile is one file to transfer, as the walk found it.
@@ -17,6 +16,11 @@ type SourceFile struct {
 	Rel  string // relative path, slash separated: the object name under the prefix
 	Size int64
 	Mod  int64 // modification time, UnixNano, to detect changes while reading
+	// Ino and Ctime (UnixNano) are the inode and change time the walk saw:
+	// a reader refuses a file that was replaced, or changed even with its
+	// mtime set back.
+	Ino   uint64
+	Ctime int64
 	// Root and InRoot are set when sources are confined (Spec.Roots): the
 	// root the file's resolved path lies under, and that path relative to
 	// it. Open reads such a file through an os.Root, so a link swapped in
@@ -24,112 +28,48 @@ type SourceFile struct {
 	Root, InRoot string
 }
 
-// Open opens the file for reading: through its root when it has one.
+// Open opens the file for reading, through its root when it has one, and
+// without blocking: a FIFO or device swapped in after planning opens at once
+// and is refused, never read (a blocking open of a FIFO waits in the kernel
+// for a writer, past every deadline and signal). What is opened must still
+// be the regular file the walk saw: the same inode.
 func (f SourceFile) Open() (*os.File, error) {
+	const flags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	var fh *os.File
+	var err error
 	if f.Root == "" {
-		return os.Open(f.Path)
+		fh, err = os.OpenFile(f.Path, flags, 0)
+	} else {
+		var r *os.Root
+		if r, err = os.OpenRoot(f.Root); err != nil {
+			return nil, err
+		}
+		fh, err = r.OpenFile(f.InRoot, flags, 0)
+		_ = r.Close()
 	}
-	r, err := os.OpenRoot(f.Root)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = r.Close() }()
-	return r.Open(f.InRoot)
+	st, err := fh.Stat()
+	switch {
+	case err != nil:
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("%w: it is now a %s, not the regular file planned; not read", ErrChanged, typeName(st.Mode()))
+	default:
+		if ino, _ := statID(st); f.Ino != 0 && ino != f.Ino {
+			err = fmt.Errorf("%w: replaced by another file (inode %d, planned %d)", ErrChanged, ino, f.Ino)
+		}
+	}
+	if err != nil {
+		_ = fh.Close()
+		return nil, err
+	}
+	return fh, nil
 }
 
-// walk expands sources into files. A file keeps its base name; a directory
-// is walked recursively and keeps its own name as the first path element, as
-// gsutil cp -r does. Symlinked files are followed; symlinked directories are
-// not (that is how loops are avoided) and are reported. With a confiner,
-// every file's resolved path must lie under one of its roots.
-func walk(sources []string, conf *confiner) ([]SourceFile, error) {
-	if len(sources) == 0 {
-		return nil, errors.New("no source given")
-	}
-	var files []SourceFile
-	seen := map[string]string{}
-	add := func(p, rel string, fi fs.FileInfo) error {
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("source %s: not a regular file (%s)", p, fi.Mode().Type())
-		}
-		if err := checkName(rel); err != nil {
-			return fmt.Errorf("source %s: %w", p, err)
-		}
-		if prev, dup := seen[rel]; dup {
-			return fmt.Errorf("sources %s and %s would both become object %q", prev, p, rel)
-		}
-		f := SourceFile{Path: p, Rel: rel, Size: fi.Size(), Mod: fi.ModTime().UnixNano()}
-		if conf != nil {
-			var err error
-			if f.Root, f.InRoot, err = conf.place(p); err != nil {
-				return err
-			}
-		}
-		seen[rel] = p
-		files = append(files, f)
-		return nil
-	}
-	for _, src := range sources {
-		walkFrom := src
-		if conf != nil {
-			// Check the source itself before looking inside it, and walk
-			// its resolved path, so no link or ".." in it is followed
-			// after the check.
-			root, in, err := conf.place(src)
-			if err != nil {
-				return nil, err
-			}
-			walkFrom = filepath.Join(root, in)
-		}
-		fi, err := os.Stat(walkFrom)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
-		}
-		if !fi.IsDir() {
-			if err := add(src, filepath.Base(filepath.Clean(src)), fi); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		base := filepath.Base(filepath.Clean(src))
-		if base == "." || base == "/" || base == ".." {
-			base = ""
-		}
-		root := filepath.Clean(walkFrom)
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
-			}
-			if d.IsDir() {
-				return nil
-			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			rel = path.Join(base, filepath.ToSlash(rel))
-			info, err := d.Info()
-			if err != nil {
-				return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
-			}
-			if d.Type()&fs.ModeSymlink != 0 {
-				info, err = os.Stat(p) // follow
-				if err != nil {
-					return fmt.Errorf("source %s: symlink cannot be followed: %w", p, unwrapPathErr(err))
-				}
-				if info.IsDir() {
-					return fmt.Errorf("source %s: symlink to a directory; ferry does not follow those (they can loop)", p)
-				}
-			}
-			return add(p, rel, info)
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	sort.SliceStable(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
-	return files, nil
-}
+// ErrChanged: a source file is not what the walk saw, or changed while it
+// was read. Its transfer fails: a torn or swapped file is never stored.
+var ErrChanged = errors.New("changed after planning")
 
 // confiner keeps sources under a set of root directories.
 type confiner struct {

@@ -18,7 +18,7 @@ func newManifest(req Request, pl *plan.Plan, tid string, started time.Time, prod
 		V: message.Version, TransferID: tid, Bucket: pl.Dest.Bucket, Prefix: pl.Dest.Prefix,
 		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.Codec), Level: pl.Level,
 		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, StartedAt: started, ProducerID: producerID,
-		ContentType: pl.Codec.ContentType(), Files: make([]message.File, len(pl.Files)),
+		ContentType: pl.Codec.ContentType(), Files: make([]message.File, len(pl.Files)), Symlinks: string(pl.Symlinks),
 	}
 	for i, f := range pl.Files {
 		m.Files[i] = message.File{

@@ -66,6 +66,9 @@ type Request struct {
 	NoClobber     bool
 	SkipUnchanged bool
 	Checksum      bool
+	// Selection is what the walk does with links and unreadable files,
+	// and which files it sends (filters, --files-from); see plan.Selection.
+	Selection plan.Selection
 	// Stdin is read when the one source is "-" (plan.Stdin): producer
 	// submit sets it to standard input; a request over Pub/Sub never has
 	// one.
@@ -74,7 +77,7 @@ type Request struct {
 
 func (r Request) spec() plan.Spec {
 	return plan.Spec{Sources: r.Sources, Destination: r.Destination, Codec: r.Codec, Level: r.Level,
-		ChunkSize: r.ChunkSize, Roots: r.SourceRoots}
+		ChunkSize: r.ChunkSize, Roots: r.SourceRoots, Selection: r.Selection}
 }
 
 // NewTransferID returns the id of a transfer: derived from the idempotency key
@@ -113,6 +116,14 @@ type InputError struct{ Err error }
 
 func (e *InputError) Error() string { return e.Err.Error() }
 func (e *InputError) Unwrap() error { return e.Err }
+
+// SourceError is a source file that could not be read whole as planned:
+// unreadable, vanished, swapped for something else or changed while it was
+// read. It names the file; the transport had no part in it.
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
 
 // AlreadyDoneError is returned by Submit when the request's idempotency key
 // names a transfer that has already ended: nothing is started again.
@@ -299,28 +310,8 @@ func Validate(req Request) error {
 // has stopped.
 func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, error) {
 	started := time.Now().UTC()
-	pl, err := plan.New(req.spec(), p.limits())
+	pl, err := p.prepare(ctx, &req)
 	if err != nil {
-		return nil, &InputError{err}
-	}
-	if len(p.o.Buckets) > 0 && !slices.Contains(p.o.Buckets, pl.Dest.Bucket) {
-		return nil, &InputError{fmt.Errorf("destination %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)",
-			pl.Dest, pl.Dest.Bucket, strings.Join(p.o.Buckets, ","))}
-	}
-	if err := req.checkSkip(); err != nil {
-		return nil, &InputError{err}
-	}
-	if err := checkStream(req, pl); err != nil {
-		return nil, &InputError{err}
-	}
-	if req.TransferID == "" {
-		req.TransferID = NewTransferID(req.IdempotencyKey)
-	}
-	if err := p.o.Store.BucketExists(ctx, pl.Dest.Bucket); err != nil {
-		err = fmt.Errorf("destination %s: %w", pl.Dest, err)
-		if errors.Is(err, gcs.ErrNotFound) {
-			return nil, &InputError{err}
-		}
 		return nil, err
 	}
 	tid := req.TransferID
@@ -341,6 +332,65 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	if err != nil {
 		return nil, err
 	}
+	return p.start(ctx, req, pl, skipped, started)
+}
+
+// DryRun is what a transfer would send and skip.
+type DryRun struct {
+	Plan *plan.Plan
+	// Skipped are the files the skip check (-n, --skip-unchanged) would
+	// skip; Plan.Skipped those the walk skipped.
+	Skipped []message.Skipped
+}
+
+// DryRun walks, filters and checks the destination as Submit would, and
+// returns what it would send and skip. It publishes and writes nothing.
+func (p *Producer) DryRun(ctx context.Context, req Request) (*DryRun, error) {
+	pl, err := p.prepare(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	skipped, err := p.skip(ctx, pl, req)
+	if err != nil {
+		return nil, err
+	}
+	return &DryRun{Plan: pl, Skipped: skipped}, nil
+}
+
+// prepare plans req and checks it against this producer's configuration
+// and the destination bucket; it sets req.TransferID when empty.
+func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error) {
+	pl, err := plan.New(req.spec(), p.limits())
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	if len(p.o.Buckets) > 0 && !slices.Contains(p.o.Buckets, pl.Dest.Bucket) {
+		return nil, &InputError{fmt.Errorf("destination %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)",
+			pl.Dest, pl.Dest.Bucket, strings.Join(p.o.Buckets, ","))}
+	}
+	if err := req.checkSkip(); err != nil {
+		return nil, &InputError{err}
+	}
+	if err := checkStream(*req, pl); err != nil {
+		return nil, &InputError{err}
+	}
+	if req.TransferID == "" {
+		req.TransferID = NewTransferID(req.IdempotencyKey)
+	}
+	if err := p.o.Store.BucketExists(ctx, pl.Dest.Bucket); err != nil {
+		err = fmt.Errorf("destination %s: %w", pl.Dest, err)
+		if errors.Is(err, gcs.ErrNotFound) {
+			return nil, &InputError{err}
+		}
+		return nil, err
+	}
+	return pl, nil
+}
+
+// start runs a prepared transfer: chunks read, compressed and published,
+// manifest sealed.
+func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, skipped []message.Skipped, started time.Time) (*message.Manifest, error) {
+	tid := req.TransferID
 	if req.SkipUnchanged {
 		// What changed replaces its final object.
 		req.Overwrite = true
@@ -354,7 +404,11 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	metrics.InFlight.WithLabelValues("transfers").Inc()
 	defer metrics.InFlight.WithLabelValues("transfers").Dec()
 	m := newManifest(req, pl, tid, started, p.o.ID)
-	m.FerryVer, m.Skipped = p.o.Version, skipped
+	m.FerryVer = p.o.Version
+	for _, k := range pl.Skipped {
+		m.Skipped = append(m.Skipped, message.Skipped{Path: k.Rel, Object: k.Object, Reason: k.Reason})
+	}
+	m.Skipped = append(m.Skipped, skipped...)
 	for _, f := range pl.Files {
 		p.planned.Add(f.Size)
 		if f.Stream != nil {
@@ -364,7 +418,11 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	if p.o.Started != nil {
 		p.o.Started(tid)
 	}
-	log.Info("transfer started", "files", len(pl.Files), "skipped", len(skipped), "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
+	if len(pl.Skipped) > 0 {
+		log.Warn("skipped what is not a regular file or cannot be read; the transfer's listing names each", "skipped", len(pl.Skipped),
+			"first", message.Truncate(pl.Skipped[0].Path, 256), "reason", pl.Skipped[0].Reason)
+	}
+	log.Info("transfer started", "files", len(pl.Files), "skipped", len(m.Skipped), "excluded", pl.Excluded, "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
 		"transport", p.o.Transport)
 
 	t0 := time.Now()

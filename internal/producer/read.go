@@ -118,13 +118,13 @@ func (r *reader) get(ctx context.Context) ([]byte, error) {
 func (r *reader) readWhole(fi int, f *plan.File, j *job) error {
 	fh, err := f.Open()
 	if err != nil {
-		return fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+		return &SourceError{fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))}
 	}
 	defer fh.Close()
 	start := len(j.buf)
 	j.buf = j.buf[:start+int(f.Size)] // within capacity: the bundler keeps a bundle within bufSize
 	if _, err := io.ReadFull(fh, j.buf[start:]); err != nil {
-		return fmt.Errorf("source %s: %w (did the file change while it was read?)", f.Path, err)
+		return &SourceError{fmt.Errorf("source %s: %w (did the file change while it was read?)", f.Path, err)}
 	}
 	if err := unchanged(fh, f); err != nil {
 		return err
@@ -138,7 +138,7 @@ func (r *reader) readWhole(fi int, f *plan.File, j *job) error {
 func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan<- job) error {
 	fh, err := f.Open()
 	if err != nil {
-		return fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+		return &SourceError{fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))}
 	}
 	defer fh.Close()
 	for idx := 0; idx < f.Chunks; idx++ {
@@ -151,7 +151,7 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 		buf = buf[:size]
 		if _, err := io.ReadFull(fh, buf); err != nil {
 			r.pool <- buf
-			return fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)
+			return &SourceError{fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)}
 		}
 		r.count(size)
 		if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, index: idx, chunks: f.Chunks, offset: off, raw: buf}}}); err != nil {
@@ -168,22 +168,27 @@ func (r *reader) count(n int64) {
 }
 
 // unchanged checks, after the last read, that the file ends where it ended
-// when it was planned and still has the same size and mtime.
+// when it was planned and still has the same size, mtime and ctime. ctime
+// catches a file overwritten while it was read whose mtime was then set back
+// (cp -p, rsync -t, tar x do that); nobody can set ctime back.
 func unchanged(fh *os.File, f *plan.File) error {
 	var one [1]byte
 	if k, _ := fh.Read(one[:]); k != 0 {
-		return fmt.Errorf("source %s: file grew while it was read (planned %d bytes)", f.Path, f.Size)
+		return &SourceError{fmt.Errorf("source %s: %w: file grew while it was read (planned %d bytes)", f.Path, plan.ErrChanged, f.Size)}
 	}
 	st, err := fh.Stat()
 	if err != nil {
-		return fmt.Errorf("source %s: %w", f.Path, err)
+		return &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 	}
-	if st.Size() != f.Size || st.ModTime().UnixNano() != f.Mod {
-		return fmt.Errorf("source %s: file changed while it was read (size %d→%d, mtime %s→%s)",
-			f.Path, f.Size, st.Size(), time.Unix(0, f.Mod).UTC().Format(time.RFC3339Nano), st.ModTime().UTC().Format(time.RFC3339Nano))
+	_, ctime := plan.StatID(st)
+	if st.Size() != f.Size || st.ModTime().UnixNano() != f.Mod || (f.Ctime != 0 && ctime != f.Ctime) {
+		return &SourceError{fmt.Errorf("source %s: %w: file changed while it was read (size %d→%d, mtime %s→%s, ctime %s→%s)",
+			f.Path, plan.ErrChanged, f.Size, st.Size(), stamp(f.Mod), stamp(st.ModTime().UnixNano()), stamp(f.Ctime), stamp(ctime))}
 	}
 	return nil
 }
+
+func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
 func unwrapPathErr(err error) error {
 	var pe *fs.PathError

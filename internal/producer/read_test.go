@@ -3,10 +3,12 @@ package producer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/plan"
@@ -91,5 +93,67 @@ func TestReadStageRefusesAFileThatChanged(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), "while it was read") {
 			t.Fatalf("bundle max %d: read = %v, want an error naming the file that changed", bundleMax, err)
 		}
+	}
+}
+
+// Issue 16 §3: a file swapped for a FIFO, a socket's neighbour or another
+// file after planning is refused at open, naming it: the open does not block
+// (the test would hang past its deadline if it did), and nothing is read.
+func TestReadStageRefusesAFileSwappedAfterPlanning(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		swap func(t *testing.T, p string)
+		want string
+	}{
+		{"fifo", func(t *testing.T, p string) { must(t, os.Remove(p)); must(t, syscall.Mkfifo(p, 0o644)) }, "named pipe"},
+		{"other file", func(t *testing.T, p string) {
+			// Written beside it, then renamed over it, as editors and
+			// rsync replace files: a new inode.
+			must(t, os.WriteFile(p+".new", []byte("other"), 0o644))
+			must(t, os.Rename(p+".new", p))
+		}, "replaced by another file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, bundleMax := range []int64{0, 1 << 20} {
+				src := filepath.Join(t.TempDir(), "f.csv")
+				genFile(t, src, 100_000)
+				pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10}, plan.Limits{})
+				must(t, err)
+				tc.swap(t, src)
+				jobs, err := readAll(t, pl, bundleMax)
+				var se *SourceError
+				if !errors.As(err, &se) || !errors.Is(err, plan.ErrChanged) || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("bundle max %d: read = %v, want a SourceError naming %s and %q", bundleMax, err, src, tc.want)
+				}
+				if len(jobs) != 0 {
+					t.Fatalf("%d jobs sent from a swapped file", len(jobs))
+				}
+			}
+		})
+	}
+}
+
+// Issue 16 §3: a file overwritten while it is read, with its size kept and
+// its mtime set back afterwards (as cp -p, rsync -t and tar x do), is
+// refused: its ctime moved.
+func TestReadStageRefusesAFileOverwrittenWithItsMtimeSetBack(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "f.csv")
+	genFile(t, src, 100_000)
+	st, err := os.Stat(src)
+	must(t, err)
+	pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10}, plan.Limits{})
+	must(t, err)
+	fh, err := os.OpenFile(src, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fh.WriteAt([]byte("OVERWRITTEN"), 50_000)
+	fh.Close()
+	must(t, err)
+	must(t, os.Chtimes(src, st.ModTime(), st.ModTime()))
+	if st2, _ := os.Stat(src); st2.Size() != st.Size() || !st2.ModTime().Equal(st.ModTime()) {
+		t.Fatalf("size and mtime not restored: %v %v", st2.Size(), st2.ModTime())
+	}
+	_, err = readAll(t, pl, 0)
+	if err == nil || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), "ctime") {
+		t.Fatalf("read = %v, want an error naming the file and its ctime", err)
 	}
 }

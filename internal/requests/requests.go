@@ -97,6 +97,11 @@ func (s *Server) Handle(ctx context.Context, m queue.Message) error {
 		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
 		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum,
 	}
+	sel, err := selection(r)
+	if err != nil {
+		return s.reject(ctx, req.TransferID, r.Destination, err)
+	}
+	req.Selection = sel
 	if err := s.allowed(req); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
@@ -113,7 +118,7 @@ func (s *Server) Handle(ctx context.Context, m queue.Message) error {
 		req.Method = s.o.Defaults.Method
 	}
 	log := s.log.With("transfer_id", req.TransferID, "message_id", m.ID)
-	_, err := s.p.Submit(ctx, req)
+	_, err = s.p.Submit(ctx, req)
 	var already *producer.AlreadyDoneError
 	var input *producer.InputError
 	switch {
@@ -132,6 +137,27 @@ func (s *Server) Handle(ctx context.Context, m queue.Message) error {
 		// transfer and answers. Retrying would find it ended.
 		return queue.Permanent(err)
 	}
+}
+
+// selection decodes a request's symlinks, skip_unreadable, filters and
+// files fields.
+func selection(r message.Request) (plan.Selection, error) {
+	links, err := plan.ParseSymlinks(r.Symlinks)
+	if err != nil {
+		return plan.Selection{}, err
+	}
+	sel := plan.Selection{Symlinks: links, SkipUnreadable: r.SkipUnreadable, FilesFrom: r.Files}
+	if len(r.Filters) > plan.MaxFilters {
+		return sel, fmt.Errorf("%d filters; %d at most", len(r.Filters), plan.MaxFilters)
+	}
+	for _, rule := range r.Filters {
+		f, err := plan.ParseFilter(rule)
+		if err != nil {
+			return sel, err
+		}
+		sel.Filters = append(sel.Filters, f)
+	}
+	return sel, nil
 }
 
 // allowed checks what configuration decides before anything is read: that

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/ferry-dev/ferry/internal/names"
 )
 
 // Ferry's own prefixes in a bucket: staging objects and done markers are
@@ -23,34 +25,17 @@ func isFerryInternal(name string) bool {
 
 // partSuffix and logSuffix name an interrupted restore's leftovers.
 const (
-	partSuffix = ".ferry-part"
-	logSuffix  = ".log"
+	partSuffix = names.PartSuffix
+	logSuffix  = names.LogSuffix
 )
 
 // checkRel refuses an output name that is not a plain relative path inside
-// the destination, or that restore keeps for its own temporary files.
+// the destination, or that restore keeps for its own temporary files: the
+// rule producer submit applies before it sends a file (names.Check).
 // Symbolic links inside the destination are os.Root's to refuse.
 func checkRel(rel string) error {
-	if rel == "" {
-		return fmt.Errorf("empty output name")
-	}
-	if strings.HasPrefix(rel, "/") {
-		return fmt.Errorf("output name %q is absolute", rel)
-	}
-	if strings.ContainsRune(rel, 0) || strings.ContainsRune(rel, '\\') {
-		return fmt.Errorf("output name %q contains NUL or a backslash", rel)
-	}
-	for _, seg := range strings.Split(rel, "/") {
-		switch seg {
-		case "":
-			return fmt.Errorf("output name %q has an empty path element", rel)
-		case ".", "..":
-			return fmt.Errorf("output name %q contains %q, which would leave the destination", rel, seg)
-		}
-	}
-	base := path.Base(rel)
-	if strings.HasPrefix(base, ".") && (strings.HasSuffix(base, partSuffix) || strings.HasSuffix(base, partSuffix+logSuffix)) {
-		return fmt.Errorf("output name %q is reserved for restore's temporary files", rel)
+	if err := names.Check(rel); err != nil {
+		return fmt.Errorf("output %w", err)
 	}
 	return nil
 }

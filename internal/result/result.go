@@ -43,7 +43,7 @@ type Row struct {
 	TotalMS      int64     `json:"total_ms" desc:"Request start to done, milliseconds"`
 	RawMBps      *float64  `json:"raw_mbps" desc:"size_bytes / total, MB/s (10^6 bytes); null unless status is ok"`
 	WireMBps     *float64  `json:"wire_mbps" desc:"wire_bytes / upload stage, MB/s (10^6 bytes); null unless status is ok"`
-	FilesSkipped int       `json:"files_skipped" desc:"Files skipped because their final object was there already or unchanged"`
+	FilesSkipped int       `json:"files_skipped" desc:"Files not sent: their final object was there already or unchanged, or the walk skipped them (links, FIFOs, sockets, devices, unreadable files)"`
 	Status       string    `json:"status" desc:"ok, failed or cancelled"`
 	Error        string    `json:"error,omitempty" desc:"Why the transfer failed"`
 	StartedAt    time.Time `json:"started_at" desc:"When the producer started the transfer"`

@@ -30,6 +30,9 @@ type Options struct {
 	Request producer.Request
 	// Wait blocks until the done event; JSON then prints it on Stdout.
 	Wait, JSON bool
+	// DryRun prints what would be sent and skipped (as JSON lines with
+	// JSON) and sends nothing.
+	DryRun bool
 	// Timeout bounds everything Run does, network calls included; 0: no
 	// limit.
 	Timeout time.Duration
@@ -76,6 +79,16 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 		return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	}
 
+	if o.DryRun {
+		po := producer.ConfigOptions(cfg)
+		po.Store, po.ID, po.Log, po.Version = store, o.ID, log, o.Version
+		st.set("checking destination %s on %s", req.Destination, emu.GCSEndpoint())
+		d, err := producer.New(po).DryRun(ctx, req)
+		if err != nil {
+			return st.fail(ctx, err)
+		}
+		return PrintDryRun(stdout, d, o.JSON)
+	}
 	var w *waiter.Waiter
 	if o.Wait {
 		// Subscribe before the transfer starts, so its done event cannot
@@ -168,6 +181,10 @@ func (s *step) fail(ctx context.Context, err error) error {
 	defer s.mu.Unlock()
 	if s.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("gave up after --timeout %s while %s: %w", s.timeout, s.what, err)
+	}
+	var source *producer.SourceError
+	if errors.As(err, &source) {
+		return fmt.Errorf("reading the sources: %w", err) // the file's error, not the transport's
 	}
 	return fmt.Errorf("%s: %w", s.what, err)
 }

@@ -1,0 +1,361 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/ferry-dev/ferry/internal/names"
+)
+
+// Symlinks is what a walk does with a symbolic link it finds inside a
+// directory. A source named on the command line is always followed.
+type Symlinks string
+
+// The choices, recorded in the manifest.
+const (
+	// SymlinksFiles (the default, as gcloud storage cp -r): links to
+	// files are followed, links to directories skipped.
+	SymlinksFiles Symlinks = "files"
+	// SymlinksFollow (-L): links to directories are walked too; a link
+	// back to a directory being walked (by device and inode) is skipped.
+	SymlinksFollow Symlinks = "follow"
+	// SymlinksIgnore (--ignore-symlinks): every link is skipped.
+	SymlinksIgnore Symlinks = "ignore"
+)
+
+// ParseSymlinks parses a request's symlinks field; "" is SymlinksFiles.
+func ParseSymlinks(s string) (Symlinks, error) {
+	switch Symlinks(s) {
+	case "", SymlinksFiles:
+		return SymlinksFiles, nil
+	case SymlinksFollow, SymlinksIgnore:
+		return Symlinks(s), nil
+	}
+	return "", fmt.Errorf("symlinks %.32q: want files (the default), follow or ignore", s)
+}
+
+// Skip is something a walk found and did not take, and why. Skipped files
+// are counted and named in the transfer's listing; they are never read.
+type Skip struct {
+	Path   string // as walked, for messages
+	Rel    string // the relative path it would have had
+	Reason string
+}
+
+// Reasons a walk skips a file.
+const (
+	SkipDirLink    = "symlink to a directory (-L follows them)"
+	SkipLink       = "symlink (--ignore-symlinks)"
+	SkipDangling   = "dangling symlink"
+	SkipLoop       = "symlink loop: leads back to a directory being walked"
+	SkipUnreadable = "unreadable (--skip-unreadable)"
+)
+
+// Selection is how a walk chooses what to send besides the sources.
+type Selection struct {
+	Symlinks Symlinks
+	// SkipUnreadable skips files and directories the producer may not
+	// read instead of failing the transfer on them.
+	SkipUnreadable bool
+	// Filters are rsync-style rules, first match wins: "- PATTERN"
+	// excludes, "+ PATTERN" includes (see Filter).
+	Filters []Filter
+	// FilesFrom, when not nil, are the only paths sent: each relative to
+	// the one source directory (--files-from).
+	FilesFrom []string
+}
+
+// walker expands sources into files, and collects what it skips.
+type walker struct {
+	conf    *confiner
+	sel     Selection
+	files   []SourceFile
+	skipped []Skip
+	// excluded counts what the filters left out.
+	excluded int
+}
+
+// walk expands sources into files, sorted by relative path. A file keeps
+// its base name; a directory is walked recursively and keeps its own name
+// as the first path element, as gsutil cp -r does. Links inside a
+// directory are handled as sel.Symlinks says; FIFOs, sockets and devices
+// are skipped, never opened. With a confiner, every file's resolved path
+// must lie under one of its roots.
+func walk(sources []string, conf *confiner, sel Selection) (*walker, error) {
+	if len(sources) == 0 {
+		return nil, errors.New("no source given")
+	}
+	if sel.Symlinks == "" {
+		sel.Symlinks = SymlinksFiles
+	}
+	if len(sel.Filters) > MaxFilters {
+		return nil, fmt.Errorf("%d filters; %d at most", len(sel.Filters), MaxFilters)
+	}
+	w := &walker{conf: conf, sel: sel}
+	if sel.FilesFrom != nil {
+		if len(sources) != 1 {
+			return nil, fmt.Errorf("--files-from takes one source directory, not %d sources", len(sources))
+		}
+		if err := w.listed(sources[0], sel.FilesFrom); err != nil {
+			return nil, err
+		}
+	}
+	for _, src := range sources {
+		if sel.FilesFrom != nil {
+			break
+		}
+		if err := w.source(src); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(w.files, func(a, b SourceFile) int { return strings.Compare(a.Rel, b.Rel) })
+	for i := 1; i < len(w.files); i++ {
+		if a, b := w.files[i-1], w.files[i]; a.Rel == b.Rel {
+			return nil, fmt.Errorf("sources %s and %s would both become object %q", a.Path, b.Path, a.Rel)
+		}
+	}
+	return w, nil
+}
+
+func (w *walker) source(src string) error {
+	walkFrom := src
+	if w.conf != nil {
+		// Check the source itself before looking inside it, and walk its
+		// resolved path, so no link or ".." in it is followed after the
+		// check.
+		root, in, err := w.conf.place(src)
+		if err != nil {
+			return err
+		}
+		walkFrom = filepath.Join(root, in)
+	}
+	fi, err := os.Stat(walkFrom)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
+	}
+	if !fi.IsDir() {
+		return w.file(src, filepath.Base(filepath.Clean(src)), "", fi)
+	}
+	base := filepath.Base(filepath.Clean(src))
+	if base == "." || base == "/" || base == ".." {
+		base = ""
+	}
+	return w.dir(filepath.Clean(walkFrom), base, "", []fileID{idOf(fi)})
+}
+
+// dir walks directory p, whose objects are named rel/…; inner is p's path
+// inside its source, which filters match. ancestors are the directories
+// being walked, for -L's loop check.
+func (w *walker) dir(p, rel, inner string, ancestors []fileID) error {
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		if w.sel.SkipUnreadable && errors.Is(err, fs.ErrPermission) {
+			w.skip(p, rel, SkipUnreadable)
+			return nil
+		}
+		return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
+	}
+	for _, e := range entries {
+		ep := filepath.Join(p, e.Name())
+		if err := w.entry(ep, path.Join(rel, e.Name()), path.Join(inner, e.Name()), e.Type(), e.Info, ancestors); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry takes one thing found in a directory (or named by --files-from):
+// path p, object path rel, path inner inside its source, its type as
+// lstat gives it, and a way to get its lstat info.
+func (w *walker) entry(p, rel, inner string, typ fs.FileMode, lstat func() (fs.FileInfo, error), ancestors []fileID) error {
+	isDir := typ.IsDir()
+	var info fs.FileInfo // set for a followed link: its target's
+	if typ&fs.ModeSymlink != 0 {
+		if w.sel.Symlinks == SymlinksIgnore {
+			if w.sel.selected(inner, false) {
+				w.skip(p, rel, SkipLink)
+			} else {
+				w.excluded++
+			}
+			return nil
+		}
+		var err error
+		info, err = os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			w.skip(p, rel, SkipDangling)
+			return nil
+		case errors.Is(err, syscall.ELOOP):
+			w.skip(p, rel, SkipLoop)
+			return nil
+		case err != nil:
+			return fmt.Errorf("source %s: symlink cannot be followed: %w", p, unwrapPathErr(err))
+		}
+		isDir = info.IsDir()
+	}
+	if !isDir {
+		if info == nil {
+			var err error
+			if info, err = lstat(); err != nil {
+				return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
+			}
+		}
+		return w.file(p, rel, inner, info)
+	}
+	if !w.sel.selected(inner, true) {
+		w.excluded++
+		return nil
+	}
+	var id fileID
+	switch {
+	case info != nil && w.sel.Symlinks != SymlinksFollow:
+		w.skip(p, rel, SkipDirLink)
+		return nil
+	case info != nil: // a followed link: it may lead back up
+		id = idOf(info)
+		if slices.Contains(ancestors, id) {
+			w.skip(p, rel, SkipLoop)
+			return nil
+		}
+		if w.conf != nil {
+			if _, _, err := w.conf.place(p); err != nil {
+				return err
+			}
+		}
+	case w.sel.Symlinks == SymlinksFollow:
+		d, err := lstat()
+		if err != nil {
+			return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
+		}
+		id = idOf(d)
+	}
+	return w.dir(p, rel, inner, append(ancestors, id))
+}
+
+// listed takes the paths of a --files-from list, each relative to the one
+// source directory root (named rel/… in the bucket, as a walk of it would
+// name them); a path naming a directory is walked.
+func (w *walker) listed(src string, list []string) error {
+	walkFrom := src
+	if w.conf != nil {
+		root, in, err := w.conf.place(src)
+		if err != nil {
+			return err
+		}
+		walkFrom = filepath.Join(root, in)
+	}
+	fi, err := os.Stat(walkFrom)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("source %s: --files-from names paths inside one source directory; this is not a directory", src)
+	}
+	base := filepath.Base(filepath.Clean(src))
+	if base == "." || base == "/" || base == ".." {
+		base = ""
+	}
+	root := filepath.Clean(walkFrom)
+	ancestors := []fileID{idOf(fi)}
+	for n, line := range list {
+		inner := path.Clean(strings.TrimPrefix(line, "./"))
+		if err := names.Check(inner); err != nil || inner == "." {
+			return fmt.Errorf("--files-from line %d: %.64q is not a plain relative path (%v)", n+1, line, err)
+		}
+		p := filepath.Join(root, filepath.FromSlash(inner))
+		st, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("--files-from line %d: source %s: %w", n+1, p, unwrapPathErr(err))
+		}
+		if err := w.entry(p, path.Join(base, inner), inner, st.Mode().Type(), func() (fs.FileInfo, error) { return st, nil }, ancestors); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// file takes one file the walk found (or a source named itself).
+func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
+	if inner != "" && !w.sel.selected(inner, false) {
+		w.excluded++
+		return nil
+	}
+	if !fi.Mode().IsRegular() {
+		w.skip(p, rel, "not a regular file ("+typeName(fi.Mode())+")")
+		return nil
+	}
+	if err := names.Check(rel); err != nil {
+		return fmt.Errorf("source %s: %w", p, err)
+	}
+	if err := syscall.Access(p, 4 /* R_OK */); err != nil {
+		if w.sel.SkipUnreadable {
+			w.skip(p, rel, SkipUnreadable)
+			return nil
+		}
+		return fmt.Errorf("source %s: %w (--skip-unreadable skips what cannot be read)", p, err)
+	}
+	f := SourceFile{Path: p, Rel: rel, Size: fi.Size(), Mod: fi.ModTime().UnixNano()}
+	f.Ino, f.Ctime = statID(fi)
+	if w.conf != nil {
+		var err error
+		if f.Root, f.InRoot, err = w.conf.place(p); err != nil {
+			return err
+		}
+	}
+	w.files = append(w.files, f)
+	return nil
+}
+
+func (w *walker) skip(p, rel, reason string) {
+	w.skipped = append(w.skipped, Skip{Path: p, Rel: rel, Reason: reason})
+}
+
+// fileID is a directory's device and inode, what -L's loop check compares.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi fs.FileInfo) fileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return fileID{uint64(st.Dev), st.Ino} //nolint:unconvert // Dev's type differs between platforms
+	}
+	return fileID{}
+}
+
+// statID is a file's inode and change time (UnixNano): what a reader
+// compares to see that the file it opened is the one planned, unchanged.
+// ctime cannot be set back, as mtime can (cp -p, rsync -t, tar x).
+func statID(fi fs.FileInfo) (ino uint64, ctime int64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino, st.Ctim.Nano()
+	}
+	return 0, 0
+}
+
+// StatID is statID for a reader's fstat.
+func StatID(fi fs.FileInfo) (ino uint64, ctime int64) { return statID(fi) }
+
+// typeName names a file type for a skip reason.
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m.IsDir():
+		return "directory"
+	}
+	return m.Type().String()
+}
+
+// TypeName is typeName for a reader that finds a file is no longer regular.
+func TypeName(m fs.FileMode) string { return typeName(m) }

@@ -1,0 +1,94 @@
+package submit
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// DryRunLine is one line of `producer submit --dry-run --json`: a file
+// that would be sent, one that would be skipped and why, or (Action
+// "total", last) the totals.
+type DryRunLine struct {
+	Action   string `json:"action"` // send, skip or total
+	Path     string `json:"path,omitempty"`
+	Object   string `json:"object,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Files    int    `json:"files,omitempty"`
+	Bytes    int64  `json:"bytes,omitempty"`
+	Skipped  int    `json:"skipped,omitempty"`
+	Excluded int    `json:"excluded,omitempty"`
+}
+
+// PrintDryRun prints what a transfer would send and skip, one line each,
+// then the totals: as text, or with asJSON as one DryRunLine a line.
+func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	bucket := d.Plan.Dest.Bucket
+	total := DryRunLine{Action: "total", Excluded: d.Plan.Excluded}
+	reasons := map[string]int{}
+	emit := func(l DryRunLine) error {
+		if asJSON {
+			return enc.Encode(l)
+		}
+		var err error
+		if l.Action == "send" {
+			_, err = fmt.Fprintf(bw, "send  %s  %s  (%s)\n", l.Object, result.FormatBytes(float64(l.Size)), l.Path)
+		} else {
+			_, err = fmt.Fprintf(bw, "skip  %s  %s  (%s)\n", l.Object, l.Reason, l.Path)
+		}
+		return err
+	}
+	for _, f := range d.Plan.Files {
+		total.Files++
+		total.Bytes += f.Size
+		if err := emit(DryRunLine{Action: "send", Path: f.Rel, Object: "gs://" + bucket + "/" + f.Object, Size: f.Size}); err != nil {
+			return err
+		}
+	}
+	skip := func(path, object, reason string) error {
+		total.Skipped++
+		reasons[reason]++
+		return emit(DryRunLine{Action: "skip", Path: path, Object: "gs://" + bucket + "/" + object, Reason: reason})
+	}
+	for _, s := range d.Plan.Skipped {
+		if err := skip(s.Rel, s.Object, s.Reason); err != nil {
+			return err
+		}
+	}
+	for _, s := range d.Skipped {
+		if err := skip(s.Path, s.Object, s.Reason); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if err := enc.Encode(total); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	fmt.Fprintf(bw, "dry run: would send %s, %s to %s; skip %s%s; %d excluded by filters; nothing was sent\n",
+		result.Count(total.Files, "file"), result.FormatBytes(float64(total.Bytes)), d.Plan.Dest,
+		result.Count(total.Skipped, "file"), reasonList(reasons), total.Excluded)
+	return bw.Flush()
+}
+
+func reasonList(reasons map[string]int) string {
+	if len(reasons) == 0 {
+		return ""
+	}
+	var parts []string
+	for r, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(parts)
+	return " (" + strings.Join(parts, ", ") + ")"
+}
