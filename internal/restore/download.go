@@ -106,7 +106,7 @@ func (r *Restorer) readRange(ctx context.Context, o object, off int64, buf []byt
 func (r *Restorer) retry(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, gcs.ErrNotFound) || ctx.Err() != nil || attempt >= r.o.Attempts {
+		if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWrite) || errors.Is(err, gcs.ErrNotFound) || ctx.Err() != nil || attempt >= r.o.Attempts {
 			return err
 		}
 		t := time.NewTimer(time.Duration(100<<(2*attempt)) * time.Millisecond) // 400ms, 1.6s, …

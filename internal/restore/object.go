@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -137,9 +138,16 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 			return res, fmt.Errorf("%s: %w", obj, err)
 		}
 	}
+	if err := r.room(root, tmp, w.size); err != nil {
+		_ = root.Remove(tmp)
+		_ = root.Remove(tmp + logSuffix)
+		return res, fmt.Errorf("%s: %w", obj, err)
+	}
 	keep, err := r.fetch(ctx, root, tmp, bucket, a, k, w, &res)
 	if err != nil {
-		if !keep || errors.Is(err, ErrCorrupt) {
+		// A network failure leaves what was written for the next run; a
+		// corrupt object or a failed write (a full disk) leaves nothing.
+		if !keep || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWrite) {
 			_ = root.Remove(tmp)
 			_ = root.Remove(tmp + logSuffix)
 		}
@@ -157,6 +165,43 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 		_ = root.Remove(tmp + logSuffix)
 	}
 	return res, nil
+}
+
+// ErrNoSpace: the destination's file system cannot hold what an object
+// says it restores to. Nothing is written.
+var ErrNoSpace = errors.New("not enough free space")
+
+// ErrWrite: writing the output failed (a full disk, an I/O error); the
+// temporary file and its journal are removed.
+var ErrWrite = errors.New("write failed")
+
+// room refuses to start an object whose raw size the destination's free
+// space (statfs) cannot hold, counting what an earlier run already wrote
+// to tmp: a small hostile object that claims terabytes never fills a disk.
+func (r *Restorer) room(root *os.Root, tmp string, size int64) error {
+	free, err := r.freeSpace(root.Name())
+	if err != nil {
+		return fmt.Errorf("free space of %s: %w", root.Name(), err)
+	}
+	if fi, err := root.Lstat(tmp); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			free += st.Blocks * 512
+		}
+	}
+	if size > free {
+		return fmt.Errorf("%w: it restores to %d bytes, the file system of %s has %d bytes free", ErrNoSpace, size, root.Name(), free)
+	}
+	return nil
+}
+
+// statfsFree is the bytes an unprivileged writer may still use in dir's
+// file system.
+func statfsFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil //nolint:unconvert // field types differ between platforms
 }
 
 // existing reports whether rel already holds the wanted bytes. Another

@@ -230,7 +230,7 @@ func (r *Restorer) task(ctx context.Context, f *os.File, o object, t task) (task
 		case b.err != nil:
 			return b.err
 		case w.err != nil:
-			return fmt.Errorf("%s: write %s: %w", loc, f.Name(), w.err)
+			return fmt.Errorf("%s: %w to %s: %w", loc, ErrWrite, f.Name(), w.err)
 		case errors.Is(err, errTooLong):
 			return fmt.Errorf("%s: %w: decompresses to more than the %d bytes its seek table gives", loc, ErrCorrupt, t.RawLen)
 		case err != nil:

@@ -146,6 +146,8 @@ type Restorer struct {
 	objects, listed    atomic.Int64
 	listing            atomic.Bool
 	start              time.Time
+	// freeSpace is statfsFree; tests inject a small disk.
+	freeSpace func(dir string) (int64, error)
 }
 
 // New returns a Restorer reading from store.
@@ -160,7 +162,8 @@ func New(store Store, o Options) (*Restorer, error) {
 		// rest for what decoders and copies allocate around them.
 		bufSize: min(perSlot/2, o.RangeSize),
 		window:  uint64(min(perSlot/2, 1<<30)),
-		start:   time.Now(),
+		start:     time.Now(),
+		freeSpace: statfsFree,
 	}
 	return r, nil
 }

@@ -73,7 +73,7 @@ func (r *Restorer) stream(ctx context.Context, root *os.Root, tmp string, o obje
 	}
 	switch {
 	case out.err != nil:
-		return fmt.Errorf("%s: write %s: %w", o.obj, f.Name(), out.err)
+		return fmt.Errorf("%s: %w to %s: %w", o.obj, ErrWrite, f.Name(), out.err)
 	case errors.Is(err, errTooLong):
 		return out.tooLong()
 	case err != nil:
