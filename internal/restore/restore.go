@@ -160,8 +160,8 @@ func New(store Store, o Options) (*Restorer, error) {
 		slots: make(chan struct{}, o.Concurrency), bufs: make(chan []byte, o.Concurrency),
 		// Half a slot for a readahead buffer or a decoder's window, the
 		// rest for what decoders and copies allocate around them.
-		bufSize: min(perSlot/2, o.RangeSize),
-		window:  uint64(min(perSlot/2, 1<<30)),
+		bufSize:   min(perSlot/2, o.RangeSize),
+		window:    uint64(min(perSlot/2, 1<<30)),
 		start:     time.Now(),
 		freeSpace: statfsFree,
 	}
