@@ -141,6 +141,11 @@ func (w *walker) source(src string) error {
 		return fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
 	}
 	if !fi.IsDir() {
+		if !fi.Mode().IsRegular() {
+			// Named by the user, not found in a tree: say so rather than
+			// skip it (producer submit <(cmd) names a pipe).
+			return fmt.Errorf("source %s: not a regular file (%s); a pipe is read only as standard input (SOURCE -)", src, typeName(fi.Mode()))
+		}
 		return w.file(src, filepath.Base(filepath.Clean(src)), "", fi)
 	}
 	base := filepath.Base(filepath.Clean(src))
