@@ -21,6 +21,7 @@ locals {
     env = merge(local.common_env, {
       FERRY_BQ_DATASET       = google_bigquery_dataset.ferry.dataset_id
       FERRY_BQ_PROJECT       = var.project
+      FERRY_BQ_LOCATION      = google_bigquery_dataset.ferry.location
       FERRY_RESULTS_BUCKET   = google_storage_bucket.data.name
       FERRY_TRANSFER_TIMEOUT = var.transfer_timeout
       FERRY_DONE_RETENTION   = "${var.done_retention_days * 24}h"

@@ -75,12 +75,12 @@ func rowSink(ctx context.Context, cfg config.Merger, store *gcs.Store, log *slog
 	if project == "" {
 		project = cfg.PubSub.Project
 	}
-	bq, err := loader.NewBigQuery(ctx, project, b.Dataset)
+	bq, err := loader.NewBigQuery(ctx, project, b.Dataset, b.Location)
 	if err != nil {
 		return nil, err
 	}
 	l := loader.New(loader.Options{Store: store, Warehouse: bq, Bucket: b.ResultsBucket, Batch: b.LoadBatch, MaxAge: b.LoadMaxAge, Log: log})
 	go l.Run(ctx, min(b.LoadMaxAge/4, 15*time.Second))
-	log.Info("benchmark rows go to BigQuery", "project", project, "dataset", b.Dataset, "staging_bucket", b.ResultsBucket)
+	log.Info("benchmark rows go to BigQuery", "project", project, "dataset", b.Dataset, "location", b.Location, "staging_bucket", b.ResultsBucket)
 	return loader.NewStaged(store, b.ResultsBucket), nil
 }

@@ -326,6 +326,7 @@ func (w *Worker) Validate() error {
 type BigQuery struct {
 	Dataset       string        `env:"FERRY_BQ_DATASET" help:"BigQuery dataset of the transfers and chunks tables; empty: rows go to FERRY_RESULTS_FILE only"`
 	Project       string        `env:"FERRY_BQ_PROJECT" help:"project of that dataset (default: FERRY_PROJECT)"`
+	Location      string        `env:"FERRY_BQ_LOCATION" help:"location of that dataset (US, EU or a region such as us-central1; required with FERRY_BQ_DATASET): BigQuery finds a load job only where it ran"`
 	ResultsBucket string        `env:"FERRY_RESULTS_BUCKET" help:"bucket where rows are staged as NDJSON for load jobs (required with FERRY_BQ_DATASET)"`
 	LoadBatch     int           `env:"FERRY_LOAD_BATCH, default=500" help:"most staged transfers one load job takes; a full batch loads at once"`
 	LoadMaxAge    time.Duration `env:"FERRY_LOAD_MAX_AGE, default=1m" help:"how long a staged row waits for a batch to fill before it is loaded anyway"`
@@ -356,6 +357,9 @@ func (m *Merger) Validate() error {
 	if b := m.BigQuery; b.Dataset != "" {
 		if b.ResultsBucket == "" {
 			return fmt.Errorf("FERRY_RESULTS_BUCKET is empty: FERRY_BQ_DATASET=%s needs a bucket to stage rows in", b.Dataset)
+		}
+		if b.Location == "" {
+			return fmt.Errorf("FERRY_BQ_LOCATION is empty: FERRY_BQ_DATASET=%s needs the dataset's location, without which BigQuery does not find a load job in a regional dataset and a retried load never ends", b.Dataset)
 		}
 		if b.LoadBatch < 1 || b.LoadBatch > 10000 {
 			return fmt.Errorf("FERRY_LOAD_BATCH=%d: want 1 to 10000 (a load job takes at most 10000 URIs)", b.LoadBatch)

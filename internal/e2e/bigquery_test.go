@@ -30,10 +30,11 @@ func TestMergerLoadsRowsIntoBigQuery(t *testing.T) {
 		bucket, name, _ := strings.Cut(strings.TrimPrefix(uri, "gs://"), "/")
 		return s.store.ReadAll(ctx, bucket, name)
 	})
+	bq.Location = "us-central1"
 	intercept := bqtest.Intercept(t, bq)
 	s.start("worker", "worker", s.env())
 	s.start("merger", "merger", s.env(append(intercept,
-		"FERRY_BQ_DATASET="+dataset, "FERRY_BQ_PROJECT="+bqProject, "FERRY_RESULTS_BUCKET="+s.bucket,
+		"FERRY_BQ_DATASET="+dataset, "FERRY_BQ_PROJECT="+bqProject, "FERRY_BQ_LOCATION="+bq.Location, "FERRY_RESULTS_BUCKET="+s.bucket,
 		"FERRY_LOAD_BATCH=1", "FERRY_LOAD_MAX_AGE=1s")...))
 
 	src := filepath.Join(t.TempDir(), "bq.csv")

@@ -21,12 +21,19 @@ type BigQuery struct {
 
 var _ warehouse = (*BigQuery)(nil)
 
-// NewBigQuery returns a BigQuery for dataset in project.
-func NewBigQuery(ctx context.Context, project, dataset string, opts ...option.ClientOption) (*BigQuery, error) {
+// NewBigQuery returns a BigQuery for dataset in project, whose location
+// (FERRY_BQ_LOCATION) every job is created and looked up in: jobs.get does
+// not find a job of a regional dataset without it, and a loader that reads
+// that as "never ran" would rerun the same job id for ever.
+func NewBigQuery(ctx context.Context, project, dataset, location string, opts ...option.ClientOption) (*BigQuery, error) {
+	if location == "" {
+		return nil, fmt.Errorf("bigquery dataset %s.%s: no location", project, dataset)
+	}
 	c, err := bigquery.NewClient(ctx, project, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bigquery client for project %s: %w", project, err)
 	}
+	c.Location = location
 	return &BigQuery{c: c, dataset: dataset}, nil
 }
 

@@ -26,8 +26,9 @@ func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
 // BigQuery client pointed at it.
 func newFakeBigQuery(t *testing.T) (*bqtest.Server, *BigQuery) {
 	f := bqtest.New("proj", nil)
+	f.Location = "us-central1" // the terraform default: a regional dataset
 	url := f.Start(t)
-	bq, err := NewBigQuery(context.Background(), "proj", "ferry", option.WithEndpoint(url+"/bigquery/v2/"),
+	bq, err := NewBigQuery(context.Background(), "proj", "ferry", f.Location, option.WithEndpoint(url+"/bigquery/v2/"),
 		option.WithoutAuthentication())
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,11 @@ type Reader func(ctx context.Context, uri string) ([]byte, error)
 
 // Server is the double. It is safe for concurrent use.
 type Server struct {
+	// Location, when set, is the dataset's single region: as in
+	// BigQuery, jobs.get finds a job only when asked with that location,
+	// and answers 404 without it. Set it before Start.
+	Location string
+
 	project string
 	read    Reader
 
@@ -147,6 +152,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		job, ok := s.jobs[strings.TrimPrefix(r.URL.Path, prefix+"/")]
 		s.mu.Unlock()
+		if s.Location != "" && !strings.EqualFold(r.URL.Query().Get("location"), s.Location) {
+			ok = false // a job of a regional dataset is not found without its location
+		}
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = io.WriteString(w, `{"error":{"code":404,"message":"Not found: Job"}}`)
