@@ -47,6 +47,8 @@ resource "google_compute_instance_template" "service" {
     ferry-env              = join("\n", [for k, v in each.value.env : "${k}=${v}"])
     ferry-stop-timeout     = each.value.stop_timeout_seconds
     ferry-nfs              = each.value.nfs ? local.nfs_share : ""
+    ferry-ops-agent        = var.ops_agent ? "true" : "false"
+    ferry-metrics-port     = local.health_port
     block-project-ssh-keys = "TRUE"
     enable-oslogin         = "TRUE"
   }

@@ -6,7 +6,7 @@ resource "google_filestore_instance" "spool" {
   count = var.filestore ? 1 : 0
 
   name     = "ferry-spool"
-  location = "${var.region}-b"
+  location = contains(["REGIONAL", "ENTERPRISE"], var.filestore_tier) ? var.region : (var.filestore_zone != "" ? var.filestore_zone : "${var.region}-b")
   tier     = var.filestore_tier
   labels   = local.labels
 

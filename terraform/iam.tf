@@ -8,16 +8,15 @@ resource "google_project_iam_custom_role" "bucket_get" {
   title       = "ferry: read bucket metadata"
   description = "What a producer needs to check that the destination bucket exists."
   permissions = ["storage.buckets.get"]
+
+  depends_on = [google_project_service.services]
 }
 
-resource "google_project_iam_custom_role" "submitter_wait" {
-  role_id     = "ferrySubmitterWait"
-  title       = "ferry: temporary subscriptions of a submitter"
-  description = "producer submit --wait and its progress bar create, read and delete a subscription of their own."
-  permissions = [
-    "pubsub.subscriptions.consume",
-    "pubsub.subscriptions.create",
-    "pubsub.subscriptions.delete",
-    "pubsub.subscriptions.get",
-  ]
+resource "google_project_iam_custom_role" "objects_list" {
+  role_id     = "ferryObjectsList"
+  title       = "ferry: list objects"
+  description = "What producer submit -n and --skip-unchanged need to find the final objects that exist."
+  permissions = ["storage.objects.list"]
+
+  depends_on = [google_project_service.services]
 }

@@ -28,10 +28,14 @@ resource "google_project_service" "services" {
   for_each = toset(concat(
     [
       "bigquery.googleapis.com",
+      "cloudresourcemanager.googleapis.com",
       "compute.googleapis.com",
       "iam.googleapis.com",
       "iamcredentials.googleapis.com",
+      "logging.googleapis.com",
+      "monitoring.googleapis.com",
       "pubsub.googleapis.com",
+      "serviceusage.googleapis.com",
       "storage.googleapis.com",
     ],
     var.kms ? ["cloudkms.googleapis.com"] : [],

@@ -5,6 +5,8 @@
 resource "google_service_account" "merger" {
   account_id   = "ferry-merger"
   display_name = "ferry merger"
+
+  depends_on = [google_project_service.services]
 }
 
 locals {

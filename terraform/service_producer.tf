@@ -4,6 +4,8 @@
 resource "google_service_account" "producer" {
   account_id   = "ferry-producer"
   display_name = "ferry producer (serve)"
+
+  depends_on = [google_project_service.services]
 }
 
 locals {

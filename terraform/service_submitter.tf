@@ -1,14 +1,16 @@
 # The submitter: `producer submit` run where the data is (an on-premises
 # machine, a batch job) with FERRY_TRANSPORT=pubsub. It publishes chunk
 # messages and events, writes manifests under the staging prefix, reads done
-# markers, and (with submitter_wait) waits for its done event on a temporary
-# subscription of its own. No key is created: principals in
+# markers (which is how --wait learns that its transfer ended), and lists
+# the destination for -n and --skip-unchanged. No key is created: principals in
 # submitter_impersonators act as it (gcloud's --impersonate-service-account,
 # or a workload identity pool).
 
 resource "google_service_account" "submitter" {
   account_id   = "ferry-submitter"
   display_name = "ferry submitter (on-premises producer submit)"
+
+  depends_on = [google_project_service.services]
 }
 
 resource "google_service_account_iam_member" "submitter_impersonators" {
@@ -30,32 +32,10 @@ resource "google_pubsub_topic_iam_member" "submitter" {
   member = google_service_account.submitter.member
 }
 
-# Attaching a temporary subscription to the done topic (--wait) and to the
-# events topic (the progress bar).
-resource "google_pubsub_topic_iam_member" "submitter_attach" {
-  for_each = {
-    for k, v in {
-      done   = google_pubsub_topic.topic["done"].name
-      events = google_pubsub_topic.topic["events"].name
-    } : k => v if var.submitter_wait
-  }
-
-  topic  = each.value
-  role   = "roles/pubsub.subscriber"
-  member = google_service_account.submitter.member
-}
-
-# Creating, reading and deleting those subscriptions is granted on the
-# project: IAM Conditions cannot name Pub/Sub resources, so this grant
-# covers every subscription of the project. Turn it off with
-# submitter_wait = false (submit without --wait then needs none of it).
-resource "google_project_iam_member" "submitter_wait" {
-  count = var.submitter_wait ? 1 : 0
-
-  project = var.project
-  role    = google_project_iam_custom_role.submitter_wait.id
-  member  = google_service_account.submitter.member
-}
+# No subscription rights at all: Pub/Sub cannot confine them by name, so a
+# grant that lets the submitter create its own would let it drain or delete
+# the fleet's. `producer submit --wait` polls its done marker instead
+# (FERRY_SUBMIT_WAIT=marker, in submitter_env).
 
 # Only ferry's own prefixes: manifests and staging under .ferry/, done
 # markers under .ferry-done/. Final objects are the workers' and the merger's.
@@ -76,6 +56,16 @@ resource "google_storage_bucket_iam_member" "submitter_bucket_get" {
   member = google_service_account.submitter.member
 }
 
+# -n and --skip-unchanged list the destination. storage.objects.list is
+# checked on the bucket, so the prefix condition above cannot grant it: the
+# submitter may list the names and metadata of the whole bucket, and read
+# and write only under ferry's prefixes.
+resource "google_storage_bucket_iam_member" "submitter_list" {
+  bucket = google_storage_bucket.data.name
+  role   = google_project_iam_custom_role.objects_list.id
+  member = google_service_account.submitter.member
+}
+
 locals {
   # The environment of an on-premises submitter (terraform output
   # submitter_env writes it as a .env file for FERRY_ENV_FILE).
@@ -85,6 +75,7 @@ locals {
     FERRY_EVENTS_TOPIC = local.topics.events
     FERRY_DONE_TOPIC   = local.topics.done
     FERRY_TRANSPORT    = "pubsub"
+    FERRY_SUBMIT_WAIT  = "marker"
     FERRY_BUCKETS      = google_storage_bucket.data.name
     FERRY_KMS_KEY      = local.kms_key
   }

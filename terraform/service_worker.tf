@@ -4,6 +4,8 @@
 resource "google_service_account" "worker" {
   account_id   = "ferry-worker"
   display_name = "ferry worker"
+
+  depends_on = [google_project_service.services]
 }
 
 locals {

@@ -8,6 +8,15 @@
 #   ferry-env           FERRY_* settings, one KEY=VALUE a line
 #   ferry-stop-timeout  seconds systemd waits after SIGTERM before it kills
 #   ferry-nfs           HOST:/SHARE mounted at /mnt/ferry (the spool), or empty
+#   ferry-ops-agent     true: configure the Ops Agent (installing it when the
+#                       image's repositories have it) to ship the service's
+#                       JSON logs with their severity and scrape its /metrics
+#   ferry-metrics-port  where the service serves /metrics (FERRY_HTTP_ADDR)
+#
+# On a first deploy the release may not be uploaded yet (terraform creates
+# the release bucket; `make release` fills it): the script then waits,
+# looking again with backoff up to every 5 minutes and saying so on the
+# serial console, instead of failing into an autohealing loop.
 #
 # downloads the binary with the VM's own service account, refuses it unless
 # its SHA-256 is the one SHA256SUMS lists, and runs it as the systemd unit
@@ -58,12 +67,21 @@ done <<<"$env_file"
 token=$(md instance/service-accounts/default/token | sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
 [[ -n $token ]] || die "no access token from the metadata server"
 
-# fetch OBJECT FILE downloads gs://$release_bucket/$release_path/OBJECT.
+# fetch OBJECT FILE downloads gs://$release_bucket/$release_path/OBJECT. A
+# missing object (404: the release is not uploaded yet) is waited for.
 fetch() {
-  local object="$release_path/$1"
-  curl -fsS --retry 10 --retry-connrefused --max-time 300 -H "Authorization: Bearer $token" \
-    -o "$2" "$storage/storage/v1/b/$release_bucket/o/${object//\//%2F}?alt=media" ||
-    die "download gs://$release_bucket/$object failed"
+  local object="$release_path/$1" code delay=${FERRY_RELEASE_RETRY_SECONDS:-5}
+  while :; do
+    code=$(curl -sS --retry 10 --retry-connrefused --max-time 300 -H "Authorization: Bearer $token" -w '%{http_code}' \
+      -o "$2" "$storage/storage/v1/b/$release_bucket/o/${object//\//%2F}?alt=media") || code=000
+    case $code in
+    200) return 0 ;;
+    404) log "gs://$release_bucket/$object is not there yet: upload release ${release_path##*/} with make release (RELEASE_LOCATION=gs://$release_bucket/${release_path%/*}); looking again in ${delay}s" ;;
+    *) die "download gs://$release_bucket/$object failed (HTTP $code)" ;;
+    esac
+    sleep "$delay"
+    delay=$((delay * 2 > 300 ? 300 : delay * 2))
+  done
 }
 
 mkdir -p "$root/opt/ferry" "$root/etc/ferry" "$root/etc/systemd/system" "$root/var/lib/ferry"
@@ -88,6 +106,12 @@ run chown ferry:ferry /var/lib/ferry
 rw_paths=/var/lib/ferry
 if [[ -n $nfs ]]; then
   [[ $nfs =~ ^[0-9.]+:/[A-Za-z0-9_-]+$ ]] || die "ferry-nfs=$nfs: want IP:/SHARE"
+  # Stock Debian has no NFS client.
+  if [[ -n $root ]] || ! command -v mount.nfs >/dev/null; then
+    log "installing nfs-common for the spool share $nfs"
+    run apt-get update -q
+    run env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nfs-common
+  fi
   mkdir -p "$root/mnt/ferry"
   run mount -t nfs -o rw,hard,noatime "$nfs" /mnt/ferry
   run install -d -o ferry -g ferry /mnt/ferry/spool
@@ -106,6 +130,9 @@ Group=ferry
 EnvironmentFile=/etc/ferry/env
 WorkingDirectory=/var/lib/ferry
 ExecStart=/opt/ferry/$bin $args
+# The JSON log lines go to a file the Ops Agent reads (and to nowhere else).
+StandardOutput=append:/var/log/ferry/ferry.log
+StandardError=append:/var/log/ferry/ferry.log
 Restart=always
 RestartSec=5
 # SIGTERM starts the service's own orderly shutdown (FERRY_SHUTDOWN_GRACE
@@ -116,12 +143,76 @@ NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=read-only
 PrivateTmp=yes
-ReadWritePaths=$rw_paths
+ReadWritePaths=$rw_paths /var/log/ferry
 LimitNOFILE=65536
 
 [Install]
 WantedBy=multi-user.target
 UNIT
+
+mkdir -p "$root/var/log/ferry" "$root/etc/logrotate.d"
+run chown ferry:ferry /var/log/ferry
+cat >"$root/etc/logrotate.d/ferry" <<'ROTATE'
+/var/log/ferry/ferry.log {
+  daily
+  rotate 7
+  maxsize 100M
+  compress
+  missingok
+  copytruncate
+}
+ROTATE
+
+ops_agent=$(md instance/attributes/ferry-ops-agent || true)
+metrics_port=$(md instance/attributes/ferry-metrics-port || echo 8080)
+[[ $metrics_port =~ ^[0-9]+$ ]] || die "ferry-metrics-port=$metrics_port: want a port"
+if [[ $ops_agent == true ]]; then
+  if [[ -n $root ]] || ! dpkg-query -W -f '${Status}' google-cloud-ops-agent 2>/dev/null | grep -q 'install ok installed'; then
+    log "installing the Ops Agent"
+    run env DEBIAN_FRONTEND=noninteractive apt-get install -y -q google-cloud-ops-agent ||
+      log "the Ops Agent is not in this image's repositories: logs stay in the journal and /metrics is not scraped (use an image that has the agent or its repository; see docs/operations.md)"
+  fi
+  mkdir -p "$root/etc/google-cloud-ops-agent"
+  cat >"$root/etc/google-cloud-ops-agent/config.yaml" <<AGENT
+# Written by ferry's startup.sh: the service's JSON log lines, with their
+# severity, to Cloud Logging; its Prometheus metrics to Cloud Monitoring
+# (prometheus.googleapis.com/ferry_.../...).
+logging:
+  receivers:
+    ferry:
+      type: files
+      include_paths: [/var/log/ferry/ferry.log]
+  processors:
+    ferry_json:
+      type: parse_json
+    ferry_severity:
+      type: modify_fields
+      fields:
+        severity:
+          move_from: jsonPayload.severity
+  service:
+    pipelines:
+      ferry:
+        receivers: [ferry]
+        processors: [ferry_json, ferry_severity]
+metrics:
+  receivers:
+    ferry:
+      type: prometheus
+      config:
+        scrape_configs:
+          - job_name: ferry
+            scrape_interval: 30s
+            metrics_path: /metrics
+            static_configs:
+              - targets: ["localhost:$metrics_port"]
+  service:
+    pipelines:
+      ferry:
+        receivers: [ferry]
+AGENT
+  run systemctl restart google-cloud-ops-agent || log "could not restart the Ops Agent"
+fi
 
 run systemctl daemon-reload
 run systemctl enable ferry.service

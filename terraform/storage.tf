@@ -43,7 +43,14 @@ resource "google_storage_bucket" "data" {
     }
   }
 
-  depends_on = [google_kms_crypto_key_iam_member.gcs_agent]
+  lifecycle {
+    precondition {
+      condition     = var.staging_retention_days * 24 > local.transfer_timeout_hours
+      error_message = "staging_retention_days (${var.staging_retention_days} days) must be longer than transfer_timeout (${var.transfer_timeout}): the lifecycle rule would delete the chunks and the manifest of a transfer that is still allowed to run."
+    }
+  }
+
+  depends_on = [google_kms_crypto_key_iam_member.gcs_agent, google_project_service.services]
 }
 
 resource "google_storage_bucket" "releases" {
@@ -58,9 +65,15 @@ resource "google_storage_bucket" "releases" {
   versioning {
     enabled = true
   }
+
+  depends_on = [google_project_service.services]
 }
 
 locals {
+  # transfer_timeout in hours, for the staging retention's precondition.
+  timeout_parts          = regex("^(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?$", var.transfer_timeout)
+  transfer_timeout_hours = tonumber(coalesce(local.timeout_parts.h, "0")) + tonumber(coalesce(local.timeout_parts.m, "0")) / 60 + tonumber(coalesce(local.timeout_parts.s, "0")) / 3600
+
   staging_prefix = ".ferry/"
   done_prefix    = ".ferry-done/"
 

@@ -46,6 +46,12 @@ variable "filestore_tier" {
   description = "Filestore tier of the spool share."
 }
 
+variable "filestore_zone" {
+  type        = string
+  default     = ""
+  description = "Zone of a BASIC_HDD, BASIC_SSD or ZONAL spool share; empty: the region's zone b. REGIONAL and ENTERPRISE shares live in the region."
+}
+
 variable "filestore_capacity_gb" {
   type        = number
   default     = 2560
@@ -77,7 +83,13 @@ variable "release_version" {
 variable "image" {
   type        = string
   default     = "debian-cloud/debian-12"
-  description = "Boot image of every VM: a Debian-like image with systemd and curl (bake the Ops Agent into your own to ship logs)."
+  description = "Boot image of every VM: a Debian-like image with systemd and curl; with ops_agent, one that has the Ops Agent or its package repository (docs/operations.md)."
+}
+
+variable "ops_agent" {
+  type        = bool
+  default     = true
+  description = "Configure the Ops Agent on every VM (startup.sh installs it where the image's repositories have it): the services' JSON logs reach Cloud Logging with their severity, and /metrics is scraped into Cloud Monitoring, which the dashboard and alerts read."
 }
 
 variable "spot" {
@@ -171,7 +183,12 @@ variable "source_roots" {
 variable "staging_retention_days" {
   type        = number
   default     = 3
-  description = "Age after which the lifecycle rule deletes staging objects under .ferry/ (a backstop against orphans; keep it above any BigQuery outage you expect to ride out)."
+  description = "Age after which the lifecycle rule deletes staging objects under .ferry/ (a backstop against orphans; keep it above any BigQuery outage you expect to ride out). It must be longer than transfer_timeout, or the rule deletes the chunks and manifest of a transfer still running."
+
+  validation {
+    condition     = var.staging_retention_days >= 1 && floor(var.staging_retention_days) == var.staging_retention_days
+    error_message = "staging_retention_days must be a whole number of days, at least 1: 0 would delete in-flight chunks and manifests at once."
+  }
 }
 
 variable "done_retention_days" {
@@ -189,6 +206,11 @@ variable "soft_delete_days" {
   type        = number
   default     = 0
   description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."
+
+  validation {
+    condition     = var.soft_delete_days == 0 || (var.soft_delete_days >= 7 && var.soft_delete_days <= 90)
+    error_message = "Cloud Storage takes a soft-delete retention of 0 (off) or 7 to 90 days."
+  }
 }
 
 variable "done_subscriptions" {
@@ -212,7 +234,12 @@ variable "bq_location" {
 variable "transfer_timeout" {
   type        = string
   default     = "6h"
-  description = "FERRY_TRANSFER_TIMEOUT: a transfer with no progress for this long ends failed."
+  description = "FERRY_TRANSFER_TIMEOUT: a transfer with no progress for this long ends failed (hours, minutes and seconds, e.g. 6h or 90m)."
+
+  validation {
+    condition     = can(regex("^([0-9]+h)?([0-9]+m)?([0-9]+s)?$", var.transfer_timeout)) && var.transfer_timeout != ""
+    error_message = "transfer_timeout must be a duration of hours, minutes and seconds, such as 6h, 90m or 1h30m."
+  }
 }
 
 variable "log_level" {
@@ -225,12 +252,6 @@ variable "submitter_impersonators" {
   type        = list(string)
   default     = []
   description = "Principals (user:…, group:…, principal://… of a workload identity pool) that may act as the submitter service account for on-premises `producer submit`."
-}
-
-variable "submitter_wait" {
-  type        = bool
-  default     = true
-  description = "Let the submitter create its own temporary subscriptions (submit --wait and the progress bar). Pub/Sub cannot confine that grant by name, so it covers every subscription of the project."
 }
 
 variable "subnet_cidr" {

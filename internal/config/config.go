@@ -233,6 +233,7 @@ type Producer struct {
 	MaxRate     Bytes    `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this process may send (chunk messages with FERRY_TRANSPORT=pubsub); 0: no limit"`
 	Method      string   `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
 	Requests    int      `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
+	SubmitWait  string   `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
 	SourceRoots []string `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
 }
 
@@ -243,6 +244,9 @@ func (p *Producer) Validate() error {
 	}
 	if err := CheckChunkSize(p.ChunkSize); err != nil {
 		return fmt.Errorf("FERRY_CHUNK_SIZE: %w", err)
+	}
+	if p.SubmitWait != "subscription" && p.SubmitWait != "marker" {
+		return fmt.Errorf("FERRY_SUBMIT_WAIT=%.32q: want subscription or marker", p.SubmitWait)
 	}
 	if p.MaxChunks < 1 || p.MaxChunks > 1_000_000 {
 		return fmt.Errorf("FERRY_MAX_CHUNKS=%d: want 1 to 1000000", p.MaxChunks)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -154,5 +155,20 @@ func TestRequestsOfRealTreesAndHugeInputs(t *testing.T) {
 		if n := len(message.Encode(d)); n > message.MaxDoneBytes || len(d.Error) > message.MaxErrorBytes {
 			t.Fatalf("failed done event of %d bytes (error %d bytes)", n, len(d.Error))
 		}
+	}
+}
+
+// Issue 18 §5: a submitter that may not create subscriptions (terraform's
+// FERRY_SUBMIT_WAIT=marker) still waits for its transfer with --wait, on
+// the done marker, and reports the same result.
+func TestSubmitWaitsOnTheDoneMarker(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 1, inlineMax: 64 << 10})
+	root, files := oddTree(t)
+	p := s.start("producer", "producer", s.env("FERRY_SUBMIT_WAIT=marker"), "submit", "--wait", root, "gs://"+s.bucket+"/marker")
+	if code := p.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("submit --wait with FERRY_SUBMIT_WAIT=marker: exit %d\n%s", code, tail(p.out.String(), 3000))
+	}
+	if want := fmt.Sprintf("ok: %d objects", len(files)); !strings.Contains(p.out.String(), want) || !strings.Contains(p.out.String(), "6 files skipped") {
+		t.Fatalf("output %s, want %q and the skipped count", tail(p.out.String(), 2000), want)
 	}
 }

@@ -34,9 +34,14 @@ type progressBar struct {
 }
 
 // startProgress subscribes to the transfer's events before it starts, so
-// that none is missed; begin starts drawing.
+// that none is missed (with eventsTopic "", it subscribes to nothing and
+// shows only what the producer read and compressed); begin starts drawing.
 func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string, p *producer.Producer, w io.Writer, mu *sync.Mutex) (*progressBar, error) {
 	b := &progressBar{p: p, start: time.Now(), q: q, w: w, mu: mu}
+	if eventsTopic == "" { // no subscription allowed: the producer's side only
+		b.ctx, b.cancel = context.WithCancel(ctx)
+		return b, nil
+	}
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	b.sub = "ferry-progress-" + tid + "-" + hex.EncodeToString(r[:])
@@ -111,6 +116,8 @@ func (b *progressBar) stop(composed bool) {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 5*time.Second)
 		defer cancel()
-		_ = b.q.DeleteSubscription(ctx, b.sub)
+		if b.sub != "" {
+			_ = b.q.DeleteSubscription(ctx, b.sub)
+		}
 	})
 }

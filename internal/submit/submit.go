@@ -89,8 +89,11 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 		}
 		return PrintDryRun(stdout, d, o.JSON)
 	}
+	// byMarker: no subscriptions at all (FERRY_SUBMIT_WAIT=marker); the
+	// wait polls the done marker and the bar shows the producer's side.
+	byMarker := cfg.SubmitWait == "marker"
 	var w *waiter.Waiter
-	if o.Wait {
+	if o.Wait && !byMarker {
 		// Subscribe before the transfer starts, so its done event cannot
 		// be missed.
 		st.set("subscribing to topic %s on %s", cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
@@ -119,8 +122,12 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	}
 	p := producer.New(po)
 	if showBar {
+		events := cfg.PubSub.EventsTopic
+		if byMarker {
+			events = ""
+		}
 		st.set("subscribing to topic %s on %s", cfg.PubSub.EventsTopic, emu.PubSubEndpoint())
-		if bar, err = startProgress(ctx, q, cfg.PubSub.EventsTopic, req.TransferID, p, stdout, &out); err != nil {
+		if bar, err = startProgress(ctx, q, events, req.TransferID, p, stdout, &out); err != nil {
 			return st.fail(ctx, err)
 		}
 		defer bar.stop(false)
@@ -143,11 +150,17 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	}
 	log.Info("all chunks published", "transfer_id", man.TransferID, "files", len(man.Files), "skipped", len(man.Skipped), "bytes", raw,
 		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
-	if w == nil {
+	if !o.Wait {
 		return nil
 	}
-	st.set("waiting for the done event of transfer %s on topic %s (%s)", req.TransferID, cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
-	done, err := w.Wait(ctx)
+	var done message.Done
+	if byMarker {
+		st.set("waiting for the done marker of transfer %s in gs://%s/%s (FERRY_SUBMIT_WAIT=marker)", req.TransferID, man.Bucket, message.DoneMarker(req.TransferID))
+		done, err = waiter.NewMarker(store, man.Bucket, req.TransferID).Wait(ctx)
+	} else {
+		st.set("waiting for the done event of transfer %s on topic %s (%s)", req.TransferID, cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
+		done, err = w.Wait(ctx)
+	}
 	if err != nil {
 		return st.fail(ctx, err)
 	}

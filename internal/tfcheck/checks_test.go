@@ -646,13 +646,10 @@ func wantBindings(ev *Eval) map[string][]string {
 			"roles/bigquery.dataEditor on dataset:" + dataset, "roles/bigquery.jobUser on project:" + project}, vm...),
 		"sa:producer": append([]string{sub(ps.RequestsSubscription), pub(ps.ChunksTopic), pub(ps.EventsTopic), pub(ps.DoneTopic),
 			pub(ps.RequestsDeadLetter), objects, bucketGet, releases}, vm...),
-		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.EventsTopic), bucketGet,
+		// No subscription rights (it waits on its done marker), and list
+		// on the bucket for -n and --skip-unchanged.
+		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.EventsTopic), bucketGet, "custom[storage.objects.list] on bucket:" + bucket,
 			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix},
-	}
-	if ev.Var("submitter_wait").RawEquals(cty.True) {
-		want["sa:submitter"] = append(want["sa:submitter"],
-			"roles/pubsub.subscriber on topic:"+ps.DoneTopic, "roles/pubsub.subscriber on topic:"+ps.EventsTopic,
-			"custom[pubsub.subscriptions.consume,pubsub.subscriptions.create,pubsub.subscriptions.delete,pubsub.subscriptions.get] on project:"+project)
 	}
 	if ev.Var("kms").RawEquals(cty.True) {
 		want["gcs-agent"] = []string{"roles/cloudkms.cryptoKeyEncrypterDecrypter on kms:objects"}

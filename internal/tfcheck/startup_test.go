@@ -21,6 +21,9 @@ type fakeGoogle struct {
 	objects  map[string][]byte // "bucket/object" → bytes
 	mu       sync.Mutex
 	fetched  []string
+	// onFetch, when set, runs before each object download is answered,
+	// with the count of downloads so far.
+	onFetch func(n int)
 }
 
 func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -52,8 +55,11 @@ func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		name := bucket + "/" + strings.ReplaceAll(obj, "%2F", "/")
 		f.mu.Lock()
 		f.fetched = append(f.fetched, name)
-		f.mu.Unlock()
+		if f.onFetch != nil {
+			f.onFetch(len(f.fetched))
+		}
 		b, ok := f.objects[name]
+		f.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -94,12 +100,12 @@ func startupFor(t *testing.T, scenario, binary string, payload []byte, sums stri
 	return f, svc
 }
 
-func runStartup(t *testing.T, f *fakeGoogle, root string) (string, error) {
+func runStartup(t *testing.T, f *fakeGoogle, root string, env ...string) (string, error) {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	cmd := exec.Command("bash", "../../terraform/startup.sh")
-	cmd.Env = append(os.Environ(), "FERRY_METADATA_URL="+srv.URL+"/computeMetadata/v1", "FERRY_STORAGE_URL="+srv.URL, "FERRY_ROOT="+root)
+	cmd.Env = append(append(os.Environ(), "FERRY_METADATA_URL="+srv.URL+"/computeMetadata/v1", "FERRY_STORAGE_URL="+srv.URL, "FERRY_ROOT="+root), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -156,11 +162,13 @@ func TestStartupScriptMountsTheSpoolShare(t *testing.T) {
 		t.Fatalf("startup.sh: %v\n%s", err, out)
 	}
 	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
-	if !strings.Contains(string(cmds), "mount -t nfs -o rw,hard,noatime 10.20.0.5:/ferry /mnt/ferry") {
-		t.Errorf("commands:\n%s\nwant the share mounted", cmds)
+	install := strings.Index(string(cmds), "apt-get install -y -q nfs-common")
+	mount := strings.Index(string(cmds), "mount -t nfs -o rw,hard,noatime 10.20.0.5:/ferry /mnt/ferry")
+	if mount < 0 || install < 0 || install > mount {
+		t.Errorf("commands:\n%s\nwant nfs-common installed (stock Debian has no NFS client), then the share mounted", cmds)
 	}
 	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/ferry.service"))
-	if !strings.Contains(string(unit), "ExecStart=/opt/ferry/producer serve\n") || !strings.Contains(string(unit), "ReadWritePaths=/var/lib/ferry /mnt/ferry\n") {
+	if !strings.Contains(string(unit), "ExecStart=/opt/ferry/producer serve\n") || !strings.Contains(string(unit), "ReadWritePaths=/var/lib/ferry /mnt/ferry /var/log/ferry\n") {
 		t.Errorf("unit:\n%s", unit)
 	}
 	if !strings.Contains(svc.metadata["ferry-env"], "FERRY_SPOOL_DIR=/mnt/ferry/spool") {
@@ -188,5 +196,58 @@ func TestStartupScriptRefusesEnvThatIsNotFerrys(t *testing.T) {
 	out, err := runStartup(t, f, t.TempDir())
 	if err == nil || !strings.Contains(out, `ferry-env line "LD_PRELOAD=evil.so"`) {
 		t.Fatalf("startup.sh = %v, output %q; want the line refused", err, out)
+	}
+}
+
+// Issue 18 §3: on a first deploy the release is uploaded after the VMs
+// start; the script waits for it, saying why, instead of failing into an
+// autohealing loop.
+func TestStartupScriptWaitsForTheRelease(t *testing.T) {
+	payload := []byte("worker")
+	f, svc := startupFor(t, "defaults", "worker", payload, sumLine("worker", payload))
+	rel := strings.TrimPrefix(svc.metadata["ferry-release"], "gs://")
+	sums := f.objects[rel+"/SHA256SUMS"]
+	delete(f.objects, rel+"/SHA256SUMS")
+	f.onFetch = func(n int) {
+		if n == 3 { // uploaded after two looks
+			f.objects[rel+"/SHA256SUMS"] = sums
+		}
+	}
+	root := t.TempDir()
+	out, err := runStartup(t, f, root, "FERRY_RELEASE_RETRY_SECONDS=0")
+	if err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "is not there yet: upload release v1.2.3 with make release"); n != 2 {
+		t.Fatalf("output %q: want two waits that say why", out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "opt/ferry/worker")); !bytes.Equal(got, payload) {
+		t.Fatalf("installed %q after the wait", got)
+	}
+}
+
+// Issue 18 §9: the Ops Agent is configured to ship the service's JSON logs
+// with their severity and to scrape its /metrics.
+func TestStartupScriptConfiguresTheOpsAgent(t *testing.T) {
+	payload := []byte("merger")
+	f, _ := startupFor(t, "defaults", "merger", payload, sumLine("merger", payload))
+	root := t.TempDir()
+	if out, err := runStartup(t, f, root); err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	cfg, err := os.ReadFile(filepath.Join(root, "etc/google-cloud-ops-agent/config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"include_paths: [/var/log/ferry/ferry.log]", "type: parse_json", "move_from: jsonPayload.severity",
+		"type: prometheus", `targets: ["localhost:8080"]`} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("Ops Agent config lacks %q:\n%s", want, cfg)
+		}
+	}
+	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/ferry.service"))
+	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
+	if !strings.Contains(string(unit), "StandardOutput=append:/var/log/ferry/ferry.log") || !strings.Contains(string(cmds), "systemctl restart google-cloud-ops-agent") {
+		t.Errorf("unit:\n%s\ncommands:\n%s\nwant the log in the agent's file and the agent restarted", unit, cmds)
 	}
 }

@@ -21,7 +21,7 @@ var scenarios = map[string]map[string]cty.Value{
 		"transport": cty.StringVal("spool"), "filestore": cty.True, "kms": cty.True, "spot": cty.False,
 		"max_delivery_attempts": cty.NumberIntVal(7), "release_location": cty.StringVal("gs://ferry-releases/builds"),
 		"submitter_impersonators": cty.TupleVal([]cty.Value{cty.StringVal("user:alice@example.com")}),
-		"submitter_wait":          cty.False, "done_retention_days": cty.NumberIntVal(90), "min_workers": cty.NumberIntVal(0),
+		"done_retention_days":     cty.NumberIntVal(90), "min_workers": cty.NumberIntVal(0),
 	},
 }
 
