@@ -265,3 +265,20 @@ variable "nat" {
   default     = true
   description = "Cloud NAT for OS updates; Google APIs are reached through Private Google Access either way."
 }
+
+variable "notification_channels" {
+  type        = list(string)
+  default     = []
+  description = "Cloud Monitoring notification channels (projects/P/notificationChannels/ID) the alerts notify; empty: the alerts only show in the console."
+}
+
+variable "alert_backlog_age_minutes" {
+  type        = number
+  default     = 60
+  description = "The backlog alert fires when the oldest unacked message of a fleet subscription is older than this for 5 minutes. An hour: long past a normal transfer's queueing, short of the FERRY_TRANSFER_TIMEOUT that would fail it."
+
+  validation {
+    condition     = var.alert_backlog_age_minutes >= 5
+    error_message = "alert_backlog_age_minutes must be at least 5."
+  }
+}

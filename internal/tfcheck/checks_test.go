@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/sethvargo/go-envconfig"
 	"github.com/zclconf/go-cty/cty"
@@ -726,7 +727,7 @@ var (
 	unlabeled = []string{"google_project_service", "google_service_account", "google_project_iam_custom_role", "google_kms_key_ring",
 		"google_compute_network", "google_compute_subnetwork", "google_compute_router", "google_compute_router_nat",
 		"google_compute_firewall", "google_compute_health_check", "google_compute_region_instance_group_manager",
-		"google_compute_region_autoscaler"}
+		"google_compute_region_autoscaler", "google_monitoring_dashboard", "google_monitoring_alert_policy"}
 )
 
 func checkLabels(ev *Eval) []string {
@@ -900,4 +901,87 @@ func nameOfDataset(ev *Eval, v cty.Value) string {
 	}
 	s, _ := str(v)
 	return s
+}
+
+// firewallRanges are the only sources a firewall rule may let in: Google's
+// health-check probers and Identity-Aware Proxy's TCP forwarding.
+var firewallRanges = map[string]bool{"35.191.0.0/16": true, "130.211.0.0/22": true, "35.235.240.0/20": true}
+
+// needsAPIs are the resource types a first apply on a fresh project creates
+// before their API is enabled, unless they wait for google_project_service.
+var needsAPIs = []string{"google_service_account", "google_project_iam_custom_role", "google_storage_bucket", "google_pubsub_topic",
+	"google_compute_network", "google_compute_health_check", "google_bigquery_dataset", "google_kms_key_ring", "google_filestore_instance",
+	"google_monitoring_dashboard", "google_monitoring_alert_policy"}
+
+// guardedVars are the variables a value outside the cloud's rules or one
+// that loses data must be refused for, by a validation block.
+var guardedVars = []string{"soft_delete_days", "staging_retention_days", "transfer_timeout", "done_retention_days", "max_delivery_attempts", "transport"}
+
+// checkDeploy holds what `terraform validate` cannot see and a first deploy
+// needs: firewall sources, Private Google Access, APIs before what needs
+// them, Spot VMs that GCE accepts, and validation of the risky variables.
+func checkDeploy(ev *Eval) []string {
+	var problems []string
+	for _, in := range instances(ev, "google_compute_firewall") {
+		v := get(in, in.Res.Body, "source_ranges")
+		if !v.IsKnown() || v.IsNull() || v.LengthInt() == 0 {
+			problems = append(problems, in.Addr()+": no source_ranges")
+			continue
+		}
+		for it := v.ElementIterator(); it.Next(); {
+			_, r := it.Element()
+			if s, _ := str(r); !firewallRanges[s] {
+				problems = append(problems, fmt.Sprintf("%s: source range %s is neither Google's health checkers nor IAP", in.Addr(), s))
+			}
+		}
+	}
+	for _, in := range instances(ev, "google_compute_subnetwork") {
+		if !get(in, in.Res.Body, "private_ip_google_access").RawEquals(cty.True) {
+			problems = append(problems, in.Addr()+": private_ip_google_access is not true: VMs without external IPs cannot reach Google's APIs")
+		}
+	}
+	for _, typ := range needsAPIs {
+		for _, r := range ev.m.ResourcesOf(typ) {
+			if !dependsOnAPIs(r) {
+				problems = append(problems, r.Addr()+": does not depend on google_project_service.services: it races the enabling of its API on a fresh project")
+			}
+		}
+	}
+	svcs, _ := services(ev)
+	for _, s := range svcs {
+		sch := block(s.tmpl.Res.Body, "scheduling")
+		model, _ := str(get(s.tmpl, sch, "provisioning_model"))
+		maint, _ := str(get(s.tmpl, sch, "on_host_maintenance"))
+		restart := get(s.tmpl, sch, "automatic_restart")
+		if model == "SPOT" && (maint != "TERMINATE" || !restart.RawEquals(cty.False)) {
+			problems = append(problems, fmt.Sprintf("%s: a Spot VM with on_host_maintenance %q and automatic_restart %v; GCE wants TERMINATE and false", s.tmpl.Addr(), maint, restart.GoString()))
+		}
+	}
+	for _, name := range guardedVars {
+		v, ok := ev.m.Variables[name]
+		if !ok {
+			problems = append(problems, "var."+name+": gone; guardedVars lists it")
+			continue
+		}
+		if len(Blocks(v.Body, "validation")) == 0 {
+			problems = append(problems, "var."+name+": no validation block")
+		}
+	}
+	return problems
+}
+
+// dependsOnAPIs reports whether r's depends_on names the project services.
+func dependsOnAPIs(r *Resource) bool {
+	a, ok := r.Body.Attributes["depends_on"]
+	if !ok {
+		return false
+	}
+	for _, tr := range a.Expr.Variables() {
+		if len(tr) >= 2 && tr.RootName() == "google_project_service" {
+			if s, ok := tr[1].(hcl.TraverseAttr); ok && s.Name == "services" {
+				return true
+			}
+		}
+	}
+	return false
 }

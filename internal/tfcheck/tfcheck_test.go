@@ -33,6 +33,7 @@ var checks = map[string]func(*Eval) []string{
 	"labels":   checkLabels,
 	"bucket":   checkBucket,
 	"bigquery": checkBigQuery,
+	"deploy":   checkDeploy,
 }
 
 func evaluate(t *testing.T, dir string, vars map[string]cty.Value) *Eval {
@@ -193,6 +194,18 @@ resource "google_compute_firewall" "iap_ssh" {`}}, "defaults", "labels", "google
 		{"health checks on another port", []edit{{"compute.tf", `    port         = local.health_port`, `    port         = 9090`}}, "defaults", "workers", "port 9090"},
 		{"a grace longer than preemption allows", []edit{{"service_worker.tf", `worker_grace_seconds = var.spot ? 25 : 80`, `worker_grace_seconds = var.spot ? 30 : 80`}}, "defaults", "workers", "want 0 < grace < stop timeout < 30s"},
 		{"scaling on another subscription", []edit{{"service_worker.tf", `resource.labels.subscription_id = \"${local.subscriptions.chunks.name}\"`, `resource.labels.subscription_id = \"${local.subscriptions.events.name}\"`}}, "defaults", "workers", "want num_undelivered_messages of ferry-chunks-workers"},
+		{"a firewall open to the world", []edit{{"network.tf", `source_ranges = ["35.235.240.0/20"]`, `source_ranges = ["0.0.0.0/0"]`}}, "defaults", "deploy", "source range 0.0.0.0/0"},
+		{"no Private Google Access", []edit{{"network.tf", `private_ip_google_access = true`, `private_ip_google_access = false`}}, "defaults", "deploy", "private_ip_google_access is not true"},
+		{"an account racing its API", []edit{{"service_worker.tf", `  display_name = "ferry worker"
+
+  depends_on = [google_project_service.services]`, `  display_name = "ferry worker"`}}, "defaults", "deploy", "google_service_account.worker: does not depend on google_project_service.services"},
+		{"Spot that migrates", []edit{{"compute.tf", `on_host_maintenance         = each.value.spot ? "TERMINATE" : "MIGRATE"`, `on_host_maintenance         = "MIGRATE"`}}, "defaults", "deploy", "a Spot VM with on_host_maintenance \"MIGRATE\""},
+		{"soft delete unchecked", []edit{{"variables.tf", `    condition     = var.soft_delete_days == 0 || (var.soft_delete_days >= 7 && var.soft_delete_days <= 90)
+    error_message = "Cloud Storage takes a soft-delete retention of 0 (off) or 7 to 90 days."`, ``}, {"variables.tf", `description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."
+
+  validation {
+
+  }`, `description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."`}}, "defaults", "deploy", "var.soft_delete_days: no validation block"},
 		{"a fixed worker count", []edit{{"service_worker.tf", `min_replicas    = var.min_workers`, `min_replicas    = 2`}}, "defaults", "workers", "min_replicas = 2, want var.min_workers"},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,171 @@
+# What operators see of a running fleet: a dashboard and the alerts of
+# docs/operations.md. The services' own metrics reach Cloud Monitoring
+# through the Ops Agent's Prometheus receiver (startup.sh), as
+# prometheus.googleapis.com/<name>/<kind> on resource prometheus_target;
+# Pub/Sub and the instance groups report on their own.
+
+locals {
+  dead_letter_subscriptions = [for k, v in local.dead_letter_topics : "${v}-sub"]
+
+  # A Cloud Monitoring filter matching any of names on label.
+  any_of = {
+    for what, names in {
+      dead     = local.dead_letter_subscriptions
+      fleet    = [for s in values(local.subscriptions) : s.name]
+      backlogs = [local.subscriptions.chunks.name, local.subscriptions.events.name, local.subscriptions.requests.name]
+    } : what => join(" OR ", [for n in names : "resource.label.subscription_id = \"${n}\""])
+  }
+
+  prometheus = "resource.type = \"prometheus_target\" AND metric.type = \"prometheus.googleapis.com"
+
+  dashboard_tiles = [
+    { title = "Backlog per subscription (undelivered messages)", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.fleet})", aligner = "ALIGN_MEAN", group = ["resource.label.subscription_id"] },
+    { title = "Oldest unacked message per subscription (s)", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND (${local.any_of.fleet})", aligner = "ALIGN_MAX", group = ["resource.label.subscription_id"] },
+    { title = "Chunks published per second", filter = "${local.prometheus}/ferry_chunks_published_total/counter\"", aligner = "ALIGN_RATE", group = [] },
+    { title = "Bytes uploaded per second", filter = "${local.prometheus}/ferry_bytes_uploaded_total/counter\"", aligner = "ALIGN_RATE", group = [] },
+    { title = "Upload latency (s, 95th percentile)", filter = "${local.prometheus}/ferry_upload_seconds/histogram\"", aligner = "ALIGN_DELTA", group = [], reducer = "REDUCE_PERCENTILE_95" },
+    { title = "Transfers finished per second, by status", filter = "${local.prometheus}/ferry_transfers_total/counter\"", aligner = "ALIGN_RATE", group = ["metric.label.status"] },
+    { title = "Dead-letter depth", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.dead})", aligner = "ALIGN_MAX", group = ["resource.label.subscription_id"] },
+    { title = "Workers (autoscaler maximum: ${var.max_workers})", filter = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-worker\"", aligner = "ALIGN_MAX", group = [] },
+  ]
+}
+
+resource "google_monitoring_dashboard" "ferry" {
+  dashboard_json = jsonencode({
+    displayName = "ferry"
+    gridLayout = {
+      columns = 2
+      widgets = [for tile in local.dashboard_tiles : {
+        title = tile.title
+        xyChart = {
+          dataSets = [{
+            plotType = "LINE"
+            timeSeriesQuery = {
+              timeSeriesFilter = {
+                filter = tile.filter
+                aggregation = {
+                  alignmentPeriod    = "60s"
+                  perSeriesAligner   = tile.aligner
+                  crossSeriesReducer = lookup(tile, "reducer", "REDUCE_SUM")
+                  groupByFields      = tile.group
+                }
+              }
+            }
+          }]
+        }
+      }]
+    }
+  })
+
+  depends_on = [google_project_service.services]
+}
+
+# Each alert's runbook is in docs/operations.md, under the alert's name.
+resource "google_monitoring_alert_policy" "dead_letter" {
+  display_name          = "ferry: a message was dead-lettered"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "undelivered messages on a dead-letter subscription"
+    condition_threshold {
+      filter          = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.dead})"
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "60s"
+      aggregations {
+        alignment_period   = "60s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+
+  documentation {
+    content   = "A message ran out of delivery attempts and waits on a dead-letter subscription. Runbook: docs/operations.md, \"Dead-lettered messages\"."
+    mime_type = "text/markdown"
+  }
+
+  depends_on = [google_project_service.services]
+}
+
+resource "google_monitoring_alert_policy" "backlog_age" {
+  display_name          = "ferry: work waits longer than ${var.alert_backlog_age_minutes} minutes"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "oldest unacked message on a fleet subscription"
+    condition_threshold {
+      filter          = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND (${local.any_of.backlogs})"
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_backlog_age_minutes * 60
+      duration        = "300s"
+      aggregations {
+        alignment_period   = "60s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+
+  documentation {
+    content   = "The oldest message on a subscription of the fleet has waited longer than the threshold: nothing is taking it, or too little. Runbook: docs/operations.md, \"Backlog growing\"."
+    mime_type = "text/markdown"
+  }
+
+  depends_on = [google_project_service.services]
+}
+
+resource "google_monitoring_alert_policy" "failed_transfers" {
+  display_name          = "ferry: transfers are failing"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "failed transfers in the last 5 minutes"
+    condition_threshold {
+      filter          = "${local.prometheus}/ferry_transfers_total/counter\" AND metric.label.status = \"failed\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  documentation {
+    content   = "A transfer ended failed. Its done event, row and `producer status ID` say why. Runbook: docs/operations.md, \"Failed transfers\"."
+    mime_type = "text/markdown"
+  }
+
+  depends_on = [google_project_service.services]
+}
+
+resource "google_monitoring_alert_policy" "workers_at_max" {
+  display_name          = "ferry: the worker group is at its maximum"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "ferry-worker at max_workers for 30 minutes"
+    condition_threshold {
+      filter          = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-worker\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.max_workers - 0.5
+      duration        = "1800s"
+      aggregations {
+        alignment_period   = "60s"
+        per_series_aligner = "ALIGN_MIN"
+      }
+    }
+  }
+
+  documentation {
+    content   = "The autoscaler has run max_workers workers for half an hour: the backlog wants more. Runbook: docs/operations.md, \"Workers at their maximum\"."
+    mime_type = "text/markdown"
+  }
+
+  depends_on = [google_project_service.services]
+}
