@@ -4,7 +4,7 @@
 # `make tf-check` checks this configuration against the Go code.
 
 terraform {
-  required_version = ">= 1.5"
+  required_version = ">= 1.9"
 
   required_providers {
     google = {

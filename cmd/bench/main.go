@@ -1,7 +1,7 @@
 // Command bench is make bench: ferry beside its peers (gcloud, gsutil,
 // single-stream Go uploads, the zstd CLI) on the same data, against the same
 // fake-gcs-server build, in the same run. See internal/bench and the
-// README's "Performance" section.
+// docs/performance.md.
 package main
 
 import (

@@ -18,7 +18,7 @@ upload them and the merger composes the final objects
 gs://BUCKET/PREFIX/<relative path>.zst, which stock zstd -d reads.
 
 serve runs the requests batch systems publish to FERRY_REQUESTS_TOPIC (JSON,
-see the README), until SIGTERM. Every request ends with one done event on
+see docs/usage.md), until SIGTERM. Every request ends with one done event on
 FERRY_DONE_TOPIC, also one that is malformed or cannot start.
 
 status, list and cancel read a bucket's manifests (.ferry/) and done markers

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Method names shared by the workloads, the goals and the README.
+// Method names shared by the workloads, the goals and docs/performance.md.
 const (
 	ZstdCLI        = "zstd_cli_T2"         // zstd -3 -T2, the compression ceiling
 	GcloudRecurse  = "gcloud_storage_cp_r" // gcloud storage cp -r

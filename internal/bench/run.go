@@ -37,7 +37,7 @@ type Run struct {
 	Tier     string
 	Method   string
 	Role     Role
-	// Setting describes the method's settings, as the README's table does.
+	// Setting describes the method's settings, as docs/performance.md's table does.
 	Setting string
 	Repeat  int
 

@@ -2,7 +2,7 @@
 // struct per binary, composed of the shared parts below, loaded with
 // go-envconfig. The same variables configure a laptop run and a fleet on
 // Google Cloud (Terraform sets them as instance metadata). Every field has a
-// help tag; Describe lists them for --help and the README.
+// help tag; Describe lists them for --help and docs/configuration.md.
 package config
 
 import (

@@ -89,10 +89,10 @@ func TestDescribeListsEveryVariable(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEveryVariable keeps the README's table in step with the
+// TestDocsListEveryVariable keeps docs/configuration.md's table in step with the
 // structs: every variable, with its default.
-func TestREADMEListsEveryVariable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestDocsListEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,13 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 			row := "| `" + v.Name + "` |"
 			i := strings.Index(readme, row)
 			if i < 0 {
-				t.Errorf("README.md has no row for %s", v.Name)
+				t.Errorf("docs/configuration.md has no row for %s", v.Name)
 				continue
 			}
 			line := readme[i:]
 			line = line[:strings.Index(line, "\n")]
 			if v.Default != "" && !strings.Contains(line, "`"+v.Default+"`") {
-				t.Errorf("README.md row for %s lacks its default %q: %s", v.Name, v.Default, line)
+				t.Errorf("docs/configuration.md row for %s lacks its default %q: %s", v.Name, v.Default, line)
 			}
 		}
 	}

@@ -122,9 +122,9 @@ func TestBatchSystemRequestsOverPubSub(t *testing.T) {
 	s.assertClean()
 }
 
-// TestREADMEGcloudPublishExample runs the README's example: a request
+// TestUsageGcloudPublishExample runs docs/usage.md's example: a request
 // published with gcloud pubsub topics publish against the Java emulator.
-func TestREADMEGcloudPublishExample(t *testing.T) {
+func TestUsageGcloudPublishExample(t *testing.T) {
 	if _, err := exec.LookPath("gcloud"); err != nil {
 		t.Skip("gcloud not on PATH")
 	}

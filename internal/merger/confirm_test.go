@@ -99,9 +99,11 @@ func TestDoneBound(t *testing.T) {
 		d.Objects = append(d.Objects, message.DoneObject{Name: long, Size: 1 << 62, CRC32C: 1<<32 - 1, Generation: 1 << 62, RawSize: 1 << 62, RawCRC32C: 1<<32 - 1})
 		d.Skipped = append(d.Skipped, long)
 	}
-	if n := len(message.Encode(d)); n > message.MaxDoneBytes {
+	n := len(message.Encode(d))
+	if n > message.MaxDoneBytes {
 		t.Fatalf("worst-case done event is %d bytes, over MaxDoneBytes=%d", n, message.MaxDoneBytes)
 	}
+	t.Logf("worst-case done event: %d bytes (bound %d)", n, message.MaxDoneBytes)
 }
 
 // Issue 16 §1: a transfer of 200,000 files ends with a done event under its
