@@ -472,6 +472,20 @@ func (s *Store) Delete(ctx context.Context, bucket, name string) error {
 	return err
 }
 
+// DeleteGeneration removes generation gen of an object, and nothing newer:
+// a version written since fails with ErrPrecondition and stays. One already
+// gone is not an error.
+func (s *Store) DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error {
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
+	o := s.c.Bucket(bucket).Object(name).If(storage.Conditions{GenerationMatch: gen})
+	err := s.fail(ctx, fmt.Sprintf("delete gs://%s/%s#%d", bucket, name, gen), o.Delete(ctx))
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
 // conditions puts a write's preconditions on o.
 func conditions(o *storage.ObjectHandle, ifAbsent bool, generation int64) *storage.ObjectHandle {
 	switch {

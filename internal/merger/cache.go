@@ -23,8 +23,11 @@ type transfer struct {
 	finished bool // ended (here or, as the done marker says, elsewhere)
 	refused  bool // names a bucket FERRY_BUCKETS does not allow; ended
 	manifest *message.Manifest
-	need     int // chunks the manifest lists
-	scanned  bool
+	// prefix is the destination prefix a producer's failed event gave,
+	// for a transfer that ended before its manifest was sealed.
+	prefix  string
+	need    int // chunks the manifest lists
+	scanned bool
 	// reported holds what workers said they stored before the manifest
 	// was read: unverified until the scan holds it against the manifest.
 	reported map[chunkKey]stored

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -161,4 +164,51 @@ func TestTwoHundredThousandFilesEndWithABoundedDoneEvent(t *testing.T) {
 		}
 	}
 	t.Logf("done event %d bytes, listing %d bytes for %d files", len(msgs[0].Data), len(body), n)
+}
+
+// Issue 17 §3: a failed transfer leaves none of the final objects it wrote
+// (sealed or not, and one a worker uploaded after the failure), and none of
+// another transfer's; a re-run then meets no object of the failed attempt.
+func TestFailedTransferRemovesItsFinalObjects(t *testing.T) {
+	for _, sealed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
+			s := newStaged(t, "m-fail-clean", "none", 1, 1, 1, 1)
+			done := &teststack.Recorder{}
+			m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+			var parts []message.EventPart
+			for i := range 2 {
+				parts = append(parts, s.upload(i, 0))
+			}
+			other := []byte("another transfer's object under the same prefix")
+			if _, err := s.store.Upload(context.Background(), s.bucket, "out/dir/other.csv", bytes.NewReader(other), gcs.UploadOptions{
+				Size: int64(len(other)), CRC32C: crc32c.Checksum(other), Metadata: message.FinalMetadata("tid-other", 1, 0, "none")}); err != nil {
+				t.Fatal(err)
+			}
+			if sealed {
+				s.seal()
+			}
+			failed := s.event(message.EventFailed)
+			failed.Error = "source dir/f03.csv: file grew while it was read"
+			if !sealed {
+				failed.Prefix = s.man.Prefix
+			}
+			for _, ev := range []message.Event{s.event(message.EventChunk, parts...), failed} {
+				if err := handle(t, m, ev); err != nil && !errors.Is(err, queue.ErrPermanent) {
+					t.Fatal(err)
+				}
+			}
+			late := s.upload(2, 0) // a worker that had not heard yet
+			if err := handle(t, m, s.event(message.EventChunk, late)); err != nil {
+				t.Fatal(err)
+			}
+			if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusFailed || d[0].Files != 0 {
+				t.Fatalf("done events %+v", d)
+			}
+			var left []string
+			_ = s.store.List(context.Background(), s.bucket, "out/", func(a gcs.Attrs) error { left = append(left, a.Name); return nil })
+			if len(left) != 1 || left[0] != "out/dir/other.csv" {
+				t.Fatalf("left under the prefix: %v, want only the other transfer's object", left)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package merger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,8 +16,9 @@ import (
 	"github.com/ferry-dev/ferry/internal/queue"
 )
 
-// end ends a transfer failed or cancelled: staging removed, row and done
-// event say why.
+// end ends a transfer failed or cancelled: the final objects it wrote
+// removed (when its destination is known: from the manifest, or from the
+// producer's failed event), staging removed, row and done event say why.
 func (m *Merger) end(ctx context.Context, t *transfer, status string, cause error, log *slog.Logger) error {
 	man := t.manifest
 	if man == nil {
@@ -32,6 +34,19 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 	}
 	if man == nil {
 		man = &message.Manifest{TransferID: t.id, Bucket: t.bucket}
+	}
+	prefix, known := man.Prefix, man.Bucket != ""
+	if !known && t.prefix != "" {
+		prefix, known = t.prefix, true
+	}
+	if known {
+		n, err := m.removeFinals(ctx, t.bucket, prefix, t.id)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Info("removed the final objects the transfer had written", "objects", n)
+		}
 	}
 	done := m.newDone(t, man, status, cause)
 	if status == message.StatusFailed {
@@ -173,4 +188,85 @@ func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event
 	}
 	t.progressAt = now
 	return true
+}
+
+// removeFinals deletes every object under the destination prefix whose
+// ferry-transfer metadata names tid, at the generation the listing showed:
+// a version written since, by another transfer or a person, is never
+// touched. A failed or cancelled transfer leaves nothing half-done, and a
+// re-run does not meet its own earlier attempt's objects. It returns how
+// many it removed.
+func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string) (int, error) {
+	if prefix != "" {
+		prefix += "/"
+	}
+	type version struct {
+		name string
+		gen  int64
+	}
+	var mine []version
+	err := m.o.Store.List(ctx, bucket, prefix, func(a gcs.Attrs) error {
+		if a.Metadata[message.MetaTransfer] == tid && !strings.HasPrefix(a.Name, message.StagingRoot) && !strings.HasPrefix(a.Name, message.DoneRoot) {
+			mine = append(mine, version{a.Name, a.Generation})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list the final objects of transfer %s under gs://%s/%s: %w", tid, bucket, prefix, err)
+	}
+	g, gctx := m.group(ctx)
+	for _, v := range mine {
+		g.Go(func() error {
+			err := m.o.Store.DeleteGeneration(gctx, bucket, v.name, v.gen)
+			if errors.Is(err, gcs.ErrPrecondition) {
+				return nil // replaced since: not this transfer's any more
+			}
+			return err
+		})
+	}
+	return len(mine), g.Wait()
+}
+
+// lateFinals handles a chunk event that arrives after its transfer ended:
+// a worker that uploaded a one-chunk file's final object after a failure
+// or cancel. Unless the transfer ended ok, the objects it reports go, at
+// the generation reported, if they are this transfer's.
+func (m *Merger) lateFinals(ctx context.Context, t *transfer, ev message.Event, log *slog.Logger) error {
+	var finals []message.EventPart
+	for _, p := range ev.Parts {
+		if !strings.HasPrefix(p.Object, message.StagingRoot) {
+			finals = append(finals, p)
+		}
+	}
+	if len(finals) == 0 {
+		return nil
+	}
+	b, err := m.o.Store.ReadAll(ctx, t.bucket, message.DoneMarker(t.id))
+	if errors.Is(err, gcs.ErrNotFound) {
+		return nil // ended here without a marker: a refused bucket
+	}
+	if err != nil {
+		return err
+	}
+	var d message.Done
+	if err := message.Decode(b, &d); err != nil || d.Status == message.StatusOK {
+		return nil
+	}
+	for _, p := range finals {
+		a, err := m.o.Store.Attrs(ctx, t.bucket, p.Object)
+		if errors.Is(err, gcs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if a.Metadata[message.MetaTransfer] != t.id {
+			continue
+		}
+		if err := m.o.Store.DeleteGeneration(ctx, t.bucket, p.Object, a.Generation); err != nil && !errors.Is(err, gcs.ErrPrecondition) {
+			return err
+		}
+		log.Info("removed a final object uploaded after the transfer ended", "object", p.Object, "status", d.Status)
+	}
+	return nil
 }

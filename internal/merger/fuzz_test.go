@@ -78,6 +78,11 @@ func FuzzMergerHandle(f *testing.F) {
 	f.Add(ev(message.EventSealed, bucket), manifest)
 	f.Add(ev(message.EventChunk, bucket, all[1]), []byte{})
 	f.Add(ev(message.EventFailed, bucket), manifest)
+	// Issue 17: a forged report of the one-chunk file with the manifest's
+	// size and CRC32C and a made-up generation, and a failed event naming
+	// a prefix.
+	f.Add(ev(message.EventChunk, bucket, message.EventPart{File: 1, Object: f1.Object, Generation: 1, Size: f1.WireSize, CRC32C: f1.WireCRC32}), manifest)
+	f.Add(message.Encode(message.Event{V: message.Version, Type: message.EventFailed, TransferID: tid, Bucket: bucket, Prefix: "out", Error: "x"}), []byte{})
 	f.Add(ev(message.EventCancel, bucket), []byte{})
 	f.Add(ev(message.EventSealed, "fuzz-m-no"), manifest)
 	f.Add(ev(message.EventSealed, bucket), message.Encode(zstdMan))

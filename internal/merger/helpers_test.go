@@ -101,6 +101,12 @@ func (s *spyStore) List(ctx context.Context, bucket, prefix string, fn func(gcs.
 	return s.objectStore.List(ctx, bucket, prefix, fn)
 }
 
+func (s *spyStore) DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error {
+	s.enter("Delete " + name)
+	defer s.leave()
+	return s.objectStore.DeleteGeneration(ctx, bucket, name, gen)
+}
+
 func (s *spyStore) Delete(ctx context.Context, bucket, name string) error {
 	s.enter("Delete " + name)
 	defer s.leave()
@@ -400,3 +406,17 @@ func (s *memStore) Delete(_ context.Context, _, name string) error {
 }
 
 var _ objectStore = (*memStore)(nil)
+
+func (s *memStore) DeleteGeneration(_ context.Context, _, name string, gen int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objs[name]
+	switch {
+	case !ok:
+		return nil
+	case o.a.Generation != gen:
+		return fmt.Errorf("%s#%d: %w", name, gen, gcs.ErrPrecondition)
+	}
+	delete(s.objs, name)
+	return nil
+}

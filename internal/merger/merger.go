@@ -58,6 +58,7 @@ type objectStore interface {
 	Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	Delete(ctx context.Context, bucket, name string) error
+	DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error
 }
 
 var _ objectStore = (*gcs.Store)(nil)
@@ -182,10 +183,16 @@ func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
 	log := m.log.With("transfer_id", ev.TransferID)
 
 	if ended, err := m.ended(ctx, t); ended || err != nil {
+		if ended && err == nil && ev.Type == message.EventChunk {
+			return m.lateFinals(ctx, t, ev, log)
+		}
 		return err
 	}
 	switch ev.Type {
 	case message.EventFailed:
+		if ev.Prefix != "" {
+			t.prefix = ev.Prefix
+		}
 		return m.end(ctx, t, message.StatusFailed, errors.New(ev.Error), log)
 	case message.EventCancel:
 		cause := "cancelled"
@@ -225,6 +232,14 @@ func checkEvent(ev *message.Event) error {
 		}
 	default:
 		return fmt.Errorf("unknown type %.32q", ev.Type)
+	}
+	if ev.Prefix != "" {
+		if ev.Type != message.EventFailed {
+			return fmt.Errorf("%s event with a prefix", ev.Type)
+		}
+		if err := message.CheckObjectName(ev.Prefix); err != nil || strings.HasPrefix(ev.Prefix+"/", message.StagingRoot) || strings.HasPrefix(ev.Prefix+"/", message.DoneRoot) {
+			return fmt.Errorf("prefix %.64q is not a destination prefix", ev.Prefix)
+		}
 	}
 	for i, p := range ev.Parts {
 		if p.File < 0 || p.Index < 0 || p.Size < 0 || p.RawBytes < 0 {

@@ -38,7 +38,11 @@ type Event struct {
 	Parts  []EventPart `json:"parts,omitempty"`
 	Error  string      `json:"error,omitempty"`
 	Worker string      `json:"worker,omitempty"`
-	At     time.Time   `json:"at"`
+	// Prefix is the destination prefix of a transfer that failed before
+	// its manifest was sealed (the producer's failed event), so that the
+	// merger can remove the final objects it wrote.
+	Prefix string    `json:"prefix,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // EventPart is one object a worker stored and verified: what GCS reported

@@ -457,7 +457,7 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, skippe
 func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket,
+	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket, Prefix: m.Prefix,
 		Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
 	err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type})
 	if err != nil {

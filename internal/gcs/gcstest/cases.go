@@ -272,6 +272,33 @@ func testDelete(t *testing.T, h *harness) {
 	}
 }
 
+// testDeleteGeneration: deleting a generation that is no longer live fails
+// with ErrPrecondition and leaves the newer version; the live one goes.
+func testDeleteGeneration(t *testing.T, h *harness) {
+	ctx := context.Background()
+	old := h.put("g", []byte("v1"))
+	v2 := []byte("version 2")
+	live, err := h.s.Upload(ctx, h.bucket, h.obj("g"), bytes.NewReader(v2), gcs.UploadOptions{Size: int64(len(v2)), CRC32C: crc32c.Checksum(v2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.DeleteGeneration(ctx, h.bucket, h.obj("g"), old.Generation); !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("delete of the replaced generation %d: %v, want ErrPrecondition", old.Generation, err)
+	}
+	if got := h.read("g"); !bytes.Equal(got, v2) {
+		t.Fatalf("after a refused delete the object holds %q, want %q", got, v2)
+	}
+	if err := h.s.DeleteGeneration(ctx, h.bucket, h.obj("g"), live.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.Attrs(ctx, h.bucket, h.obj("g")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("after delete of the live generation: %v, want ErrNotFound", err)
+	}
+	if err := h.s.DeleteGeneration(ctx, h.bucket, h.obj("g"), live.Generation); err != nil {
+		t.Fatalf("delete of a gone object: %v", err)
+	}
+}
+
 // sources uploads n small objects and returns their names and
 // concatenation.
 func (h *harness) sources(n int) ([]string, []byte) {

@@ -42,9 +42,10 @@ type Target struct {
 
 // differences lists, per case, where a backend differs from Cloud Storage.
 var differences = map[string][]struct{ kind, why string }{
-	"ComposePreconditions": {{Fake, "fake-gcs-server ignores compose preconditions (ifGenerationMatch, DoesNotExist): it replaces dst"}},
-	"ComposeMissingSource": {{Fake, "fake-gcs-server answers 500, not 404, for a missing compose source"}},
-	"KMSKeyPassedThrough":  {{Fake, "fake-gcs-server ignores kmsKeyName and reports no key"}},
+	"ComposePreconditions":                {{Fake, "fake-gcs-server ignores compose preconditions (ifGenerationMatch, DoesNotExist): it replaces dst"}},
+	"ComposeMissingSource":                {{Fake, "fake-gcs-server answers 500, not 404, for a missing compose source"}},
+	"KMSKeyPassedThrough":                 {{Fake, "fake-gcs-server ignores kmsKeyName and reports no key"}},
+	"DeleteGenerationSparesANewerVersion": {{Fake, "fake-gcs-server ignores a delete's ifGenerationMatch: it deletes the live version"}},
 }
 
 // Run runs every case against newTarget's backend.
@@ -62,6 +63,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"MissingObjectIsNotFound", testNotFound},
 		{"ListWithPrefix", testList},
 		{"DeleteMissingIsNoError", testDelete},
+		{"DeleteGenerationSparesANewerVersion", testDeleteGeneration},
 		{"Compose32Sources", testCompose32},
 		{"ComposeOver32SourcesFails", testCompose33},
 		{"ComposePreconditions", testComposePreconditions},
