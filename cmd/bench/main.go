@@ -51,6 +51,7 @@ type benchFlags struct {
 	quick, full                  bool
 	repeats                      int
 	link                         float64
+	gcs                          string
 }
 
 func command() *cobra.Command {
@@ -73,6 +74,7 @@ func command() *cobra.Command {
 	fs.IntVar(&f.repeats, "repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
 	fs.StringVar(&f.workloads, "workloads", os.Getenv("BENCH_WORKLOADS"), "comma-separated workloads by number or name (default all)")
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
+	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
 	root.AddCommand(goUploadCommand())
 	return root
 }
@@ -153,12 +155,28 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 	}
 	absBin, _ := filepath.Abs(f.bin)
 	absRun, _ := filepath.Abs(f.runDir)
+	if v := os.Getenv("BENCH_GCS"); v != "" && !cmd.Flags().Changed("gcs") {
+		f.gcs = v
+	}
+	gcsRoot, gcsWhere := "", "memory backend"
+	switch f.gcs {
+	case "memory":
+	case "fs":
+		gcsRoot = filepath.Join(absRun, "gcs")
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			gcsRoot = filepath.Join("/dev/shm", "ferry-bench-"+strconv.Itoa(os.Getpid()))
+		}
+		gcsWhere = "filesystem backend in " + gcsRoot
+		defer func() { _ = os.RemoveAll(gcsRoot) }()
+	default:
+		return cli.Usagef("--gcs %q (BENCH_GCS): want fs or memory", f.gcs)
+	}
 	cfg := bench.Config{
 		Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, Sizes: sizes, Workloads: wl,
-		LinkMBps: f.link, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: cmd.ErrOrStderr(),
+		LinkMBps: f.link, GCSRoot: gcsRoot, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: cmd.ErrOrStderr(),
 	}
-	fmt.Fprintf(stdout, "make bench %s: %d repeats per method, tiers %s, %d cores; load average %s; started %s\n",
-		modeName(f.quick, f.full), f.repeats, strings.Join(sizes.Tiers, ", "), runtime.NumCPU(), loadAvg(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(stdout, "make bench %s: %d repeats per method, tiers %s, %d cores; every method on its own fresh fake-gcs-server (%s); load average %s; started %s\n",
+		modeName(f.quick, f.full), f.repeats, strings.Join(sizes.Tiers, ", "), runtime.NumCPU(), gcsWhere, loadAvg(), time.Now().UTC().Format(time.RFC3339))
 	if err := bench.New(cfg).Run(cmd.Context()); err != nil {
 		return err
 	}

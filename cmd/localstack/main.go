@@ -42,6 +42,7 @@ var version = "dev"
 
 type flags struct {
 	kind, dir, buckets, envFile, compose string
+	gcsRoot                              string
 	gcsPort                              uint16
 	gcsTLS                               bool
 }
@@ -65,6 +66,7 @@ func command() *cobra.Command {
 	fs.StringVar(&f.buckets, "buckets", "ferry-local", "comma-separated buckets to create")
 	fs.StringVar(&f.envFile, "env-file", "", "also write the environment to this file once ready (export lines; removed on exit)")
 	fs.BoolVar(&f.gcsTLS, "gcs-tls", false, "also serve fake-gcs-server over HTTPS with a self-signed certificate (written to DIR/gcs-cert.pem): LOCALSTACK_GCS_TLS_HOST, LOCALSTACK_GCS_CERT")
+	fs.StringVar(&f.gcsRoot, "gcs-root", "", "keep objects in this directory with fake-gcs-server's filesystem backend (on a tmpfs, per-request cost does not grow with the bucket, as the memory backend's does); empty: in memory")
 	fs.StringVar(&f.compose, "compose", "fast", "compose: fast (the shim's: one copy, CRC32C combined) or fake (fake-gcs-server's own)")
 	cli.Env(cmd, &config.LocalStack{})
 	return cmd
@@ -93,7 +95,7 @@ func realMain(ctx context.Context, stdout io.Writer, f flags) error {
 		}
 	}
 	log := logging.New(os.Stderr, "info", "auto")
-	gcs, err := localstack.StartGCSWith(localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake"})
+	gcs, err := localstack.StartGCSWith(localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake", StorageRoot: f.gcsRoot})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -225,7 +224,7 @@ func (f *filterFlag) Set(s string) error {
 // readFilesFrom reads a --files-from list: one path a line, blank lines
 // ignored.
 func readFilesFrom(cmd *cobra.Command, name string) ([]string, error) {
-	var r io.Reader = cmd.InOrStdin()
+	r := cmd.InOrStdin()
 	if name != "-" {
 		fh, err := os.Open(name)
 		if err != nil {

@@ -33,6 +33,9 @@ type StackOptions struct {
 	PubSub  bool   // start the Pub/Sub emulator (ferry needs it; peers do not)
 	TLS     bool   // serve HTTPS too (gsutil)
 	Compose string // fast or fake
+	// GCSRoot, when set, keeps the server's objects there with the
+	// filesystem backend (see localstack.GCSOptions.StorageRoot).
+	GCSRoot string
 	Log     io.Writer
 }
 
@@ -53,6 +56,9 @@ func StartStack(ctx context.Context, o StackOptions) (*Stack, error) {
 	}
 	if o.Compose != "" {
 		args = append(args, "--compose", o.Compose)
+	}
+	if o.GCSRoot != "" {
+		args = append(args, "--gcs-root", o.GCSRoot)
 	}
 	p, err := Start(ctx, Spec{Name: "localstack", Argv: args, Log: o.Log, Env: []string{"FERRY_LOG_FORMAT=text"}})
 	if err != nil {

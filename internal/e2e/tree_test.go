@@ -36,7 +36,7 @@ func oddTree(t *testing.T) (string, []string) {
 	must(t, syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
 	l, err := net.Listen("unix", filepath.Join(root, "sock"))
 	must(t, err)
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	return root, []string{"tree/a.csv", "tree/dir/sub/b.csv", "tree/file-link.csv"}
 }
 

@@ -241,3 +241,40 @@ func TestKMSKeyReachesTheServer(t *testing.T) {
 		t.Fatalf("the key travelled in %v; want the upload's and the compose's requests only", seen)
 	}
 }
+
+// conformanceOfLocalstack runs the suite against a fake-gcs-server of
+// localstack's own, behind its shim: the stand-in make run (memory backend)
+// and make bench (filesystem backend) use.
+func conformanceOfLocalstack(t *testing.T, kind string, o localstack.GCSOptions) {
+	srv, err := localstack.StartGCSWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	s, err := gcs.NewEmulator(context.Background(), srv.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	gcstest.Run(t, func(t *testing.T) gcstest.Target {
+		return gcstest.Target{Kind: kind, Store: s, KMSKey: "projects/p/locations/l/keyRings/r/cryptoKeys/k",
+			Bucket: func(t *testing.T) string {
+				b := fmt.Sprintf("gcstest-%d", bucketSeq.Add(1))
+				srv.CreateBucket(b)
+				return b
+			}}
+	})
+}
+
+// Issue 20 §6: the shim that make run and make bench put in front of
+// fake-gcs-server (its own compose) is under the suite too.
+func TestConformanceShim(t *testing.T) {
+	t.Parallel()
+	conformanceOfLocalstack(t, gcstest.Shim, localstack.GCSOptions{})
+}
+
+// Issue 19 §1: the filesystem backend make bench measures against.
+func TestConformanceFilesystemBackend(t *testing.T) {
+	t.Parallel()
+	conformanceOfLocalstack(t, gcstest.FakeFS, localstack.GCSOptions{StorageRoot: t.TempDir()})
+}

@@ -237,10 +237,17 @@ type GCSOptions struct {
 	// StockCompose leaves compose to fake-gcs-server instead of the shim's
 	// fast path (for comparing the two).
 	StockCompose bool
+	// StorageRoot, when set, keeps objects in this directory with
+	// fake-gcs-server's filesystem backend instead of in memory. The memory
+	// backend scans the whole bucket on every write, under one lock, so it
+	// slows with the bucket; the filesystem backend on a tmpfs does not,
+	// which is what a benchmark of ferry, not of the fake, needs. Its
+	// differences from Cloud Storage are the conformance suite's.
+	StorageRoot string
 }
 
 // StartGCSWith starts fake-gcs-server in this process, on loopback, keeping
-// objects in memory, behind a shim that composes without the fake's waste
+// objects in memory (or under StorageRoot), behind a shim that composes without the fake's waste
 // (unless StockCompose), answers an object DELETE with 204 as GCS does, and
 // counts compose time (Stats, also served as JSON on StatsPath).
 func StartGCSWith(o GCSOptions) (*GCS, error) {
@@ -251,7 +258,7 @@ func StartGCSWith(o GCSOptions) (*GCS, error) {
 	host := ln.Addr().String()
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
 		Scheme: "http", Host: "127.0.0.1", NoListener: true,
-		ExternalURL: "http://" + host, Writer: io.Discard,
+		ExternalURL: "http://" + host, Writer: io.Discard, StorageRoot: o.StorageRoot,
 	})
 	if err != nil {
 		_ = ln.Close()

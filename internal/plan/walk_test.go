@@ -27,7 +27,7 @@ func oddTree(t *testing.T) string {
 	must(t, syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
 	l, err := net.Listen("unix", filepath.Join(root, "sock"))
 	must(t, err)
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	return root
 }
 

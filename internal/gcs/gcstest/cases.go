@@ -299,6 +299,19 @@ func testDeleteGeneration(t *testing.T, h *harness) {
 	}
 }
 
+// testObjectAndPrefix: GCS names are flat, so "a" and "a/b" are two objects
+// that coexist.
+func testObjectAndPrefix(t *testing.T, h *harness) {
+	h.put("a", []byte("file a"))
+	h.put("a/b", []byte("file a/b"))
+	if got := h.read("a"); string(got) != "file a" {
+		t.Fatalf("a holds %q", got)
+	}
+	if got := h.read("a/b"); string(got) != "file a/b" {
+		t.Fatalf("a/b holds %q", got)
+	}
+}
+
 // sources uploads n small objects and returns their names and
 // concatenation.
 func (h *harness) sources(n int) ([]string, []byte) {
