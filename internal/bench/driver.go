@@ -32,11 +32,11 @@ type Config struct {
 	// filesystem backend, whose per-request cost does not grow with the
 	// bucket; empty: the memory backend, which scans the bucket on every
 	// write and so measures itself more than the clients.
-	GCSRoot   string
-	RunID     string
-	Version   string
-	Out       io.Writer // tables
-	Log       io.Writer // progress
+	GCSRoot string
+	RunID   string
+	Version string
+	Out     io.Writer // tables
+	Log     io.Writer // progress
 }
 
 // Bench runs workloads and keeps their runs.
