@@ -47,7 +47,31 @@ var _ spoolFS = dirSpool{}
 // dirSpool is a spool directory on a local or shared file system.
 type dirSpool struct{ dir string }
 
-func (d dirSpool) Prepare() error { return os.MkdirAll(d.dir, 0o755) }
+// Prepare creates the directory and removes temporary files older than
+// orphanAge: a write takes seconds, so such a file was left by a producer
+// killed mid-write whose transfer was never resubmitted (a resubmission
+// removes its own at once, removeTemps), and no worker will ever be sent it.
+func (d dirSpool) Prepare() error {
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !strings.Contains(e.Name(), spoolTemp) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > orphanAge {
+			_ = os.Remove(filepath.Join(d.dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// orphanAge is how old a temporary spool file must be to be an orphan.
+const orphanAge = time.Hour
 
 func (d dirSpool) WriteFile(name string, segs [][]byte) error {
 	fh, err := os.CreateTemp(d.dir, name+spoolTemp+"*")

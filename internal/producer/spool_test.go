@@ -245,3 +245,25 @@ func TestResubmitRemovesTheKilledRunsTemporaryFiles(t *testing.T) {
 		t.Errorf("another transfer's file was touched: %v", err)
 	}
 }
+
+// Issue 17 §4: a temporary spool file of an attempt that is never
+// resubmitted goes once it is older than orphanAge; a fresh one (a write
+// under way) stays.
+func TestPrepareSweepsOrphanedTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "t1-000001"+spoolTemp+"123")
+	fresh := filepath.Join(dir, "t2-000001"+spoolTemp+"456")
+	done := filepath.Join(dir, "t1-000002")
+	for _, p := range []string{old, fresh, done} {
+		must(t, os.WriteFile(p, []byte("x"), 0o644))
+	}
+	long := time.Now().Add(-2 * orphanAge)
+	must(t, os.Chtimes(old, long, long))
+	must(t, os.Chtimes(done, long, long))
+	must(t, dirSpool{dir}.Prepare())
+	for p, want := range map[string]bool{old: false, fresh: true, done: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+}
