@@ -4,9 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
@@ -42,7 +45,7 @@ func realMain(ctx context.Context) error {
 	}
 	defer svc.Close()
 	store, q, log := svc.Store, svc.Queue, svc.Log
-	sink, err := rowSink(ctx, cfg, store, log)
+	sink, load, err := rowSink(ctx, cfg, store, log)
 	if err != nil {
 		return err
 	}
@@ -51,25 +54,46 @@ func realMain(ctx context.Context) error {
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Buckets: cfg.Buckets, Log: log,
 		TransferTimeout: cfg.TransferTimeout, DoneRetention: cfg.DoneRetention,
 	})
-	go m.RunSweeps(ctx) // stalled transfers and old done markers; stops with ctx
+	// Receiving, the sweeps (stalled transfers, old done markers) and the
+	// BigQuery loader are one group: each stops with the process, and an
+	// end of receiving ends the others.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { m.RunSweeps(gctx); return nil })
+	if load != nil {
+		g.Go(func() error { load(gctx); return nil })
+	}
 	svc.Health.SetReady(true)
 	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription, "version", version)
-	return q.Receive(ctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
-		MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,
-	}, m.Handle)
+	g.Go(func() error {
+		err := q.Receive(gctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
+			MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,
+		}, m.Handle)
+		if err == nil {
+			err = errReceiveEnded
+		}
+		return err
+	})
+	if err := g.Wait(); err != nil && !errors.Is(err, errReceiveEnded) {
+		return err
+	}
+	return nil
 }
 
+// errReceiveEnded stops the group when receiving ends without an error
+// (shutdown), so the sweeps and the loader stop with it.
+var errReceiveEnded = errors.New("receiving ended")
+
 // rowSink is where benchmark rows go: staged in GCS and loaded into BigQuery
-// when FERRY_BQ_DATASET is set (the loader runs in this process), else the
-// local NDJSON file.
-func rowSink(ctx context.Context, cfg config.Merger, store *gcs.Store, log *slog.Logger) (merger.Sink, error) {
+// when FERRY_BQ_DATASET is set (load then runs the loader until its context
+// ends), else the local NDJSON file (load is nil).
+func rowSink(ctx context.Context, cfg config.Merger, store *gcs.Store, log *slog.Logger) (merger.Sink, func(context.Context), error) {
 	b := cfg.BigQuery
 	if b.Dataset == "" {
 		f, err := result.OpenFile(cfg.ResultsFile)
 		if err != nil {
-			return nil, fmt.Errorf("FERRY_RESULTS_FILE: %w", err)
+			return nil, nil, fmt.Errorf("FERRY_RESULTS_FILE: %w", err)
 		}
-		return f, nil
+		return f, nil, nil
 	}
 	project := b.Project
 	if project == "" {
@@ -77,10 +101,10 @@ func rowSink(ctx context.Context, cfg config.Merger, store *gcs.Store, log *slog
 	}
 	bq, err := loader.NewBigQuery(ctx, project, b.Dataset, b.Location)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l := loader.New(loader.Options{Store: store, Warehouse: bq, Bucket: b.ResultsBucket, Batch: b.LoadBatch, MaxAge: b.LoadMaxAge, Log: log})
-	go l.Run(ctx, min(b.LoadMaxAge/4, 15*time.Second))
+	load := func(ctx context.Context) { l.Run(ctx, min(b.LoadMaxAge/4, 15*time.Second)) }
 	log.Info("benchmark rows go to BigQuery", "project", project, "dataset", b.Dataset, "location", b.Location, "staging_bucket", b.ResultsBucket)
-	return loader.NewStaged(store, b.ResultsBucket), nil
+	return loader.NewStaged(store, b.ResultsBucket), load, nil
 }
