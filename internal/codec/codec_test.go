@@ -120,3 +120,75 @@ func TestParseAndLevels(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 19 §3: incompressible data is stored as a frame of raw blocks, which
+// the Go decoder and the stock zstd CLI read back byte-identical, mixed with
+// compressed frames; compressible data is still compressed.
+func TestIncompressibleFramesAreStoredRaw(t *testing.T) {
+	enc, err := NewEncoder(Zstd, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	random := make([]byte, 1<<20+12345)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	text := sample(1<<20, 3)
+	var wire, raw []byte
+	var sizes []int
+	for _, src := range [][]byte{random, text, random[:70000], {}, random[:100]} {
+		n := len(wire)
+		if wire, err = enc.Encode(wire, src); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(wire)-n)
+		raw = append(raw, src...)
+	}
+	if want := len(random) + 14 + 3*((len(random)+128<<10-1)/(128<<10)); sizes[0] != want {
+		t.Errorf("random MiB took %d bytes, want %d (raw blocks)", sizes[0], want)
+	}
+	if sizes[1] > len(text)/2 {
+		t.Errorf("text took %d bytes of %d: compressible data must still compress", sizes[1], len(text))
+	}
+	if int64(sizes[0]) > Zstd.Bound(int64(len(random))) {
+		t.Errorf("raw frame of %d bytes is over Bound %d", sizes[0], Zstd.Bound(int64(len(random))))
+	}
+	r, err := NewReader(Zstd, bytes.NewReader(wire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("Go decoder: %d bytes, %v; want %d identical", len(got), err, len(raw))
+	}
+	if _, err := exec.LookPath("zstd"); err != nil {
+		t.Skip("no zstd CLI")
+	}
+	cmd := exec.Command("zstd", "-dc")
+	cmd.Stdin = bytes.NewReader(wire)
+	out, err := cmd.Output()
+	if err != nil || !bytes.Equal(out, raw) {
+		t.Fatalf("zstd -d: %d bytes, %v; want %d identical", len(out), err, len(raw))
+	}
+}
+
+// BenchmarkEncodeIncompressible is what a frame of random bytes costs: about
+// a copy, as for codec none.
+func BenchmarkEncodeIncompressible(b *testing.B) {
+	random := make([]byte, FrameSize)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	for _, c := range []Codec{Zstd, None} {
+		b.Run(string(c), func(b *testing.B) {
+			enc, _ := NewEncoder(c, c.DefaultLevel())
+			dst := make([]byte, 0, Zstd.Bound(FrameSize))
+			b.SetBytes(int64(len(random)))
+			for b.Loop() {
+				dst, _ = enc.Encode(dst[:0], random)
+			}
+		})
+	}
+}

@@ -70,7 +70,14 @@ type Selection struct {
 	// FilesFrom, when not nil, are the only paths sent: each relative to
 	// the one source directory (--files-from).
 	FilesFrom []string
+	// Found, when set, is told how many files and bytes the walk has
+	// found so far, every foundEvery files and once at its end: progress
+	// on a large tree. It must be safe for use from the walk's goroutine.
+	Found func(files int, bytes int64)
 }
+
+// foundEvery is how often, in files, a walk reports what it found.
+const foundEvery = 256
 
 // walker expands sources into files, and collects what it skips.
 type walker struct {
@@ -78,8 +85,9 @@ type walker struct {
 	sel     Selection
 	files   []SourceFile
 	skipped []Skip
-	// excluded counts what the filters left out.
+	// excluded counts what the filters left out; bytes what files hold.
 	excluded int
+	bytes    int64
 }
 
 // walk expands sources into files, sorted by relative path. A file keeps
@@ -114,6 +122,9 @@ func walk(sources []string, conf *confiner, sel Selection) (*walker, error) {
 		if err := w.source(src); err != nil {
 			return nil, err
 		}
+	}
+	if sel.Found != nil {
+		sel.Found(len(w.files), w.bytes)
 	}
 	slices.SortStableFunc(w.files, func(a, b SourceFile) int { return strings.Compare(a.Rel, b.Rel) })
 	for i := 1; i < len(w.files); i++ {
@@ -307,6 +318,7 @@ func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
 		return fmt.Errorf("source %s: %w (--skip-unreadable skips what cannot be read)", p, err)
 	}
 	f := SourceFile{Path: p, Rel: rel, Size: fi.Size(), Mod: fi.ModTime().UnixNano()}
+	w.bytes += f.Size
 	f.Ino, f.Ctime = statID(fi)
 	if w.conf != nil {
 		var err error
@@ -315,6 +327,9 @@ func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
 		}
 	}
 	w.files = append(w.files, f)
+	if w.sel.Found != nil && len(w.files)%foundEvery == 0 {
+		w.sel.Found(len(w.files), w.bytes)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,5 +145,24 @@ func TestFilesFromSendsExactlyTheListedFiles(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--files-from %q: %v, want an error with %q", line, err, want)
 		}
+	}
+}
+
+// Issue 16 §5: a walk tells what it has found as it goes, and its total at
+// the end, for the progress line of a large tree.
+func TestWalkReportsWhatItFound(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "many")
+	must(t, os.MkdirAll(root, 0o755))
+	for i := range 600 {
+		must(t, os.WriteFile(filepath.Join(root, strings.Repeat("x", 1+i%7)+string(rune('a'+i%26))+strconv.Itoa(i)), []byte("12345"), 0o644))
+	}
+	var calls []int
+	var last int64
+	sel := Selection{Found: func(files int, bytes int64) { calls = append(calls, files); last = bytes }}
+	if _, err := New(Spec{Sources: []string{root}, Destination: "gs://bkt/p", ChunkSize: 1 << 20, Selection: sel}, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(calls, []int{256, 512, 600}) || last != 3000 {
+		t.Fatalf("Found called with %v, last %d bytes; want 256, 512, then 600 files and 3000 bytes", calls, last)
 	}
 }

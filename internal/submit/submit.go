@@ -111,7 +111,16 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	po := producer.ConfigOptions(cfg)
 	po.Store, po.Chunks, po.Events, po.ID, po.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), o.ID, log
 	po.Version, po.MaxRate = o.Version, o.MaxRate
+	var walk *walkLine
+	if showBar {
+		walk = startWalkLine(stdout, &out)
+		defer walk.stop()
+		req.Selection.Found = walk.found
+	}
 	po.Started = func(id string) {
+		if walk != nil {
+			walk.stop()
+		}
 		out.Lock()
 		fmt.Fprintln(stdout, id)
 		out.Unlock()
