@@ -60,110 +60,81 @@ resource "google_monitoring_dashboard" "ferry" {
   depends_on = [google_project_service.services]
 }
 
-# Each alert's runbook is in docs/operations.md, under the alert's name.
-resource "google_monitoring_alert_policy" "dead_letter" {
-  display_name          = "ferry: a message was dead-lettered"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-
-  conditions {
-    display_name = "undelivered messages on a dead-letter subscription"
-    condition_threshold {
-      filter          = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.dead})"
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "60s"
-      aggregations {
-        alignment_period   = "60s"
-        per_series_aligner = "ALIGN_MAX"
-      }
+# Each alert's runbook is in docs/operations.md, under the heading its
+# documentation names.
+locals {
+  alerts = {
+    dead_letter = {
+      name      = "ferry: a message was dead-lettered"
+      condition = "undelivered messages on a dead-letter subscription"
+      filter    = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.dead})"
+      threshold = 0
+      duration  = "60s"
+      period    = "60s"
+      aligner   = "ALIGN_MAX"
+      reducer   = null
+      doc       = "A message ran out of delivery attempts and waits on a dead-letter subscription. Runbook: docs/operations.md, \"Dead-lettered messages\"."
+    }
+    backlog_age = {
+      name      = "ferry: work waits longer than ${var.alert_backlog_age_minutes} minutes"
+      condition = "oldest unacked message on a fleet subscription"
+      filter    = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND (${local.any_of.backlogs})"
+      threshold = var.alert_backlog_age_minutes * 60
+      duration  = "300s"
+      period    = "60s"
+      aligner   = "ALIGN_MAX"
+      reducer   = null
+      doc       = "The oldest message on a subscription of the fleet has waited longer than the threshold: nothing is taking it, or too little. Runbook: docs/operations.md, \"Backlog growing\"."
+    }
+    failed_transfers = {
+      name      = "ferry: transfers are failing"
+      condition = "failed transfers in the last 5 minutes"
+      filter    = "${local.prometheus}/ferry_transfers_total/counter\" AND metric.label.status = \"failed\""
+      threshold = 0
+      duration  = "0s"
+      period    = "300s"
+      aligner   = "ALIGN_DELTA"
+      reducer   = "REDUCE_SUM"
+      doc       = "A transfer ended failed. Its done event, row and `producer status ID` say why. Runbook: docs/operations.md, \"Failed transfers\"."
+    }
+    workers_at_max = {
+      name      = "ferry: the worker group is at its maximum"
+      condition = "ferry-worker at max_workers for 30 minutes"
+      filter    = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-worker\""
+      threshold = var.max_workers - 0.5
+      duration  = "1800s"
+      period    = "60s"
+      aligner   = "ALIGN_MIN"
+      reducer   = null
+      doc       = "The autoscaler has run max_workers workers for half an hour: the backlog wants more. Runbook: docs/operations.md, \"Workers at their maximum\"."
     }
   }
-
-  documentation {
-    content   = "A message ran out of delivery attempts and waits on a dead-letter subscription. Runbook: docs/operations.md, \"Dead-lettered messages\"."
-    mime_type = "text/markdown"
-  }
-
-  depends_on = [google_project_service.services]
 }
 
-resource "google_monitoring_alert_policy" "backlog_age" {
-  display_name          = "ferry: work waits longer than ${var.alert_backlog_age_minutes} minutes"
+resource "google_monitoring_alert_policy" "alert" {
+  for_each = local.alerts
+
+  display_name          = each.value.name
   combiner              = "OR"
   notification_channels = var.notification_channels
 
   conditions {
-    display_name = "oldest unacked message on a fleet subscription"
+    display_name = each.value.condition
     condition_threshold {
-      filter          = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND (${local.any_of.backlogs})"
+      filter          = each.value.filter
       comparison      = "COMPARISON_GT"
-      threshold_value = var.alert_backlog_age_minutes * 60
-      duration        = "300s"
+      threshold_value = each.value.threshold
+      duration        = each.value.duration
       aggregations {
-        alignment_period   = "60s"
-        per_series_aligner = "ALIGN_MAX"
+        alignment_period     = each.value.period
+        per_series_aligner   = each.value.aligner
+        cross_series_reducer = each.value.reducer
       }
     }
   }
 
   documentation {
-    content   = "The oldest message on a subscription of the fleet has waited longer than the threshold: nothing is taking it, or too little. Runbook: docs/operations.md, \"Backlog growing\"."
-    mime_type = "text/markdown"
-  }
-
-  depends_on = [google_project_service.services]
-}
-
-resource "google_monitoring_alert_policy" "failed_transfers" {
-  display_name          = "ferry: transfers are failing"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-
-  conditions {
-    display_name = "failed transfers in the last 5 minutes"
-    condition_threshold {
-      filter          = "${local.prometheus}/ferry_transfers_total/counter\" AND metric.label.status = \"failed\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_DELTA"
-        cross_series_reducer = "REDUCE_SUM"
-      }
-    }
-  }
-
-  documentation {
-    content   = "A transfer ended failed. Its done event, row and `producer status ID` say why. Runbook: docs/operations.md, \"Failed transfers\"."
-    mime_type = "text/markdown"
-  }
-
-  depends_on = [google_project_service.services]
-}
-
-resource "google_monitoring_alert_policy" "workers_at_max" {
-  display_name          = "ferry: the worker group is at its maximum"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-
-  conditions {
-    display_name = "ferry-worker at max_workers for 30 minutes"
-    condition_threshold {
-      filter          = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-worker\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = var.max_workers - 0.5
-      duration        = "1800s"
-      aggregations {
-        alignment_period   = "60s"
-        per_series_aligner = "ALIGN_MIN"
-      }
-    }
-  }
-
-  documentation {
-    content   = "The autoscaler has run max_workers workers for half an hour: the backlog wants more. Runbook: docs/operations.md, \"Workers at their maximum\"."
+    content   = each.value.doc
     mime_type = "text/markdown"
   }
 

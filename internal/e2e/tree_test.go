@@ -6,17 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // oddTree writes a tree with what real trees hold besides files: links to a
@@ -28,15 +27,7 @@ func oddTree(t *testing.T) (string, []string) {
 	must(t, os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755))
 	writeCSV(t, filepath.Join(root, "a.csv"), 20_000, 1)
 	writeCSV(t, filepath.Join(root, "dir", "sub", "b.csv"), 200_000, 2)
-	must(t, os.Symlink("a.csv", filepath.Join(root, "file-link.csv")))
-	must(t, os.Symlink("dir", filepath.Join(root, "dir-link")))
-	must(t, os.Symlink("../..", filepath.Join(root, "dir", "sub", "up")))
-	must(t, os.Symlink("nowhere", filepath.Join(root, "dangling")))
-	must(t, os.Symlink("/dev/zero", filepath.Join(root, "zero")))
-	must(t, syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
-	l, err := net.Listen("unix", filepath.Join(root, "sock"))
-	must(t, err)
-	t.Cleanup(func() { _ = l.Close() })
+	teststack.OddEntries(t, root, "a.csv", "file-link.csv")
 	return root, []string{"tree/a.csv", "tree/dir/sub/b.csv", "tree/file-link.csv"}
 }
 

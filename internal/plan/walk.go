@@ -135,21 +135,34 @@ func walk(sources []string, conf *confiner, sel Selection) (*walker, error) {
 	return w, nil
 }
 
-func (w *walker) source(src string) error {
-	walkFrom := src
+// open resolves a source named by the user: the path to walk (with a
+// confiner, its resolved path, checked before anything inside it is looked
+// at, so no link or ".." in it is followed after the check), what stat says
+// of it, and the first path element its objects get (its base name; none
+// for "." and "/").
+func (w *walker) open(src string) (walkFrom string, fi fs.FileInfo, base string, err error) {
+	walkFrom = src
 	if w.conf != nil {
-		// Check the source itself before looking inside it, and walk its
-		// resolved path, so no link or ".." in it is followed after the
-		// check.
 		root, in, err := w.conf.place(src)
 		if err != nil {
-			return err
+			return "", nil, "", err
 		}
 		walkFrom = filepath.Join(root, in)
 	}
-	fi, err := os.Stat(walkFrom)
+	if fi, err = os.Stat(walkFrom); err != nil {
+		return "", nil, "", fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
+	}
+	base = filepath.Base(filepath.Clean(src))
+	if base == "." || base == "/" || base == ".." {
+		base = ""
+	}
+	return filepath.Clean(walkFrom), fi, base, nil
+}
+
+func (w *walker) source(src string) error {
+	walkFrom, fi, base, err := w.open(src)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
+		return err
 	}
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() {
@@ -159,11 +172,7 @@ func (w *walker) source(src string) error {
 		}
 		return w.file(src, filepath.Base(filepath.Clean(src)), "", fi)
 	}
-	base := filepath.Base(filepath.Clean(src))
-	if base == "." || base == "/" || base == ".." {
-		base = ""
-	}
-	return w.dir(filepath.Clean(walkFrom), base, "", []fileID{idOf(fi)})
+	return w.dir(walkFrom, base, "", []fileID{idOf(fi)})
 }
 
 // dir walks directory p, whose objects are named rel/…; inner is p's path
@@ -259,26 +268,13 @@ func (w *walker) entry(p, rel, inner string, typ fs.FileMode, lstat func() (fs.F
 // source directory root (named rel/… in the bucket, as a walk of it would
 // name them); a path naming a directory is walked.
 func (w *walker) listed(src string, list []string) error {
-	walkFrom := src
-	if w.conf != nil {
-		root, in, err := w.conf.place(src)
-		if err != nil {
-			return err
-		}
-		walkFrom = filepath.Join(root, in)
-	}
-	fi, err := os.Stat(walkFrom)
+	root, fi, base, err := w.open(src)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", src, unwrapPathErr(err))
+		return err
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("source %s: --files-from names paths inside one source directory; this is not a directory", src)
 	}
-	base := filepath.Base(filepath.Clean(src))
-	if base == "." || base == "/" || base == ".." {
-		base = ""
-	}
-	root := filepath.Clean(walkFrom)
 	ancestors := []fileID{idOf(fi)}
 	for n, line := range list {
 		inner := path.Clean(strings.TrimPrefix(line, "./"))

@@ -1,14 +1,14 @@
 package plan
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // oddTree is a directory with what real trees hold besides files: links to
@@ -20,15 +20,7 @@ func oddTree(t *testing.T) string {
 	must(t, os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("a"), 0o644))
 	must(t, os.WriteFile(filepath.Join(root, "dir", "sub", "b.txt"), []byte("b"), 0o644))
-	must(t, os.Symlink("a.txt", filepath.Join(root, "file-link")))
-	must(t, os.Symlink("dir", filepath.Join(root, "dir-link")))
-	must(t, os.Symlink("../..", filepath.Join(root, "dir", "sub", "up")))
-	must(t, os.Symlink("nowhere", filepath.Join(root, "dangling")))
-	must(t, os.Symlink("/dev/zero", filepath.Join(root, "zero")))
-	must(t, syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
-	l, err := net.Listen("unix", filepath.Join(root, "sock"))
-	must(t, err)
-	t.Cleanup(func() { _ = l.Close() })
+	teststack.OddEntries(t, root, "a.txt", "file-link")
 	return root
 }
 

@@ -102,7 +102,7 @@ run "defaults_apply_on_an_empty_project" {
     error_message = "The VMs configure the Ops Agent by default."
   }
   assert {
-    condition     = length(google_monitoring_alert_policy.dead_letter.conditions) == 1 && google_monitoring_alert_policy.backlog_age.conditions[0].condition_threshold[0].threshold_value == 3600
+    condition     = length(google_monitoring_alert_policy.alert["dead_letter"].conditions) == 1 && google_monitoring_alert_policy.alert["backlog_age"].conditions[0].condition_threshold[0].threshold_value == 3600
     error_message = "The dead-letter and backlog alerts exist, the backlog one at an hour by default."
   }
   assert {
