@@ -69,6 +69,9 @@ locals {
     FERRY_EVENTS_TOPIC               = local.topics.events
     FERRY_EVENTS_SUBSCRIPTION        = local.subscriptions.events.name
     FERRY_EVENTS_DEAD_LETTER_TOPIC   = local.dead_letter_topics.events
+    FERRY_CONTROL_TOPIC              = local.topics.control
+    FERRY_CONTROL_SUBSCRIPTION       = local.subscriptions.control.name
+    FERRY_CONTROL_DEAD_LETTER_TOPIC  = local.dead_letter_topics.control
     FERRY_DONE_TOPIC                 = local.topics.done
     FERRY_LOG_LEVEL                  = var.log_level
     FERRY_LOG_FORMAT                 = "json"

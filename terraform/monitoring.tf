@@ -12,7 +12,7 @@ locals {
     for what, names in {
       dead     = local.dead_letter_subscriptions
       fleet    = [for s in values(local.subscriptions) : s.name]
-      backlogs = [local.subscriptions.chunks.name, local.subscriptions.events.name, local.subscriptions.requests.name]
+      backlogs = [local.subscriptions.chunks.name, local.subscriptions.events.name, local.subscriptions.control.name, local.subscriptions.requests.name]
     } : what => join(" OR ", [for n in names : "resource.label.subscription_id = \"${n}\""])
   }
 

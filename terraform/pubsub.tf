@@ -8,6 +8,7 @@ locals {
     requests = "ferry-requests"
     chunks   = "ferry-chunks"
     events   = "ferry-events"
+    control  = "ferry-control"
     done     = "ferry-done"
   }
 
@@ -15,6 +16,7 @@ locals {
     requests = "ferry-requests-dead"
     chunks   = "ferry-chunks-dead"
     events   = "ferry-events-dead"
+    control  = "ferry-control-dead"
     done     = "ferry-done-dead"
   }
 
@@ -24,6 +26,7 @@ locals {
     requests = { name = "ferry-requests-producer", topic = "requests", ack_deadline_seconds = 60, max_delivery_attempts = 5 }
     chunks   = { name = "ferry-chunks-workers", topic = "chunks", ack_deadline_seconds = 20, max_delivery_attempts = var.max_delivery_attempts }
     events   = { name = "ferry-events-merger", topic = "events", ack_deadline_seconds = 20, max_delivery_attempts = 10 }
+    control  = { name = "ferry-control-merger", topic = "control", ack_deadline_seconds = 20, max_delivery_attempts = 10 }
   }
 
   # Batch systems read done events here.

@@ -35,18 +35,25 @@ locals {
   }
 }
 
+# The workers' events and what producers and submitters say (control).
 resource "google_pubsub_subscription_iam_member" "merger" {
-  subscription = google_pubsub_subscription.subscription["events"].name
+  for_each = {
+    events  = google_pubsub_subscription.subscription["events"].name
+    control = google_pubsub_subscription.subscription["control"].name
+  }
+
+  subscription = each.value
   role         = "roles/pubsub.subscriber"
   member       = google_service_account.merger.member
 }
 
-# Done events; an event that failed for good is copied to the events
+# Done events; an event that failed for good is copied to its topic's
 # dead-letter topic.
 resource "google_pubsub_topic_iam_member" "merger" {
   for_each = {
-    done        = google_pubsub_topic.topic["done"].name
-    events_dead = google_pubsub_topic.dead_letter["events"].name
+    done         = google_pubsub_topic.topic["done"].name
+    events_dead  = google_pubsub_topic.dead_letter["events"].name
+    control_dead = google_pubsub_topic.dead_letter["control"].name
   }
 
   topic  = each.value

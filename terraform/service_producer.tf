@@ -32,13 +32,14 @@ resource "google_pubsub_subscription_iam_member" "producer" {
   member       = google_service_account.producer.member
 }
 
-# Chunk messages, sealed and failed events, the done event of a request
+# Chunk messages, sealed and failed events (on the control topic: the
+# workers' events topic is the workers' alone), the done event of a request
 # that cannot start, and malformed requests copied to their dead-letter
 # topic.
 resource "google_pubsub_topic_iam_member" "producer" {
   for_each = {
     chunks        = google_pubsub_topic.topic["chunks"].name
-    events        = google_pubsub_topic.topic["events"].name
+    control       = google_pubsub_topic.topic["control"].name
     done          = google_pubsub_topic.topic["done"].name
     requests_dead = google_pubsub_topic.dead_letter["requests"].name
   }

@@ -23,7 +23,9 @@ import (
 
 const about = `merger — finish ferry transfers.
 
-Receives events from FERRY_EVENTS_SUBSCRIPTION. When a transfer's manifest is
+Receives the workers' events from FERRY_EVENTS_SUBSCRIPTION and what
+producers and submitters say (sealed, failed, cancel) from
+FERRY_CONTROL_SUBSCRIPTION. When a transfer's manifest is
 sealed and every chunk object is present with the CRC32C it names, composes
 each file (a tree of at most 32 sources per compose), checks the final size and
 CRC32C against the prediction, appends a benchmark row to FERRY_RESULTS_FILE
@@ -63,16 +65,22 @@ func realMain(ctx context.Context) error {
 		g.Go(func() error { load(gctx); return nil })
 	}
 	svc.Health.SetReady(true)
-	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription, "version", version)
-	g.Go(func() error {
-		err := q.Receive(gctx, cfg.PubSub.EventsSubscription, queue.ReceiveSettings{
-			MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: cfg.PubSub.EventsDeadLetter,
-		}, m.Handle)
-		if err == nil {
-			err = errReceiveEnded
+	log.Info("merger receiving", "subscription", cfg.PubSub.EventsSubscription, "control", cfg.PubSub.ControlSubscription, "version", version)
+	receive := func(sub, deadLetter string, h queue.Handler) func() error {
+		return func() error {
+			err := q.Receive(gctx, sub, queue.ReceiveSettings{
+				MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: deadLetter,
+			}, h)
+			if err == nil {
+				err = errReceiveEnded
+			}
+			return err
 		}
-		return err
-	})
+	}
+	// The workers' events and what producers and submitters say travel on
+	// topics of their own, so that who may publish decides what is said.
+	g.Go(receive(cfg.PubSub.EventsSubscription, cfg.PubSub.EventsDeadLetter, m.HandleEvents))
+	g.Go(receive(cfg.PubSub.ControlSubscription, cfg.PubSub.ControlDeadLetter, m.HandleControl))
 	if err := g.Wait(); err != nil && !errors.Is(err, errReceiveEnded) {
 		return err
 	}

@@ -35,7 +35,7 @@ func serve(ctx context.Context) error {
 	defer svc.Close()
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	o := producer.ConfigOptions(&cfg)
-	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), hostID(), log
+	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), hostID(), log
 	o.Version, o.MaxRate = version, int64(cfg.MaxRate)
 	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},

@@ -126,7 +126,7 @@ A transfer that has already ended is not cancelled (exit 1).`,
 				return err
 			}
 			defer c.Close()
-			t, err := transfers.Cancel(ctx, c.Store, c.Queue.Publisher(cfg.PubSub.EventsTopic), b, args[0])
+			t, err := transfers.Cancel(ctx, c.Store, c.Queue.Publisher(cfg.PubSub.ControlTopic), b, args[0])
 			if errors.Is(err, transfers.ErrEnded) {
 				return err
 			}

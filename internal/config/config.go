@@ -24,14 +24,17 @@ type PubSub struct {
 	Project              string `env:"FERRY_PROJECT, default=ferry-local" help:"Google Cloud project of the topics and subscriptions"`
 	ChunksTopic          string `env:"FERRY_CHUNKS_TOPIC, default=ferry-chunks" help:"topic the producer publishes one message per chunk to"`
 	ChunksSubscription   string `env:"FERRY_CHUNKS_SUBSCRIPTION, default=ferry-chunks-workers" help:"subscription the workers receive chunks from"`
-	EventsTopic          string `env:"FERRY_EVENTS_TOPIC, default=ferry-events" help:"topic of sealed, chunk-uploaded and failed events"`
-	EventsSubscription   string `env:"FERRY_EVENTS_SUBSCRIPTION, default=ferry-events-merger" help:"subscription the merger receives events from"`
+	EventsTopic          string `env:"FERRY_EVENTS_TOPIC, default=ferry-events" help:"topic of the workers' events (chunk uploaded, chunk failed); only workers may publish to it"`
+	EventsSubscription   string `env:"FERRY_EVENTS_SUBSCRIPTION, default=ferry-events-merger" help:"subscription the merger receives the workers' events from"`
+	ControlTopic         string `env:"FERRY_CONTROL_TOPIC, default=ferry-control" help:"topic of what producers and submitters say of a transfer (sealed, failed, cancel)"`
+	ControlSubscription  string `env:"FERRY_CONTROL_SUBSCRIPTION, default=ferry-control-merger" help:"subscription the merger receives sealed, failed and cancel events from"`
 	DoneTopic            string `env:"FERRY_DONE_TOPIC, default=ferry-done" help:"topic of the one done event each transfer ends with"`
 	RequestsTopic        string `env:"FERRY_REQUESTS_TOPIC, default=ferry-requests" help:"topic batch systems publish transfer requests to"`
 	RequestsSubscription string `env:"FERRY_REQUESTS_SUBSCRIPTION, default=ferry-requests-producer" help:"subscription producer serve receives requests from"`
 	RequestsDeadLetter   string `env:"FERRY_REQUESTS_DEAD_LETTER_TOPIC, default=ferry-requests-dead" help:"dead-letter topic of the requests subscription; malformed requests are copied there too"`
 	ChunksDeadLetter     string `env:"FERRY_CHUNKS_DEAD_LETTER_TOPIC, default=ferry-chunks-dead" help:"dead-letter topic of the chunks subscription; chunk messages that failed permanently are copied there too"`
 	EventsDeadLetter     string `env:"FERRY_EVENTS_DEAD_LETTER_TOPIC, default=ferry-events-dead" help:"dead-letter topic of the events subscription"`
+	ControlDeadLetter    string `env:"FERRY_CONTROL_DEAD_LETTER_TOPIC, default=ferry-control-dead" help:"dead-letter topic of the control subscription"`
 }
 
 // Validate names the variable at fault.
@@ -41,7 +44,8 @@ func (p PubSub) Validate() error {
 		"FERRY_EVENTS_TOPIC": p.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION": p.EventsSubscription, "FERRY_DONE_TOPIC": p.DoneTopic,
 		"FERRY_CHUNKS_DEAD_LETTER_TOPIC": p.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC": p.EventsDeadLetter,
 		"FERRY_REQUESTS_TOPIC": p.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION": p.RequestsSubscription,
-		"FERRY_REQUESTS_DEAD_LETTER_TOPIC": p.RequestsDeadLetter,
+		"FERRY_REQUESTS_DEAD_LETTER_TOPIC": p.RequestsDeadLetter, "FERRY_CONTROL_TOPIC": p.ControlTopic,
+		"FERRY_CONTROL_SUBSCRIPTION": p.ControlSubscription, "FERRY_CONTROL_DEAD_LETTER_TOPIC": p.ControlDeadLetter,
 	} {
 		if strings.TrimSpace(v) == "" || strings.ContainsAny(v, " /") {
 			return fmt.Errorf("%s=%q: want a plain resource id", name, v)

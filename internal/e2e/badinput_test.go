@@ -86,7 +86,7 @@ func TestSourceChangingWhileReadFailsCleanly(t *testing.T) {
 	writeCSV(t, src, 40_000_000, 31)
 	// A slow producer: one encoder, small chunks, so the append lands while
 	// it reads.
-	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.EventsTopic),
+	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.ControlTopic),
 		SpoolDir: s.spool, InlineMax: 4 << 10, Concurrency: 1})
 	wait := s.transferAsync(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/g", Codec: codec.Gzip, ChunkSize: 256 << 10})
 	until(t, 30*time.Second, "the producer to start reading", func() bool { r, _ := s.prod.Progress(); return r > 0 })

@@ -203,7 +203,7 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	}
 	merger.kill9()
 
-	// A running transfer: its cancel event reaches the events topic.
+	// A running transfer: its cancel event reaches the control topic.
 	code, stdout, stderr = runBinary(t, env, "producer", "submit", "--chunk-size", "1MiB", src, "gs://"+s.bucket+"/cli2")
 	if code != 0 {
 		t.Fatalf("second submit: exit %d, %s", code, stderr)
@@ -215,7 +215,7 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	rctx, stop := context.WithTimeout(ctx, time.Minute)
 	defer stop()
 	var got message.Event
-	_ = s.q.Receive(rctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 10, MaxBytes: 1 << 20}, func(_ context.Context, m queue.Message) error {
+	_ = s.q.Receive(rctx, s.ps.ControlSubscription, queue.ReceiveSettings{MaxMessages: 10, MaxBytes: 1 << 20}, func(_ context.Context, m queue.Message) error {
 		var ev message.Event
 		if message.Decode(m.Data, &ev) == nil && ev.Type == message.EventCancel {
 			got = ev

@@ -75,7 +75,7 @@ func (c corruptingPublisher) Publish(ctx context.Context, data []byte, attrs map
 // acked and copied to the dead-letter topic.
 func TestCorruptSpoolChunkFailsTheTransfer(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
-	s.prod = producer.New(producer.Options{Store: s.store, Events: s.q.Publisher(s.ps.EventsTopic),
+	s.prod = producer.New(producer.Options{Store: s.store, Events: s.q.Publisher(s.ps.ControlTopic),
 		Chunks: corruptingPublisher{p: s.q.Publisher(s.ps.ChunksTopic), spool: s.spool, target: 7}, SpoolDir: s.spool, InlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "victim.csv")
 	writeCSV(t, src, 1_000_000, 23)

@@ -60,6 +60,8 @@ func (s *stack) env(extra ...string) []string {
 		"FERRY_PROJECT="+s.ps.Project,
 		"FERRY_CHUNKS_TOPIC="+s.ps.ChunksTopic, "FERRY_CHUNKS_SUBSCRIPTION="+s.ps.ChunksSubscription,
 		"FERRY_EVENTS_TOPIC="+s.ps.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION="+s.ps.EventsSubscription,
+		"FERRY_CONTROL_TOPIC="+s.ps.ControlTopic, "FERRY_CONTROL_SUBSCRIPTION="+s.ps.ControlSubscription,
+		"FERRY_CONTROL_DEAD_LETTER_TOPIC="+s.ps.ControlDeadLetter,
 		"FERRY_DONE_TOPIC="+s.ps.DoneTopic,
 		"FERRY_CHUNKS_DEAD_LETTER_TOPIC="+s.ps.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC="+s.ps.EventsDeadLetter,
 		"FERRY_REQUESTS_TOPIC="+s.ps.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION="+s.ps.RequestsSubscription,

@@ -113,6 +113,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	s := &stack{t: t, bucket: strings.Trim(name, "-"), spool: t.TempDir(), results: filepath.Join(t.TempDir(), "results.ndjson")}
 	s.ps = config.PubSub{Project: "ferry-test", ChunksTopic: name + "-chunks", ChunksSubscription: name + "-chunks-w",
 		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done",
+		ControlTopic: name + "-control", ControlSubscription: name + "-control-m", ControlDeadLetter: name + "-control-dead",
 		ChunksDeadLetter: name + "-chunks-dead", EventsDeadLetter: name + "-events-dead",
 		RequestsTopic: name + "-requests", RequestsSubscription: name + "-requests-p", RequestsDeadLetter: name + "-requests-dead"}
 	var err error
@@ -127,6 +128,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	events := counting{s.q.Publisher(s.ps.EventsTopic), &s.eventsPublished}
+	control := counting{s.q.Publisher(s.ps.ControlTopic), &s.eventsPublished}
 	running := make(chan struct{}, o.workers+2*max(o.mergers, 1))
 	goroutines := o.workers
 	workerStore := s.store
@@ -160,12 +162,17 @@ func newStack(t *testing.T, o stackOptions) *stack {
 				t.Fatal(err)
 			}
 			m := merger.New(merger.Options{Store: s.store, Done: s.q.Publisher(s.ps.DoneTopic), Sink: sink, Version: "test"})
-			goroutines++
-			go func() {
-				defer func() { running <- struct{}{} }()
-				_ = s.q.Receive(ctx, s.ps.EventsSubscription, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: s.ps.EventsDeadLetter},
-					counted(func(ctx context.Context, msg queue.Message) error { s.handled[i].Add(1); return m.Handle(ctx, msg) }, &s.eventsHandled))
-			}()
+			for _, sub := range []struct {
+				id, dead string
+				h        queue.Handler
+			}{{s.ps.EventsSubscription, s.ps.EventsDeadLetter, m.HandleEvents}, {s.ps.ControlSubscription, s.ps.ControlDeadLetter, m.HandleControl}} {
+				goroutines++
+				go func() {
+					defer func() { running <- struct{}{} }()
+					_ = s.q.Receive(ctx, sub.id, queue.ReceiveSettings{MaxMessages: 8, MaxBytes: 64 << 20, DeadLetterTopic: sub.dead},
+						counted(func(ctx context.Context, msg queue.Message) error { s.handled[i].Add(1); return sub.h(ctx, msg) }, &s.eventsHandled))
+				}()
+			}
 			goroutines++
 			go func() {
 				defer func() { running <- struct{}{} }()
@@ -181,7 +188,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.pubsub {
 		transport = config.TransportPubSub
 	}
-	s.prod = producer.New(producer.Options{Store: s.store, Chunks: chunks, Events: events, Transport: transport,
+	s.prod = producer.New(producer.Options{Store: s.store, Chunks: chunks, Events: control, Transport: transport,
 		MessageMax: 3 << 20, // below pstest's 4 MiB
 		SpoolDir:   s.spool, InlineMax: o.inlineMax, BundleMax: o.bundleMax, Concurrency: 2, MemoryLimit: 64 << 20})
 	t.Cleanup(func() {

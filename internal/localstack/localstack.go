@@ -298,8 +298,8 @@ func (g *GCS) CreateBucket(name string) {
 // dead-letter topic and subscription for every subscription, so that no
 // message is silently dropped.
 func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
-	topics := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.DoneTopic,
-		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter}
+	topics := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.ControlTopic, ps.DoneTopic,
+		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter}
 	// A short ack deadline brings a crashed worker's message back soon;
 	// the client extends it for as long as a handler runs.
 	subs := []queue.Subscription{
@@ -309,6 +309,8 @@ func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
 		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: 10},
 		{ID: DeadLetterSubscription(ps.ChunksDeadLetter), Topic: ps.ChunksDeadLetter, AckDeadline: 60 * time.Second},
 		{ID: DeadLetterSubscription(ps.EventsDeadLetter), Topic: ps.EventsDeadLetter, AckDeadline: 60 * time.Second},
+		{ID: ps.ControlSubscription, Topic: ps.ControlTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.ControlDeadLetter, MaxAttempts: 10},
+		{ID: DeadLetterSubscription(ps.ControlDeadLetter), Topic: ps.ControlDeadLetter, AckDeadline: 60 * time.Second},
 	}
 	return topics, subs
 }

@@ -212,3 +212,41 @@ func TestFailedTransferRemovesItsFinalObjects(t *testing.T) {
 		})
 	}
 }
+
+// Issue 17 §2: authority comes from topics. A chunk report on the control
+// topic (which submitters may publish to) is refused, as is a sealed or
+// cancel event on the workers' events topic; neither touches the transfer.
+func TestEachTopicCarriesOnlyItsPublishersEvents(t *testing.T) {
+	s := newStaged(t, "m-topics", "none", 1)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	p := s.upload(0, 0)
+	s.seal()
+	for _, tc := range []struct {
+		h  func(context.Context, queue.Message) error
+		ev message.Event
+	}{
+		{m.HandleControl, s.event(message.EventChunk, p)},
+		{m.HandleEvents, s.event(message.EventSealed)},
+		{m.HandleEvents, s.event(message.EventCancel)},
+	} {
+		err := tc.h(context.Background(), queue.Message{ID: "x", Data: message.Encode(tc.ev)})
+		if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "does not carry it") {
+			t.Fatalf("%s event on the wrong topic: %v, want a permanent refusal", tc.ev.Type, err)
+		}
+	}
+	if d := dones(t, done); len(d) != 0 {
+		t.Fatalf("done events %+v from events on the wrong topics", d)
+	}
+	for _, step := range []struct {
+		h  func(context.Context, queue.Message) error
+		ev message.Event
+	}{{m.HandleEvents, s.event(message.EventChunk, p)}, {m.HandleControl, s.event(message.EventSealed)}} {
+		if err := step.h(context.Background(), queue.Message{ID: "y", Data: message.Encode(step.ev)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusOK {
+		t.Fatalf("done events %+v, want the transfer ok from the right topics", d)
+	}
+}

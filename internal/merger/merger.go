@@ -160,14 +160,49 @@ func New(o Options) *Merger {
 	return &Merger{o: o, log: logging.OrDiscard(o.Log), cache: newCache(o.CacheTransfers), seen: map[string]bool{}}
 }
 
-// Handle is the queue.Handler for events.
-func (m *Merger) Handle(ctx context.Context, msg queue.Message) error {
+// Handle is a queue.Handler for events of any kind; the merger's own
+// subscriptions use HandleEvents and HandleControl, which take only what
+// their topic's publishers may say.
+func (m *Merger) Handle(ctx context.Context, msg queue.Message) error { return m.handle(ctx, msg, "") }
+
+// HandleEvents is the queue.Handler of the workers' events topic
+// (FERRY_EVENTS_SUBSCRIPTION): chunk reports and a worker's failures. Only
+// workers may publish there, so what a submitter says (sealed, cancel, its
+// own failures) is refused on it.
+func (m *Merger) HandleEvents(ctx context.Context, msg queue.Message) error {
+	return m.handle(ctx, msg, "workers")
+}
+
+// HandleControl is the queue.Handler of the control topic
+// (FERRY_CONTROL_SUBSCRIPTION): sealed, failed and cancel events from
+// producers, submitters and producer cancel. A chunk report there is
+// refused: it could only be forged.
+func (m *Merger) HandleControl(ctx context.Context, msg queue.Message) error {
+	return m.handle(ctx, msg, "control")
+}
+
+// allowedOn says which event types topic ("" any) carries.
+func allowedOn(topic, typ string) bool {
+	switch topic {
+	case "workers":
+		return typ == message.EventChunk || typ == message.EventFailed
+	case "control":
+		return typ == message.EventSealed || typ == message.EventFailed || typ == message.EventCancel
+	}
+	return true
+}
+
+func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) error {
 	var ev message.Event
 	if err := message.Decode(msg.Data, &ev); err != nil {
 		return queue.Permanent(fmt.Errorf("event %s: %w", msg.ID, err))
 	}
 	if err := checkEvent(&ev); err != nil {
 		return queue.Permanent(fmt.Errorf("event %s: %w: %v", msg.ID, message.ErrMalformed, err))
+	}
+	if !allowedOn(topic, ev.Type) {
+		m.log.Warn("event on a topic whose publishers may not send it; dropped", "type", ev.Type, "topic", topic, "transfer_id", ev.TransferID, "worker", ev.Worker)
+		return queue.Permanent(fmt.Errorf("event %s: a %s event on the %s topic, which does not carry it: %w", msg.ID, ev.Type, topic, message.ErrMalformed))
 	}
 	if err := m.o.Buckets.Check(ev.Bucket); err != nil {
 		return m.refuse(ctx, ev, err)

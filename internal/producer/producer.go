@@ -139,7 +139,7 @@ func (e *AlreadyDoneError) Error() string {
 type Options struct {
 	Store  objectStore
 	Chunks publisher // one message per chunk or bundle
-	Events publisher // sealed and failed events
+	Events publisher // sealed and failed events: the control topic (FERRY_CONTROL_TOPIC)
 	// Transport is config.TransportSpool (default) or
 	// config.TransportPubSub: every payload inside its message, chunk
 	// sizes capped so that one always fits MessageMax.

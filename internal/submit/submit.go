@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	var bar *progressBar
 	var out sync.Mutex // the id line and the bar share stdout
 	po := producer.ConfigOptions(cfg)
-	po.Store, po.Chunks, po.Events, po.ID, po.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.EventsTopic), o.ID, log
+	po.Store, po.Chunks, po.Events, po.ID, po.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), o.ID, log
 	po.Version, po.MaxRate = o.Version, o.MaxRate
 	var walk *walkLine
 	if showBar {

@@ -643,13 +643,16 @@ func wantBindings(ev *Eval) map[string][]string {
 	dataset, _ := str(ev.Var("bq_dataset"))
 	want := map[string][]string{
 		"sa:worker": append([]string{sub(ps.ChunksSubscription), pub(ps.EventsTopic), pub(ps.ChunksDeadLetter), objects, releases}, vm...),
-		"sa:merger": append([]string{sub(ps.EventsSubscription), pub(ps.DoneTopic), pub(ps.EventsDeadLetter), objects, releases,
+		"sa:merger": append([]string{sub(ps.EventsSubscription), sub(ps.ControlSubscription), pub(ps.DoneTopic), pub(ps.EventsDeadLetter),
+			pub(ps.ControlDeadLetter), objects, releases,
 			"roles/bigquery.dataEditor on dataset:" + dataset, "roles/bigquery.jobUser on project:" + project}, vm...),
-		"sa:producer": append([]string{sub(ps.RequestsSubscription), pub(ps.ChunksTopic), pub(ps.EventsTopic), pub(ps.DoneTopic),
+		// Producers and submitters say what they say on the control topic:
+		// only workers may publish the workers' events (chunk reports).
+		"sa:producer": append([]string{sub(ps.RequestsSubscription), pub(ps.ChunksTopic), pub(ps.ControlTopic), pub(ps.DoneTopic),
 			pub(ps.RequestsDeadLetter), objects, bucketGet, releases}, vm...),
 		// No subscription rights (it waits on its done marker), and list
 		// on the bucket for -n and --skip-unchanged.
-		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.EventsTopic), bucketGet, "custom[storage.objects.list] on bucket:" + bucket,
+		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.ControlTopic), bucketGet, "custom[storage.objects.list] on bucket:" + bucket,
 			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix},
 	}
 	if ev.Var("kms").RawEquals(cty.True) {

@@ -119,10 +119,10 @@ func TestEachCheckCanFail(t *testing.T) {
 		{"a value the binary refuses", []edit{{"service_merger.tf", `"${var.done_retention_days * 24}h"`, `"${var.done_retention_days} days"`}}, "defaults", "env", "merger refuses this environment: config: FERRY_DONE_RETENTION"},
 		{"the local stack's project", []edit{{"main.tf", `    FERRY_PROJECT                    = var.project
 `, ""}}, "defaults", "env", "leaves FERRY_PROJECT at the local stack's default"},
-		{"a submitter with a spool", []edit{{"service_submitter.tf", `FERRY_TRANSPORT    = "pubsub"`, `FERRY_TRANSPORT    = "spool"`}}, "defaults", "env", "want pubsub"},
+		{"a submitter with a spool", []edit{{"service_submitter.tf", `FERRY_TRANSPORT     = "pubsub"`, `FERRY_TRANSPORT     = "spool"`}}, "defaults", "env", "want pubsub"},
 		{"a topic the code does not know", []edit{{"pubsub.tf", `chunks   = "ferry-chunks"`, `chunks   = "ferry-chunk"`}}, "defaults", "pubsub", "no topic ferry-chunks"},
 		{"a topic renamed in the environment only", []edit{{"main.tf", `FERRY_DONE_TOPIC                 = local.topics.done`, `FERRY_DONE_TOPIC                 = "ferry-finished"`}}, "defaults", "env", "FERRY_DONE_TOPIC=ferry-finished, but the code's topology names it ferry-done"},
-		{"other delivery attempts than the code's", []edit{{"pubsub.tf", `ack_deadline_seconds = 20, max_delivery_attempts = 10 }`, `ack_deadline_seconds = 20, max_delivery_attempts = 9 }`}}, "defaults", "pubsub", "ferry-events-merger: max_delivery_attempts 9, want 10"},
+		{"other delivery attempts than the code's", []edit{{"pubsub.tf", `topic = "events", ack_deadline_seconds = 20, max_delivery_attempts = 10 }`, `topic = "events", ack_deadline_seconds = 20, max_delivery_attempts = 9 }`}}, "defaults", "pubsub", "ferry-events-merger: max_delivery_attempts 9, want 10"},
 		{"chunk attempts not the worker's", []edit{{"service_worker.tf", `FERRY_MAX_DELIVERY_ATTEMPTS = local.subscriptions.chunks.max_delivery_attempts`, `FERRY_MAX_DELIVERY_ATTEMPTS = 6`}}, "spool, filestore, kms, on-demand", "workers", "FERRY_MAX_DELIVERY_ATTEMPTS=6, but ferry-chunks-workers dead-letters after 7"},
 		{"chunk attempts not the code's", []edit{{"variables.tf", `  default     = 5
   description = "Dead-letter threshold`, `  default     = 6
@@ -144,6 +144,7 @@ func TestEachCheckCanFail(t *testing.T) {
 		{"a basic role", []edit{{"service_worker.tf", `  role   = "roles/storage.objectUser"
   member = google_service_account.worker.member`, `  role   = "roles/editor"
   member = google_service_account.worker.member`}}, "defaults", "iam", "grants the basic role roles/editor"},
+		{"a submitter publishing the workers' events", []edit{{"service_submitter.tf", `control = google_pubsub_topic.topic["control"].name`, `control = google_pubsub_topic.topic["events"].name`}}, "defaults", "iam", "sa:submitter has roles/pubsub.publisher on topic:ferry-events, which it does not need"},
 		{"a worker reading the merger's events", []edit{{"service_worker.tf", `subscription = google_pubsub_subscription.subscription["chunks"].name`, `subscription = google_pubsub_subscription.subscription["events"].name`}}, "defaults", "iam", "sa:worker has roles/pubsub.subscriber on subscription:ferry-events-merger, which it does not need"},
 		{"a merger running as the worker", []edit{{"service_merger.tf", `service_account      = google_service_account.merger.email`, `service_account      = google_service_account.worker.email`}}, "defaults", "iam", "runs as"},
 		{"a submitter writing final objects", []edit{{"service_submitter.tf", `  condition {
