@@ -67,7 +67,7 @@ func rideOut(t *testing.T, name, binary string, args []string, variable, backend
 		}
 	})
 
-	var addr string
+	var addr, sub string
 	var waits []time.Duration
 	until(t, 2*time.Minute, name+" to log three retries", func() bool {
 		select {
@@ -75,11 +75,11 @@ func rideOut(t *testing.T, name, binary string, args []string, variable, backend
 			t.Fatalf("%s exited while the backends were unreachable: %v", name, p.err)
 		default:
 		}
-		waits = waits[:0]
+		waits, sub = waits[:0], ""
 		for _, line := range strings.Split(p.out.String(), "\n") {
 			var rec struct {
-				Message, Addr, Err string
-				RetryIn            time.Duration `json:"retry_in"`
+				Message, Addr, Err, Subscription string
+				RetryIn                          time.Duration `json:"retry_in"`
 			}
 			if json.Unmarshal([]byte(line), &rec) != nil {
 				continue
@@ -91,7 +91,14 @@ func rideOut(t *testing.T, name, binary string, args []string, variable, backend
 				if !strings.Contains(rec.Err, variable+"=127.0.0.1:1") {
 					t.Fatalf("logged error %q does not name %s", rec.Err, variable)
 				}
-				waits = append(waits, rec.RetryIn)
+				// The merger receives from two subscriptions, each
+				// backing off on its own: follow the first one seen.
+				if sub == "" {
+					sub = rec.Subscription
+				}
+				if rec.Subscription == sub {
+					waits = append(waits, rec.RetryIn)
+				}
 			}
 		}
 		return addr != "" && len(waits) >= 3
