@@ -44,7 +44,7 @@ if ! "${init[@]}" >"$work/init.log" 2>&1; then
   echo "tf-check: terraform init failed" >&2
   exit 1
 fi
-version=$(terraform -chdir="$work/terraform" version -json | sed -n 's/.*"registry.terraform.io\/hashicorp\/google": *"\([^"]*\)".*/\1/p')
+version=$(terraform -chdir="$work/terraform" version -json | sed -n 's/.*\/hashicorp\/google": *"\([^"]*\)".*/\1/p')
 terraform -chdir="$work/terraform" validate -no-color
 echo "tf-check: terraform validate: ok (hashicorp/google ${version:-?})"
 if ! terraform -chdir="$work/terraform" test -no-color >"$work/test.log" 2>&1; then
