@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // TestProducerCLIRejectsBadInput runs `producer submit` on bad input: a
@@ -89,7 +90,7 @@ func TestSourceChangingWhileReadFailsCleanly(t *testing.T) {
 	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.ControlTopic),
 		SpoolDir: s.spool, InlineMax: 4 << 10, Concurrency: 1})
 	wait := s.transferAsync(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/g", Codec: codec.Gzip, ChunkSize: 256 << 10})
-	until(t, 30*time.Second, "the producer to start reading", func() bool { r, _ := s.prod.Progress(); return r > 0 })
+	teststack.Until(t, 30*time.Second, "the producer to start reading", func() bool { r, _ := s.prod.Progress(); return r > 0 })
 	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = f.WriteString("1999-01-01,APPENDED,row\n")

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/loader/bqtest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // The merger's BigQuery mode as deployed: the merger binary, configured only
@@ -78,7 +79,7 @@ func TestMergerLoadsRowsIntoBigQuery(t *testing.T) {
 	}
 	// The loader deletes a staged row after its load; until then it may
 	// still be loading.
-	until(t, 60*time.Second, "the transfer's rows in BigQuery and nothing left staged", func() bool {
+	teststack.Until(t, 60*time.Second, "the transfer's rows in BigQuery and nothing left staged", func() bool {
 		return len(rowsOf("transfers")) > 0 && len(rowsOf("chunks")) > 0 && len(staged()) == 0
 	})
 

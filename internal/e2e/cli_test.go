@@ -170,7 +170,7 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	if m.FerryVer != testVersion {
 		t.Errorf("manifest ferry_version %q, want %s", m.FerryVer, testVersion)
 	}
-	until(t, time.Minute, "the worker to upload the file's one chunk", func() bool {
+	teststack.Until(t, time.Minute, "the worker to upload the file's one chunk", func() bool {
 		_, err := s.store.Attrs(ctx, s.bucket, "cli/small.csv.zst")
 		return err == nil
 	})
@@ -180,7 +180,7 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	}
 
 	merger := s.start("merger", "merger", env)
-	until(t, 2*time.Minute, "the transfer to end", func() bool {
+	teststack.Until(t, 2*time.Minute, "the transfer to end", func() bool {
 		_, err := s.store.Attrs(ctx, s.bucket, message.DoneMarker(id))
 		return err == nil
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -77,7 +78,7 @@ func TestKill9WorkerMidUpload(t *testing.T) {
 	writeCSV(t, src, 20_000_000, 11)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/k9", Codec: codec.Zstd, ChunkSize: 8 << 20}
 	wait := s.transferAsync(req)
-	until(t, 30*time.Second, "an 8 MiB chunk upload in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
+	teststack.Until(t, 30*time.Second, "an 8 MiB chunk upload in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
 	a.kill9()
 	s.start("worker-b", "worker", s.env("FERRY_WORKER_ID=b"))
 
@@ -107,7 +108,7 @@ func TestKill9MergerBetweenComposes(t *testing.T) {
 	writeCSV(t, src, 3_000_000, 12)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/tree", Codec: codec.Zstd, ChunkSize: 64 << 10}
 	wait := s.transferAsync(req)
-	until(t, 60*time.Second, "merger a to start the final compose", func() bool { return proxy.Counts().Matched >= 1 })
+	teststack.Until(t, 60*time.Second, "merger a to start the final compose", func() bool { return proxy.Counts().Matched >= 1 })
 	var intermediates int
 	_ = s.store.List(context.Background(), s.bucket, message.StagingRoot, func(a gcs.Attrs) error {
 		if strings.Contains(a.Name, "/i/") {
@@ -152,7 +153,7 @@ func TestKill9ProducerThenResubmitSameKey(t *testing.T) {
 
 	first := s.start("producer-1", "producer", slow, args...)
 	tid := producer.NewTransferID("nightly-2026-11-29")
-	until(t, 60*time.Second, "chunks of the first producer uploaded", func() bool {
+	teststack.Until(t, 60*time.Second, "chunks of the first producer uploaded", func() bool {
 		n := 0
 		_ = s.store.List(context.Background(), s.bucket, message.ChunkPrefix(tid), func(gcs.Attrs) error { n++; return nil })
 		return n >= 3
@@ -200,7 +201,7 @@ func TestSIGTERMWorkerFinishesInFlightAndExitsZero(t *testing.T) {
 	writeCSV(t, src, 2_000_000, 14)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/term", Codec: codec.Zstd, ChunkSize: 128 << 10}
 	wait := s.transferAsync(req)
-	until(t, 30*time.Second, "uploads in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
+	teststack.Until(t, 30*time.Second, "uploads in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
 	inFlight := proxy.Counts().Matched
 	sent := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {

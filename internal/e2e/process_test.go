@@ -126,16 +126,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-// until polls cond every 20 ms for up to d, and fails the test with what
-// when it never holds.
-func until(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // recipe returns the command lines of the README's by-hand recipe: the
@@ -194,7 +196,7 @@ func TestREADMERecipe(t *testing.T) {
 		case strings.HasPrefix(step, "gcloud pubsub subscriptions pull"):
 			check("gcloud pull", strings.Contains(out, `"transfer_id":"`+id+`"`) && strings.Contains(out, `"status":"ok"`), out)
 		case strings.HasPrefix(step, "kill "):
-			until(t, time.Minute, "localstack to remove ferry.env on exit", func() bool {
+			teststack.Until(t, time.Minute, "localstack to remove ferry.env on exit", func() bool {
 				_, err := os.Stat(filepath.Join(dir, "ferry.env"))
 				return os.IsNotExist(err)
 			})

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // doneFeed collects every done event of a stack from the moment it is made.
@@ -156,7 +157,7 @@ func TestServicesServeMetricsAndHealth(t *testing.T) {
 	s := newStack(t, stackOptions{inlineMax: 4 << 10})
 	w := s.start("worker", "worker", s.env())
 	var addr string
-	until(t, 30*time.Second, "the worker to log its metrics address", func() bool {
+	teststack.Until(t, 30*time.Second, "the worker to log its metrics address", func() bool {
 		for _, line := range strings.Split(w.out.String(), "\n") {
 			if strings.Contains(line, "serving /metrics") {
 				var l struct{ Addr string }

@@ -85,7 +85,7 @@ func TestKill9RestoreThenRerun(t *testing.T) {
 	runner := &stack{t: t}
 	first := runner.start("restore-1", "restore", append(os.Environ(), "STORAGE_EMULATOR_HOST="+hostOf(proxy)), args...)
 	journal := filepath.Join(dest, ".big.csv.ferry-part.log")
-	until(t, time.Minute, "ranges of big.csv in the journal and reads held by the proxy", func() bool {
+	teststack.Until(t, time.Minute, "ranges of big.csv in the journal and reads held by the proxy", func() bool {
 		b, _ := os.ReadFile(journal)
 		return bytes.Count(b, []byte("\n")) >= 3 && proxy.Counts().Slow >= 2
 	})

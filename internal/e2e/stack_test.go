@@ -21,6 +21,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/waiter"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
@@ -243,7 +244,7 @@ func counted(h queue.Handler, n *atomic.Int64) queue.Handler {
 // as many messages as were published to them: nothing is left in flight.
 func (s *stack) settle() {
 	s.t.Helper()
-	until(s.t, 2*time.Minute, "every chunk message and event to be handled", func() bool {
+	teststack.Until(s.t, 2*time.Minute, "every chunk message and event to be handled", func() bool {
 		return s.chunksHandled.Load() >= s.chunksPublished.Load() && s.eventsHandled.Load() >= s.eventsPublished.Load()
 	})
 }

@@ -69,7 +69,7 @@ func rideOut(t *testing.T, name, binary string, args []string, variable, backend
 
 	var addr, sub string
 	var waits []time.Duration
-	until(t, 2*time.Minute, name+" to log three retries", func() bool {
+	teststack.Until(t, 2*time.Minute, name+" to log three retries", func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited while the backends were unreachable: %v", name, p.err)

@@ -17,18 +17,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
-// until polls cond, failing the test after a generous deadline.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestSpoolWaitsWhileFull: a write that would pass the bound waits, looking
 // again at the files it wrote, until a worker has removed enough of them.
 func TestSpoolWaitsWhileFull(t *testing.T) {
@@ -39,7 +27,7 @@ func TestSpoolWaitsWhileFull(t *testing.T) {
 	must(t, s.write(ctx, "t-a", [][]byte{make([]byte, 60)}, 60))
 	done := make(chan error, 1)
 	go func() { done <- s.write(ctx, "t-b", [][]byte{make([]byte, 60)}, 60) }()
-	until(t, "the writer to look at the spool twice while it is full", func() bool {
+	teststack.Until(t, 30*time.Second, "the writer to look at the spool twice while it is full", func() bool {
 		fs.mu.Lock()
 		defer fs.mu.Unlock()
 		return fs.exists >= 2

@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // TestConnectNamesTheUnreachableBackend: a command run against a stack that
@@ -135,29 +136,29 @@ func TestServiceRidesOutOutages(t *testing.T) {
 	}
 
 	publish("before")
-	until(t, "the first message", isHandled("before"))
+	teststack.Until(t, 2*time.Minute, "the first message", isHandled("before"))
 	if code, body := readyz(); code != 200 {
 		t.Fatalf("/readyz %d %q with both backends up", code, body)
 	}
 
 	// Pub/Sub goes away, and comes back on the same address.
 	link.cut()
-	until(t, "/readyz to name Pub/Sub", func() bool {
+	teststack.Until(t, 2*time.Minute, "/readyz to name Pub/Sub", func() bool {
 		code, body := readyz()
 		return code == 503 && strings.Contains(body, "pubsub unreachable") && strings.Contains(body, "PUBSUB_EMULATOR_HOST="+psHost)
 	})
 	returned()
 	link.restore()
 	publish("after pubsub")
-	until(t, "a message after Pub/Sub came back", isHandled("after pubsub"))
-	until(t, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
+	teststack.Until(t, 2*time.Minute, "a message after Pub/Sub came back", isHandled("after pubsub"))
+	teststack.Until(t, 2*time.Minute, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
 
 	// GCS goes away: the handler fails, /readyz names GCS; it comes back on
 	// the same port.
 	port, _ := strconv.ParseUint(fake.Host[strings.LastIndex(fake.Host, ":")+1:], 10, 16)
 	fake.Stop()
 	publish("during gcs")
-	until(t, "/readyz to name GCS", func() bool {
+	teststack.Until(t, 2*time.Minute, "/readyz to name GCS", func() bool {
 		code, body := readyz()
 		return code == 503 && strings.Contains(body, "gcs unreachable") && strings.Contains(body, "STORAGE_EMULATOR_HOST="+fake.Host)
 	})
@@ -168,8 +169,8 @@ func TestServiceRidesOutOutages(t *testing.T) {
 	}
 	defer again.Stop()
 	again.CreateBucket("b")
-	until(t, "the message held during the GCS outage", isHandled("during gcs"))
-	until(t, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
+	teststack.Until(t, 2*time.Minute, "the message held during the GCS outage", isHandled("during gcs"))
+	teststack.Until(t, 2*time.Minute, "/readyz 200 again", func() bool { code, _ := readyz(); return code == 200 })
 	returned()
 }
 
@@ -241,18 +242,6 @@ func (l *link) restore() {
 		l.t.Fatalf("restore the link on %s: %v", l.addr, err)
 	}
 	l.serve(ln)
-}
-
-// until polls cond every 20 ms for up to two minutes.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestConnectUsesTheConfiguredEmulators: hosts that came from

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Sentinel is a file that a handler under test must never touch, in a
@@ -78,4 +79,18 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// Until polls cond every 20 ms and fails the test with what once d has
+// passed without it holding. A deadline, not a sleep: the suite must pass on
+// a busy machine, so d is generous and never what a test measures.
+func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
