@@ -75,8 +75,35 @@ func command() *cobra.Command {
 	fs.StringVar(&f.workloads, "workloads", os.Getenv("BENCH_WORKLOADS"), "comma-separated workloads by number or name (default all)")
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
-	root.AddCommand(goUploadCommand())
+	root.AddCommand(goUploadCommand(), putTreeCommand())
 	return root
+}
+
+func putTreeCommand() *cobra.Command {
+	var parallel int
+	cmd := &cobra.Command{
+		Use:   "put-tree [--parallel N] DIR gs://BUCKET/PREFIX",
+		Short: "the ideal client of the many-files workload (used by bench)",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return cli.Usagef("put-tree needs DIR and gs://BUCKET/PREFIX")
+			}
+			if parallel < 1 || parallel > 1024 {
+				return cli.Usagef("--parallel %d: want 1 to 1024", parallel)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := context.WithTimeout(cmd.Context(), time.Hour)
+			defer stop()
+			if err := bench.PutTree(ctx, parallel, args[0], args[1]); err != nil {
+				return fmt.Errorf("put-tree: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&parallel, "parallel", bench.IdealParallel, "requests in flight")
+	return cmd
 }
 
 func goUploadCommand() *cobra.Command {

@@ -230,14 +230,19 @@ func SmallFilesTable(rs []Result, tier, gcloudMethod string) Table {
 	ok = ok && len(ref.OK) > 0
 	t := Table{
 		Title:  fmt.Sprintf("Workload 2: many files, %s (%s)", tier, sizeOf(rs)),
-		Header: []string{"method", "runs", "wall s min / med / max", "files/s", "MB/s", "vs " + gcloudMethod, "CPU s", "peak RSS MiB"},
+		Header: []string{"method", "runs", "wall s min / med / max", "files/s", "MB/s", "vs " + gcloudMethod, "of " + IdealClient, "CPU s", "peak RSS MiB"},
 	}
+	ideal, okIdeal := Find(rs, IdealClient)
+	okIdeal = okIdeal && len(ideal.OK) > 0
 	for _, g := range rs {
-		vs := "-"
+		vs, of := "-", "-"
 		if ok && len(g.OK) > 0 {
 			vs = fmtX(Speedup(ref.Wall.Median, g.Wall.Median))
 		}
-		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), spread(g.Wall), fmtRate(g.FilesPerSec()), fmtRate(g.MBps()), vs, cpuCell(g), rssCell(g)})
+		if okIdeal && len(g.OK) > 0 {
+			of = fmtX(Speedup(ideal.Wall.Median, g.Wall.Median))
+		}
+		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), spread(g.Wall), fmtRate(g.FilesPerSec()), fmtRate(g.MBps()), vs, of, cpuCell(g), rssCell(g)})
 	}
 	t.Notes = append(t.Notes, settingNotes(rs)...)
 	t.Notes = append(t.Notes, failureNotes(rs)...)

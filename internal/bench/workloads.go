@@ -312,6 +312,10 @@ func (b *Bench) smallFiles(ctx context.Context) error {
 				func(e *env) []string { return []string{"gsutil", "-m", "cp", "-r", dir, gsURL(e, "peer/")} }),
 			b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
 				func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }),
+			b.cliMethod(IdealClient, Peer, fmt.Sprintf("the smallest Go program that puts each file, %d requests in flight, nothing else: the server's ceiling", IdealParallel), false, "none", 0, nil,
+				func(e *env) []string {
+					return []string{b.cfg.Self, "put-tree", "--parallel", strconv.Itoa(IdealParallel), dir, gsURL(e, "peer/")}
+				}),
 		}
 		_ = base
 		if err := b.runPlan(ctx, plan{workload: SmallFiles, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/")}); err != nil {
