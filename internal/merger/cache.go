@@ -25,7 +25,10 @@ type transfer struct {
 	manifest *message.Manifest
 	// prefix is the destination prefix a producer's failed event gave,
 	// for a transfer that ended before its manifest was sealed.
-	prefix  string
+	prefix string
+	// status is how the transfer ended, once known here (ok, failed,
+	// cancelled): a late chunk event then needs no look at the marker.
+	status  string
 	need    int // chunks the manifest lists
 	scanned bool
 	// reported holds what workers said they stored before the manifest

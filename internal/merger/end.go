@@ -101,6 +101,7 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 		return err
 	}
 	t.end()
+	t.status = done.Status
 	metrics.Transfers.WithLabelValues(done.Status).Inc()
 	return nil
 }
@@ -241,15 +242,21 @@ func (m *Merger) lateFinals(ctx context.Context, t *transfer, ev message.Event, 
 	if len(finals) == 0 {
 		return nil
 	}
-	b, err := m.o.Store.ReadAll(ctx, t.bucket, message.DoneMarker(t.id))
-	if errors.Is(err, gcs.ErrNotFound) {
-		return nil // ended here without a marker: a refused bucket
+	if t.status == "" {
+		b, err := m.o.Store.ReadAll(ctx, t.bucket, message.DoneMarker(t.id))
+		if errors.Is(err, gcs.ErrNotFound) {
+			return nil // ended here without a marker: a refused bucket
+		}
+		if err != nil {
+			return err
+		}
+		var d message.Done
+		if err := message.Decode(b, &d); err != nil {
+			return nil
+		}
+		t.status = d.Status
 	}
-	if err != nil {
-		return err
-	}
-	var d message.Done
-	if err := message.Decode(b, &d); err != nil || d.Status == message.StatusOK {
+	if t.status == message.StatusOK {
 		return nil
 	}
 	for _, p := range finals {
@@ -266,7 +273,7 @@ func (m *Merger) lateFinals(ctx context.Context, t *transfer, ev message.Event, 
 		if err := m.o.Store.DeleteGeneration(ctx, t.bucket, p.Object, a.Generation); err != nil && !errors.Is(err, gcs.ErrPrecondition) {
 			return err
 		}
-		log.Info("removed a final object uploaded after the transfer ended", "object", p.Object, "status", d.Status)
+		log.Info("removed a final object uploaded after the transfer ended", "object", p.Object, "status", t.status)
 	}
 	return nil
 }
