@@ -40,6 +40,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
+	"github.com/ferry-dev/ferry/internal/waiter"
 )
 
 // Request is what a batch system or a user asks for.
@@ -475,20 +476,11 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 	log.Error("transfer failed", "err", cause)
 }
 
-// awaitEnd polls for the transfer's done marker, for at most FailGrace.
+// awaitEnd waits for the transfer's done marker, for at most FailGrace.
 func (p *Producer) awaitEnd(ctx context.Context, m *message.Manifest) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.FailGrace)
 	defer cancel()
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if _, err := p.o.Store.ReadAll(ctx, m.Bucket, message.DoneMarker(m.TransferID)); err == nil {
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
+	w := waiter.NewMarker(p.o.Store, m.Bucket, m.TransferID)
+	w.Poll = time.Second
+	_, _ = w.Wait(ctx) // the grace ends either way
 }
