@@ -33,10 +33,13 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (gens []int64, missin
 	}
 	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(man.Files[a].Object, man.Files[b].Object) })
 	gens = make([]int64, len(man.Files))
-	prefix := ""
-	if man.Prefix != "" {
-		prefix = man.Prefix + "/"
+	if len(order) == 0 {
+		return gens, nil, nil
 	}
+	// The names all files share, from the first and last in order: a
+	// transfer into a prefix that holds years of other objects lists only
+	// the range its own objects can be in.
+	prefix := sharedPrefix(man.Files[order[0]].Object, man.Files[order[len(order)-1]].Object)
 	err = m.o.Store.List(ctx, t.bucket, prefix, func(a gcs.Attrs) error {
 		j, ok := slices.BinarySearchFunc(order, a.Name, func(i int32, name string) int { return strings.Compare(man.Files[i].Object, name) })
 		if !ok {
@@ -112,4 +115,29 @@ func (m *Merger) writeListing(ctx context.Context, bucket, tid string, man *mess
 func doneObject(bucket string, f *message.File, gen int64) message.DoneObject {
 	return message.DoneObject{Name: "gs://" + bucket + "/" + f.Object, Size: f.WireSize, CRC32C: f.WireCRC32, Generation: gen,
 		RawSize: f.Size, RawCRC32C: f.RawCRC32C}
+}
+
+// sharedPrefix is the longest prefix a and b share.
+func sharedPrefix(a, b string) string {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return a[:i]
+		}
+	}
+	return a[:n]
+}
+
+// finalsPrefix is the prefix every final object of man shares (the
+// destination prefix, or more), for a listing that must see them all; ok
+// is false when man names no file.
+func finalsPrefix(man *message.Manifest) (prefix string, ok bool) {
+	if len(man.Files) == 0 {
+		return "", false
+	}
+	lo, hi := man.Files[0].Object, man.Files[0].Object
+	for i := range man.Files {
+		lo, hi = min(lo, man.Files[i].Object), max(hi, man.Files[i].Object)
+	}
+	return sharedPrefix(lo, hi), true
 }

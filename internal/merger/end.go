@@ -35,9 +35,11 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 	if man == nil {
 		man = &message.Manifest{TransferID: t.id, Bucket: t.bucket}
 	}
-	prefix, known := man.Prefix, man.Bucket != ""
+	// What to list for the objects this transfer wrote: what its
+	// manifest's objects share, or the prefix a failed event gave.
+	prefix, known := finalsPrefix(man)
 	if !known && t.prefix != "" {
-		prefix, known = t.prefix, true
+		prefix, known = t.prefix+"/", true
 	}
 	if known {
 		n, err := m.removeFinals(ctx, t.bucket, prefix, t.id)
@@ -191,41 +193,37 @@ func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event
 	return true
 }
 
-// removeFinals deletes every object under the destination prefix whose
-// ferry-transfer metadata names tid, at the generation the listing showed:
+// removeFinals deletes every object under prefix whose ferry-transfer
+// metadata names tid, at the generation the listing showed, as the listing
+// goes (no list of them is held):
 // a version written since, by another transfer or a person, is never
 // touched. A failed or cancelled transfer leaves nothing half-done, and a
 // re-run does not meet its own earlier attempt's objects. It returns how
 // many it removed.
 func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string) (int, error) {
-	if prefix != "" {
-		prefix += "/"
-	}
-	type version struct {
-		name string
-		gen  int64
-	}
-	var mine []version
-	err := m.o.Store.List(ctx, bucket, prefix, func(a gcs.Attrs) error {
-		if a.Metadata[message.MetaTransfer] == tid && !strings.HasPrefix(a.Name, message.StagingRoot) && !strings.HasPrefix(a.Name, message.DoneRoot) {
-			mine = append(mine, version{a.Name, a.Generation})
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("list the final objects of transfer %s under gs://%s/%s: %w", tid, bucket, prefix, err)
-	}
 	g, gctx := m.group(ctx)
-	for _, v := range mine {
-		g.Go(func() error {
-			err := m.o.Store.DeleteGeneration(gctx, bucket, v.name, v.gen)
+	n := 0
+	err := m.o.Store.List(ctx, bucket, prefix, func(a gcs.Attrs) error {
+		if a.Metadata[message.MetaTransfer] != tid || strings.HasPrefix(a.Name, message.StagingRoot) || strings.HasPrefix(a.Name, message.DoneRoot) {
+			return nil
+		}
+		n++
+		g.Go(func() error { // waits while the limit's calls are in flight
+			err := m.o.Store.DeleteGeneration(gctx, bucket, a.Name, a.Generation)
 			if errors.Is(err, gcs.ErrPrecondition) {
 				return nil // replaced since: not this transfer's any more
 			}
 			return err
 		})
+		return gctx.Err()
+	})
+	if werr := g.Wait(); err == nil {
+		err = werr
 	}
-	return len(mine), g.Wait()
+	if err != nil {
+		return n, fmt.Errorf("remove the final objects of transfer %s under gs://%s/%s: %w", tid, bucket, prefix, err)
+	}
+	return n, nil
 }
 
 // lateFinals handles a chunk event that arrives after its transfer ended:
