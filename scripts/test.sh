@@ -12,7 +12,7 @@ status=${PIPESTATUS[0]}
 # minimized once only, so the time goes to running inputs.
 fuzztime=${FERRY_FUZZTIME:-10s}
 for pt in message:FuzzDecodeRequest message:FuzzDecodeChunk message:FuzzDecodeEvent \
-  worker:FuzzWorkerHandle merger:FuzzMergerHandle requests:FuzzRequestsHandle; do
+  worker:FuzzWorkerHandle merger:FuzzMergerHandle requests:FuzzRequestsHandle restore:FuzzRestoreObject; do
   pkg=${pt%%:*} target=${pt#*:}
   fuzz() { go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" -fuzzminimizetime 1x "./internal/$pkg/" > .run/fuzz.log 2>&1; }
   ok=0
