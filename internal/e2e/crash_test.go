@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -137,22 +138,36 @@ func TestKill9MergerBetweenComposes(t *testing.T) {
 }
 
 // Fault 3: kill -9 the producer in the middle of a file, then submit the
-// same request with the same idempotency key. The transfer id is derived
-// from the key and compression is deterministic, so the second producer
+// same request with the same idempotency key: a new run of the same
+// transfer. Unchanged, compression is deterministic, so the second run
 // republishes the same chunks: workers find those already uploaded present
-// with the right CRC32C, and the transfer completes once, with one final
-// object and one row. A third submit with the key reports the finished
-// transfer and starts nothing.
+// with the right CRC32C. Changed in between (the nightly job's file was
+// rewritten), what the first run stored is replaced and its chunks still
+// queued are dropped (issue 17 §4): the transfer does not fail on its own
+// earlier run's objects. Pub/Sub mostly delivers the first run's chunks
+// first; TestChunksOfAnEarlierRunAreDropped (worker) forces the order in
+// which one comes last. Either way it completes once, with one final
+// object holding the file as it is now and one row. A third submit with
+// the key reports the finished transfer and starts nothing.
 func TestKill9ProducerThenResubmitSameKey(t *testing.T) {
+	for _, changed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unchanged", true: "changed"}[changed], func(t *testing.T) {
+			kill9ProducerThenResubmit(t, changed)
+		})
+	}
+}
+
+func kill9ProducerThenResubmit(t *testing.T, changed bool) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "big.csv")
 	writeCSV(t, src, 60_000_000, 13)
 	dest := "gs://" + s.bucket + "/resubmit"
-	args := []string{"submit", "--idempotency-key", "nightly-2026-11-29", "--chunk-size", "1MiB", src, dest}
+	key := fmt.Sprintf("nightly-2026-11-29-%v", changed)
+	args := []string{"submit", "--idempotency-key", key, "--chunk-size", "1MiB", src, dest}
 	slow := s.env("FERRY_COMPRESS_CONCURRENCY=1")
 
 	first := s.start("producer-1", "producer", slow, args...)
-	tid := producer.NewTransferID("nightly-2026-11-29")
+	tid := producer.NewTransferID(key)
 	teststack.Until(t, 60*time.Second, "chunks of the first producer uploaded", func() bool {
 		n := 0
 		_ = s.store.List(context.Background(), s.bucket, message.ChunkPrefix(tid), func(gcs.Attrs) error { n++; return nil })
@@ -161,6 +176,9 @@ func TestKill9ProducerThenResubmitSameKey(t *testing.T) {
 	first.kill9()
 	if _, err := s.store.ReadAll(context.Background(), s.bucket, message.ManifestObject(tid)); err == nil {
 		t.Fatal("the first producer sealed its manifest before it was killed; the test needs a bigger file")
+	}
+	if changed {
+		writeCSV(t, src, 60_000_000, 14)
 	}
 
 	second := s.start("producer-2", "producer", s.env(), append([]string{"submit", "--wait", "--timeout", "2m"}, args[1:]...)...)

@@ -28,7 +28,11 @@ type transfer struct {
 	prefix string
 	// status is how the transfer ended, once known here (ok, failed,
 	// cancelled): a late chunk event then needs no look at the marker.
-	status  string
+	status string
+	// run is the transfer's current run as its sealed manifest or its
+	// RunObject said; oldRuns are runs seen superseded.
+	run     string
+	oldRuns []string
 	need    int // chunks the manifest lists
 	scanned bool
 	// reported holds what workers said they stored before the manifest

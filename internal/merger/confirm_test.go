@@ -250,3 +250,48 @@ func TestEachTopicCarriesOnlyItsPublishersEvents(t *testing.T) {
 		t.Fatalf("done events %+v, want the transfer ok from the right topics", d)
 	}
 }
+
+// Issue 17 §4: what an earlier run of a transfer says is history. Before
+// the seal (the RunObject names the current run) and after it (the
+// manifest does), a worker's failure in the earlier run and its report of
+// other bytes neither fail nor delay the current run, which ends ok.
+func TestEventsOfAnEarlierRunAreIgnored(t *testing.T) {
+	const runA, runB = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+	s := newStaged(t, "m-runs", "none", 1, 1)
+	s.man.Run = runB
+	if _, err := s.store.PutSmall(context.Background(), s.bucket, message.RunObject(s.man.TransferID), []byte(runB), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	old := func(typ string, parts ...message.EventPart) message.Event {
+		ev := s.event(typ, parts...)
+		ev.Run = runA
+		if typ == message.EventFailed {
+			ev.Error = "file dir/f00.csv: destination already exists"
+		}
+		return ev
+	}
+	stale := message.EventPart{File: 0, Index: 0, Object: s.man.Files[0].Object, Generation: 7, Size: 3, CRC32C: 1}
+	if err := handle(t, m, old(message.EventFailed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := handle(t, m, old(message.EventChunk, stale)); err != nil {
+		t.Fatal(err)
+	}
+	evs := s.uploadAll()
+	s.seal()
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		ev.Run = runB
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := handle(t, m, old(message.EventFailed)); err != nil {
+		t.Fatal(err)
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Files != 2 {
+		t.Fatalf("done events %+v, want one ok with 2 files", d)
+	}
+}

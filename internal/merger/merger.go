@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,6 +224,16 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 		}
 		return err
 	}
+	if ev.Type == message.EventChunk || ev.Type == message.EventFailed {
+		stale, err := m.staleRun(ctx, t, ev.Run)
+		if err != nil {
+			return err
+		}
+		if stale {
+			log.Info("event of an earlier run of the transfer; ignored", "type", ev.Type, "run", ev.Run, "current_run", t.run, "worker", ev.Worker)
+			return nil
+		}
+	}
 	switch ev.Type {
 	case message.EventFailed:
 		if ev.Prefix != "" {
@@ -251,6 +262,40 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 	return m.failIfPermanent(ctx, t, m.advance(ctx, t, log), log)
 }
 
+// staleRun reports whether run (an event's) is an earlier run of t than
+// its current one: the sealed manifest's, or before the seal the one its
+// RunObject names. What an earlier run says is history: its chunks were
+// dropped or replaced, and its failure is not the new run's.
+func (m *Merger) staleRun(ctx context.Context, t *transfer, run string) (bool, error) {
+	if t.manifest != nil && t.manifest.Run != "" {
+		t.run = t.manifest.Run
+	}
+	switch {
+	case run == "" || run == t.run:
+		return false, nil
+	case slices.Contains(t.oldRuns, run):
+		return true, nil
+	case t.manifest != nil && t.manifest.Run != "":
+		// Sealed by another run: any other is history.
+	default:
+		b, err := m.o.Store.ReadAll(ctx, t.bucket, message.RunObject(t.id))
+		if errors.Is(err, gcs.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading the current run of transfer %s: %w", t.id, err)
+		}
+		if t.run = string(b); t.run == run {
+			return false, nil
+		}
+	}
+	if len(t.oldRuns) == 8 {
+		t.oldRuns = t.oldRuns[1:]
+	}
+	t.oldRuns = append(t.oldRuns, run)
+	return true, nil
+}
+
 // checkEvent rejects an event that names what ferry could not have made.
 func checkEvent(ev *message.Event) error {
 	if !message.ValidTransferID(ev.TransferID) || !message.ValidBucket(ev.Bucket) {
@@ -267,6 +312,9 @@ func checkEvent(ev *message.Event) error {
 		}
 	default:
 		return fmt.Errorf("unknown type %.32q", ev.Type)
+	}
+	if ev.Run != "" && !message.ValidRun(ev.Run) {
+		return fmt.Errorf("run %.64q is not one ferry makes", ev.Run)
 	}
 	if ev.Prefix != "" {
 		if ev.Type != message.EventFailed {

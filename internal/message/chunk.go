@@ -28,6 +28,11 @@ type Chunk struct {
 	Bucket     string `json:"bucket"`
 	Codec      string `json:"codec"`
 	Overwrite  bool   `json:"overwrite,omitempty"`
+	// Run names the producer's run of the transfer this chunk belongs to
+	// (RunObject): a resubmission of the same transfer is a new run, and
+	// a worker drops the chunks of a run that is no longer the
+	// transfer's. Empty in messages of producers before runs existed.
+	Run string `json:"run,omitempty"`
 	// Spool is the name of the file holding the payload, relative to the
 	// worker's spool directory: one path element, never a path.
 	Spool string `json:"spool,omitempty"`
@@ -117,7 +122,11 @@ var (
 	transferIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 	bucketRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)
 	spoolNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$`)
+	runRE        = regexp.MustCompile(`^[0-9a-f]{16}$`)
 )
+
+// ValidRun reports whether run is a run id ferry could have made (NewRun).
+func ValidRun(run string) bool { return runRE.MatchString(run) }
 
 // ValidTransferID reports whether id is a transfer id ferry could have made.
 func ValidTransferID(id string) bool { return transferIDRE.MatchString(id) }
@@ -135,6 +144,9 @@ func ValidSpoolName(name string) bool {
 func (c *Chunk) check(payload int64) error {
 	if !ValidTransferID(c.TransferID) {
 		return fmt.Errorf("transfer id %.64q is not one ferry makes", c.TransferID)
+	}
+	if c.Run != "" && !ValidRun(c.Run) {
+		return fmt.Errorf("run %.64q is not one ferry makes", c.Run)
 	}
 	if !bucketRE.MatchString(c.Bucket) {
 		return fmt.Errorf("bucket %.64q is not a bucket name", c.Bucket)

@@ -51,6 +51,7 @@ func TestDecodeChunkRefuses(t *testing.T) {
 		{"hidden spool file", func(c *Chunk) { c.Spool = ".hidden" }, "not a spool file name"},
 		{"another transfer's spool file", func(c *Chunk) { c.Spool = "t2-000001-00002" }, "not a spool file name of this transfer"},
 		{"transfer id with a slash", func(c *Chunk) { c.TransferID = "t/../x" }, "transfer id"},
+		{"run that is not a run id", func(c *Chunk) { c.Run = "../../x" }, "run"},
 		{"bad bucket", func(c *Chunk) { c.Bucket = "Bucket!" }, "not a bucket name"},
 		{"unknown codec", func(c *Chunk) { c.Codec = "lz4" }, "codec"},
 		{"no parts", func(c *Chunk) { c.Parts = nil }, "0 parts"},

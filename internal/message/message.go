@@ -41,8 +41,12 @@ type Event struct {
 	// Prefix is the destination prefix of a transfer that failed before
 	// its manifest was sealed (the producer's failed event), so that the
 	// merger can remove the final objects it wrote.
-	Prefix string    `json:"prefix,omitempty"`
-	At     time.Time `json:"at"`
+	Prefix string `json:"prefix,omitempty"`
+	// Run is the producer's run the event is about: a chunk event copies
+	// its chunk message's, a producer's failed event names its own. The
+	// merger ignores what a run other than the sealed manifest's says.
+	Run string    `json:"run,omitempty"`
+	At  time.Time `json:"at"`
 }
 
 // EventPart is one object a worker stored and verified: what GCS reported
@@ -92,6 +96,8 @@ type Manifest struct {
 	Skipped []Skipped `json:"skipped,omitempty"`
 	// Symlinks is what the walk did with links: files, follow or ignore.
 	Symlinks string `json:"symlinks,omitempty"`
+	// Run is the producer's run that sealed this manifest (RunObject).
+	Run string `json:"run,omitempty"`
 }
 
 // Skipped is a source file the producer skipped, and why.

@@ -1,6 +1,8 @@
 package message
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,6 +17,19 @@ func StagingPrefix(transferID string) string { return StagingRoot + transferID +
 
 // ManifestObject is the sealed manifest of a transfer.
 func ManifestObject(transferID string) string { return StagingPrefix(transferID) + "manifest.json" }
+
+// RunObject holds the id of the transfer's current run: the producer that
+// starts a run writes it before it publishes a chunk, so a chunk of an
+// earlier run (a producer killed and the transfer resubmitted) is known for
+// what it is and dropped without uploading.
+func RunObject(transferID string) string { return StagingPrefix(transferID) + "run" }
+
+// NewRun returns a fresh run id: 16 hex digits.
+func NewRun() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // ChunkObject is the staging object of chunk index of file.
 func ChunkObject(transferID string, file, index int) string {

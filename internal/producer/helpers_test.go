@@ -28,6 +28,9 @@ type nopStore struct{}
 func (nopStore) BucketExists(context.Context, string) error                        { return nil }
 func (nopStore) List(context.Context, string, string, func(gcs.Attrs) error) error { return nil }
 func (nopStore) ReadAll(context.Context, string, string) ([]byte, error)           { return nil, gcs.ErrNotFound }
+func (nopStore) Attrs(context.Context, string, string) (gcs.Attrs, error) {
+	return gcs.Attrs{}, gcs.ErrNotFound
+}
 func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
 }

@@ -96,7 +96,7 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, rec *record
 	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, mem *semaphore.Weighted, memMax int64) error {
 	m := rec.m
 	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID}
-	k := &packer{p: p, tid: m.TransferID, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
+	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
 	for j := range jobs {
 		parts, err := c.compress(j)
 		pool <- j.buf[:0] // the parts do not refer to the raw bytes

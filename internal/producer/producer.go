@@ -97,6 +97,7 @@ func NewTransferID(idempotencyKey string) string {
 // objectStore is what the producer needs of GCS.
 type objectStore interface {
 	BucketExists(ctx context.Context, bucket string) error
+	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
@@ -133,7 +134,12 @@ type AlreadyDoneError struct {
 }
 
 func (e *AlreadyDoneError) Error() string {
-	return fmt.Sprintf("transfer %s already ended %s", e.Done.TransferID, e.Done.Status)
+	if e.Done.Status == message.StatusOK {
+		return fmt.Sprintf("transfer %s already ended %s", e.Done.TransferID, e.Done.Status)
+	}
+	// A failed transfer left nothing behind; the key keeps its answer.
+	return fmt.Sprintf("transfer %s already ended %s (its idempotency key answers so while its done marker is kept; submit with a new key to try again)",
+		e.Done.TransferID, e.Done.Status)
 }
 
 // Options configure a Producer.
@@ -406,6 +412,14 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, skippe
 	defer metrics.InFlight.WithLabelValues("transfers").Dec()
 	m := newManifest(req, pl, tid, started, p.o.ID)
 	m.FerryVer = p.o.Version
+	m.Run = message.NewRun()
+	// The run is written before any chunk is published: from then on the
+	// chunks of an earlier run of this transfer (a producer killed, the
+	// request sent again) are dropped by the workers, and their reports
+	// ignored by the merger.
+	if _, err := p.o.Store.PutSmall(ctx, pl.Dest.Bucket, message.RunObject(tid), []byte(m.Run), false, "text/plain"); err != nil {
+		return nil, fmt.Errorf("transfer %s: writing its run to gs://%s/%s: %w", tid, pl.Dest.Bucket, message.RunObject(tid), err)
+	}
 	for _, k := range pl.Skipped {
 		m.Skipped = append(m.Skipped, message.Skipped{Path: k.Rel, Object: k.Object, Reason: k.Reason})
 	}
@@ -459,7 +473,7 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket, Prefix: m.Prefix,
-		Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
+		Run: m.Run, Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
 	err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type})
 	if err != nil {
 		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)

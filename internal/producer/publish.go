@@ -29,6 +29,7 @@ type outMsg struct {
 type packer struct {
 	p         *Producer
 	tid       string
+	run       string
 	bucket    string
 	codec     string
 	overwrite bool
@@ -39,7 +40,7 @@ type packer struct {
 // pack returns.
 func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) {
 	c := message.Chunk{V: message.Version, TransferID: k.tid, Bucket: k.bucket, Codec: k.codec, Overwrite: k.overwrite,
-		Parts: make([]message.Part, len(parts))}
+		Run: k.run, Parts: make([]message.Part, len(parts))}
 	var wire int64
 	k.segs = k.segs[:0]
 	for i := range parts {

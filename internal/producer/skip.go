@@ -69,11 +69,18 @@ func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]mess
 	}
 	var skipped []message.Skipped
 	keep := make([]plan.File, 0, len(pl.Files))
+	settled := map[string]bool{}
 	for i, f := range pl.Files {
 		reason := ""
 		if a, ok := found[i]; ok {
-			if reason, err = skipReason(&f, a, req); err != nil {
-				return nil, err
+			ok, err := p.settled(ctx, pl.Dest.Bucket, a.Metadata[message.MetaTransfer], settled)
+			if err != nil {
+				return nil, fmt.Errorf("destination %s: object %s: %w", pl.Dest, a.Name, err)
+			}
+			if ok {
+				if reason, err = skipReason(&f, a, req); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if reason == "" {
@@ -84,6 +91,55 @@ func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]mess
 	}
 	pl.Files = keep
 	return skipped, nil
+}
+
+// settled reports whether an object the transfer tid wrote may be skipped:
+// tid ended ok, or so long ago that its done marker is gone. An object of a
+// transfer that is still running (its staging run or manifest exists), or
+// that failed or was cancelled, is not: that transfer removes its final
+// objects when it fails, and a file skipped over one would be lost. Such a
+// file is sent, and its worker says whose object is in the way. Objects
+// ferry did not write (tid "") are settled. Answers are kept in seen.
+func (p *Producer) settled(ctx context.Context, bucket, tid string, seen map[string]bool) (bool, error) {
+	if tid == "" {
+		return true, nil
+	}
+	if ok, known := seen[tid]; known {
+		return ok, nil
+	}
+	ok, err := p.transferSettled(ctx, bucket, tid)
+	if err != nil {
+		return false, fmt.Errorf("transfer %.64q that wrote it: %w", tid, err)
+	}
+	seen[tid] = ok
+	return ok, nil
+}
+
+func (p *Producer) transferSettled(ctx context.Context, bucket, tid string) (bool, error) {
+	if !message.ValidTransferID(tid) {
+		return true, nil // not a name ferry makes: not one of its transfers
+	}
+	b, err := p.o.Store.ReadAll(ctx, bucket, message.DoneMarker(tid))
+	if err == nil {
+		var d message.Done
+		if err := message.Decode(b, &d); err != nil {
+			return false, fmt.Errorf("done marker: %w", err)
+		}
+		return d.Status == message.StatusOK, nil
+	}
+	if !errors.Is(err, gcs.ErrNotFound) {
+		return false, err
+	}
+	for _, name := range []string{message.RunObject(tid), message.ManifestObject(tid)} {
+		_, err := p.o.Store.Attrs(ctx, bucket, name)
+		if err == nil {
+			return false, nil // still running
+		}
+		if !errors.Is(err, gcs.ErrNotFound) {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // skipReason says why f, whose final object a exists, is skipped; "" when

@@ -64,6 +64,75 @@ func putFinal(t *testing.T, store *gcs.Store, bucket, object, path string, mtime
 	must(t, err)
 }
 
+// putDone leaves the done marker of transfer tid, ended with status.
+func putDone(t *testing.T, store *gcs.Store, bucket, tid, status string) {
+	t.Helper()
+	d := message.Done{V: message.Version, TransferID: tid, Status: status, Destination: "gs://" + bucket}
+	_, err := store.PutSmall(context.Background(), bucket, message.DoneMarker(tid), message.Encode(d), false, "application/json")
+	must(t, err)
+}
+
+// Issue 17 §3: an object another transfer wrote counts as there only once
+// that transfer ended ok (or so long ago that its marker is gone). One that
+// is still running, failed or was cancelled removes its final objects when
+// it ends, so a file skipped over its object would be lost: such a file is
+// sent. Each transfer is asked about once, however many objects it wrote.
+func TestSkipTrustsOnlyObjectsOfTransfersThatEndedOK(t *testing.T) {
+	const bucket = "p-skip-settled"
+	gs := teststack.Bucket(t, bucket)
+	dir := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(dir, 0o755))
+	writers := map[string]string{"ok": "t-ok", "ok2": "t-ok", "failed": "t-failed", "cancelled": "t-cancelled", "running": "t-running", "old": "t-old"}
+	for name, tid := range writers {
+		genFile(t, filepath.Join(dir, name), 3_000)
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		must(t, err)
+		st, err := os.Stat(filepath.Join(dir, name))
+		must(t, err)
+		md := message.FinalMetadata(tid, int64(len(raw)), crc32c.Checksum(raw), "zstd")
+		md[message.MetaMtime] = message.FormatMtime(st.ModTime())
+		_, err = gs.Upload(context.Background(), bucket, "pre/tree/"+name+".zst", bytes.NewReader(raw), gcs.UploadOptions{Size: int64(len(raw)), CRC32C: crc32c.Checksum(raw), Metadata: md})
+		must(t, err)
+	}
+	putDone(t, gs, bucket, "t-ok", message.StatusOK)
+	putDone(t, gs, bucket, "t-failed", message.StatusFailed)
+	putDone(t, gs, bucket, "t-cancelled", message.StatusCancelled)
+	_, err := gs.PutSmall(context.Background(), bucket, message.RunObject("t-running"), []byte("0123456789abcdef"), false, "")
+	must(t, err)
+
+	for _, flag := range []string{"no-clobber", "skip-unchanged"} {
+		t.Run(flag, func(t *testing.T) {
+			store := &countingStore{Store: gs}
+			p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 2})
+			req := Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/pre", Codec: codec.Zstd, ChunkSize: 64 << 10,
+				NoClobber: flag == "no-clobber", SkipUnchanged: flag == "skip-unchanged"}
+			dry, err := p.DryRun(context.Background(), req)
+			must(t, err)
+			var skipped, sent []string
+			for _, s := range dry.Skipped {
+				skipped = append(skipped, s.Path)
+			}
+			for _, f := range dry.Plan.Files {
+				sent = append(sent, f.Rel)
+			}
+			slices.Sort(skipped)
+			slices.Sort(sent)
+			if want := []string{"tree/ok", "tree/ok2", "tree/old"}; !slices.Equal(skipped, want) {
+				t.Errorf("skipped %q, want %q (objects of transfers that ended ok or long ago)", skipped, want)
+			}
+			if want := []string{"tree/cancelled", "tree/failed", "tree/running"}; !slices.Equal(sent, want) {
+				t.Errorf("would send %q, want %q (objects of transfers that are running or did not end ok)", sent, want)
+			}
+			// Beside each writer's done marker, read once: t-old's run
+			// and manifest looked for, t-running's run found. Never
+			// per object.
+			if store.attrsN != 3 {
+				t.Errorf("asked %d objects' attributes, want 3: one look per transfer", store.attrsN)
+			}
+		})
+	}
+}
+
 // Issue 13 §2: -n skips every file whose final object exists;
 // --skip-unchanged those whose object has the source's size and mtime
 // (or, with --checksum, its size and CRC32C). Either way the destination is
@@ -93,6 +162,8 @@ func TestSkipDecidesFromOneListing(t *testing.T) {
 	// An object outside the tree, under the same prefix, changes nothing.
 	_, err = gs.PutSmall(context.Background(), bucket, "pre/other.zst", []byte("x"), false, "")
 	must(t, err)
+	// The transfer that wrote them ended ok: one read of its done marker.
+	putDone(t, gs, bucket, "earlier", message.StatusOK)
 
 	for _, tc := range []struct {
 		name    string

@@ -20,8 +20,11 @@ import (
 // about what a request may ask for, not about GCS.
 type memStore struct{}
 
-func (memStore) BucketExists(context.Context, string) error                        { return nil }
-func (memStore) ReadAll(context.Context, string, string) ([]byte, error)           { return nil, gcs.ErrNotFound }
+func (memStore) BucketExists(context.Context, string) error              { return nil }
+func (memStore) ReadAll(context.Context, string, string) ([]byte, error) { return nil, gcs.ErrNotFound }
+func (memStore) Attrs(context.Context, string, string) (gcs.Attrs, error) {
+	return gcs.Attrs{}, gcs.ErrNotFound
+}
 func (memStore) List(context.Context, string, string, func(gcs.Attrs) error) error { return nil }
 func (memStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +42,54 @@ type doneEntry struct {
 	mu      sync.Mutex // one look at a time per transfer
 	checked time.Time
 	ended   bool
+
+	// The transfer's current run as its RunObject said when last read,
+	// and the runs known to be superseded (that never changes back).
+	run        string
+	runChecked time.Time
+	superseded []string
+}
+
+// maxSuperseded bounds the superseded runs remembered per transfer; one
+// forgotten is only read about again.
+const maxSuperseded = 8
+
+// superseded reports whether run is no longer the transfer's current run:
+// a later run wrote the transfer's RunObject since. A run the cache saw
+// current within `every` is taken as current unless fresh is set; fresh
+// reads the object, and its error is returned. A missing object (an old
+// producer, or a transfer whose staging is gone) supersedes nothing: the
+// done marker tells an ended transfer.
+func (c *doneCache) superseded(ctx context.Context, bucket, tid, run string, fresh bool) (bool, error) {
+	if run == "" {
+		return false, nil
+	}
+	e := c.entry(doneKey{bucket, tid})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if slices.Contains(e.superseded, run) {
+		return true, nil
+	}
+	now := c.now()
+	if !fresh && e.run == run && now.Sub(e.runChecked) < c.every {
+		return false, nil
+	}
+	b, err := c.store.ReadAll(ctx, bucket, message.RunObject(tid))
+	switch {
+	case errors.Is(err, gcs.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the current run of transfer %s: %w", tid, err)
+	}
+	e.run, e.runChecked = string(b), now
+	if e.run == run {
+		return false, nil
+	}
+	if len(e.superseded) == maxSuperseded {
+		e.superseded = e.superseded[1:]
+	}
+	e.superseded = append(e.superseded, run)
+	return true, nil
 }
 
 // ended reports whether the transfer's done marker exists. An error

@@ -42,6 +42,7 @@ import (
 type objectStore interface {
 	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
 	Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error)
+	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
 }
 
 var _ objectStore = (*gcs.Store)(nil)
@@ -163,6 +164,13 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		w.removeSpool(c.Spool)
 		return nil
 	}
+	if sup, _ := w.done.superseded(ctx, c.Bucket, c.TransferID, c.Run, false); sup {
+		// The transfer was submitted again: this chunk's run is
+		// abandoned, and the new run sends its own.
+		w.log.Info("chunk of an earlier run of the transfer; dropped without uploading", "transfer_id", c.TransferID, "run", c.Run, "parts", len(c.Parts))
+		w.removeSpool(c.Spool)
+		return nil
+	}
 	log := w.log.With("transfer_id", c.TransferID, "object", first.Object, "chunk", first.Index, "file", first.Path, "parts", len(c.Parts))
 	start := time.Now()
 	metrics.InFlight.WithLabelValues("uploads").Inc()
@@ -173,6 +181,11 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	parts, dup, err := w.store(ctx, &c, payload, max(1, m.DeliveryAttempt))
 	if errors.Is(err, errFinished) {
 		log.Info("chunk of a finished transfer; dropped")
+		return nil
+	}
+	if errors.Is(err, errSuperseded) {
+		log.Info("chunk of an earlier run of the transfer; dropped before it replaced anything", "run", c.Run)
+		w.removeSpool(c.Spool)
 		return nil
 	}
 	if err != nil && !errors.Is(err, queue.ErrPermanent) && w.o.MaxAttempts > 0 && m.DeliveryAttempt >= w.o.MaxAttempts {
@@ -191,7 +204,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	ev := message.Event{V: message.Version, Type: message.EventChunk, TransferID: c.TransferID, Bucket: c.Bucket,
-		Parts: parts, Worker: w.o.ID, At: time.Now().UTC()}
+		Run: c.Run, Parts: parts, Worker: w.o.ID, At: time.Now().UTC()}
 	if err := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
 		metrics.Uploads.WithLabelValues("retry").Inc()
 		return err
@@ -216,7 +229,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 // acked; an error here is transient, and the message is redelivered.
 func (w *Worker) reportFailure(ctx context.Context, c *message.Chunk, cause error) error {
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: c.TransferID, Bucket: c.Bucket,
-		Worker: w.o.ID, Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
+		Run: c.Run, Worker: w.o.ID, Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
 	if err := w.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": c.TransferID, "type": ev.Type}); err != nil {
 		return fmt.Errorf("report failure (%v): %w", cause, err)
 	}
@@ -225,6 +238,10 @@ func (w *Worker) reportFailure(ctx context.Context, c *message.Chunk, cause erro
 
 // errFinished: the chunk belongs to a transfer that already ended.
 var errFinished = errors.New("transfer already finished")
+
+// errSuperseded: the chunk belongs to a run of its transfer that a later
+// run replaced.
+var errSuperseded = errors.New("run superseded")
 
 // store uploads every part of c; dup reports that all were there already.
 // The parts are read as sections of the payload or of the spool file, never
@@ -331,21 +348,40 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	case same(c, p, b):
 		return b, true, nil
-	case p.Final && !c.Overwrite:
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)", where(p), c.Bucket, p.Object))
+	case p.Final && !c.Overwrite && b.Metadata[message.MetaTransfer] != c.TransferID:
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists, %s (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)",
+			where(p), c.Bucket, p.Object, writtenBy(b)))
 	}
-	// Replace it: a staging object of an earlier attempt (its name is
-	// this transfer's own), or a final object the request says to
-	// overwrite. The upload itself is atomic.
+	// Replace it: an object of an earlier run or delivery of this
+	// transfer (its staging names are its own, and so is a final object
+	// carrying its id), or a final object the request says to overwrite,
+	// unless this chunk's own run is the earlier one. The upload is
+	// atomic, and replaces only the version just read.
+	if sup, err := w.done.superseded(ctx, c.Bucket, c.TransferID, c.Run, true); err != nil || sup {
+		if err == nil {
+			err = errSuperseded
+		}
+		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
+	}
 	if _, err := body.Seek(0, io.SeekStart); err != nil {
 		return gcs.Attrs{}, false, err
 	}
-	opt.IfAbsent = false
+	opt.IfAbsent, opt.IfGeneration = false, b.Generation
 	a, err = w.o.Store.Upload(ctx, c.Bucket, p.Object, w.limited(ctx, body), opt)
 	if err != nil {
+		// A precondition failure: it changed again since; the
+		// redelivery looks again.
 		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	}
 	return a, false, nil
+}
+
+// writtenBy says who wrote the object a describes, for an error.
+func writtenBy(a gcs.Attrs) string {
+	if t := a.Metadata[message.MetaTransfer]; t != "" {
+		return fmt.Sprintf("written by transfer %.64q", t)
+	}
+	return "not written by ferry"
 }
 
 // same reports whether a is the object p describes, written by c's transfer.

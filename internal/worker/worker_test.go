@@ -592,3 +592,99 @@ func TestEveryUploadCarriesTheKMSKey(t *testing.T) {
 		}
 	}
 }
+
+// Issue 17 §4: a transfer submitted again is a new run. A chunk of the
+// earlier run is dropped without uploading, also when the worker last saw
+// that run current (the replacing upload looks again first); a chunk of
+// the current run replaces what the earlier run left under the
+// transfer's own names, final objects included; a final object of another
+// transfer is refused, naming that transfer.
+func TestChunksOfAnEarlierRunAreDropped(t *testing.T) {
+	const bucket = "w-runs"
+	store := teststack.Bucket(t, bucket)
+	ctx := context.Background()
+	setRun := func(run string) {
+		t.Helper()
+		if _, err := store.PutSmall(ctx, bucket, message.RunObject("tid1"), []byte(run), false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const runA, runB = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+	send := func(w *Worker, rec *teststack.Recorder, dir string, c message.Chunk, wire []byte) error {
+		t.Helper()
+		c.Parts[0].WireSize, c.Parts[0].WireCRC32C = int64(len(wire)), crc32c.Checksum(wire)
+		if err := os.WriteFile(filepath.Join(dir, c.Spool), wire, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return w.Handle(ctx, queue.Message{ID: "m-" + c.Run, Data: message.EncodeChunk(c, nil), DeliveryAttempt: 1})
+	}
+	read := func(name string) string {
+		t.Helper()
+		b, err := store.ReadAll(ctx, bucket, name)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+
+	for _, final := range []bool{false, true} {
+		t.Run(fmt.Sprintf("final=%v", final), func(t *testing.T) {
+			c, dir, _ := chunkMsg(t, bucket, nil, final)
+			obj := c.Parts[0].Object
+			_ = store.Delete(ctx, bucket, obj)
+			rec := &teststack.Recorder{}
+			w, w2 := newWorker(t, store, rec, dir), newWorker(t, store, rec, dir)
+
+			// Run A is current: its chunk is stored.
+			setRun(runA)
+			c.Run = runA
+			if err := send(w, rec, dir, c, []byte("bytes of run A")); err != nil {
+				t.Fatal(err)
+			}
+			// Run B starts. Its chunk (other bytes: the file changed)
+			// replaces run A's object, preconditioned on its generation.
+			setRun(runB)
+			c.Run = runB
+			if err := send(w2, rec, dir, c, []byte("bytes of run B, longer")); err != nil {
+				t.Fatalf("run B's chunk over run A's object: %v", err)
+			}
+			if got := read(obj); got != "bytes of run B, longer" {
+				t.Fatalf("after run B: %s holds %q", obj, got)
+			}
+			// A late chunk of run A at the worker that saw A current a
+			// moment ago: dropped before it replaces anything; run B's
+			// bytes stay.
+			c.Run = runA
+			if err := send(w, rec, dir, c, []byte("late bytes of run A")); err != nil {
+				t.Fatalf("late chunk of run A: %v", err)
+			}
+			if got := read(obj); got != "bytes of run B, longer" {
+				t.Fatalf("a late chunk of run A replaced run B's object: %q", got)
+			}
+			evs := events(t, rec)
+			if len(evs) != 2 || evs[0].Run != runA || evs[1].Run != runB {
+				t.Fatalf("events %+v, want one of run A and one of run B", evs)
+			}
+		})
+	}
+
+	t.Run("another transfer's final object", func(t *testing.T) {
+		c, dir, _ := chunkMsg(t, bucket, nil, true)
+		c.Parts[0].Object = "out/theirs.csv.zst"
+		body := []byte("their bytes")
+		if _, err := store.Upload(ctx, bucket, c.Parts[0].Object, bytes.NewReader(body), gcs.UploadOptions{Size: int64(len(body)), CRC32C: crc32c.Checksum(body),
+			Metadata: message.FinalMetadata("tother", 11, 1, "zstd")}); err != nil {
+			t.Fatal(err)
+		}
+		setRun(runB)
+		c.Run = runB
+		rec := &teststack.Recorder{}
+		err := send(newWorker(t, store, rec, dir), rec, dir, c, []byte("our bytes"))
+		if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), `already exists, written by transfer "tother"`) {
+			t.Fatalf("err = %v, want a permanent error naming transfer tother", err)
+		}
+		if got := read(c.Parts[0].Object); got != "their bytes" {
+			t.Fatalf("their object now holds %q", got)
+		}
+	})
+}
