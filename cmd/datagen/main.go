@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
@@ -148,20 +149,16 @@ func writeFile(path string, size, seed int64, stdout io.Writer) (int64, error) {
 	if path == "-" {
 		return datagen.WriteCSV(stdout, size, seed)
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644))
 	if err != nil {
 		return 0, fmt.Errorf("--out %s: %w", path, err)
 	}
+	defer f.Cleanup() // after the replace, there is nothing to clean up
 	n, err := datagen.WriteCSV(f, size, seed)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = f.CloseAtomicallyReplace()
 	}
 	if err != nil {
-		os.Remove(tmp)
 		return n, fmt.Errorf("--out %s: %w", path, err)
 	}
 	return n, nil

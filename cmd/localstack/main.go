@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
@@ -141,7 +142,7 @@ func realMain(ctx context.Context, stdout io.Writer, f flags) error {
 	env := localstack.Env(ps.Project, emuHost, gcs.Host, buckets) + extra
 	fmt.Fprint(stdout, env)
 	if f.envFile != "" {
-		if err := localstack.WriteFileAtomic(f.envFile, []byte(env)); err != nil {
+		if err := renameio.WriteFile(f.envFile, []byte(env), 0o644); err != nil {
 			return fmt.Errorf("--env-file: %w", err)
 		}
 		defer os.Remove(f.envFile)

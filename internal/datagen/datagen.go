@@ -365,17 +365,3 @@ func tierNames() string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
-
-// TierOf classifies a byte size to the nearest tier: "small" below 50 MB,
-// "medium" below 600 MB and "large" from there on. Use it to label
-// benchmark rows.
-func TierOf(size int64) string {
-	switch {
-	case size < 50_000_000:
-		return "small"
-	case size < 600_000_000:
-		return "medium"
-	default:
-		return "large"
-	}
-}

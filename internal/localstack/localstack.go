@@ -368,25 +368,3 @@ func Env(project, pubsubHost, gcsHost string, buckets []string) string {
 	set("CLOUDSDK_CORE_PROJECT", project)
 	return b.String()
 }
-
-// WriteFileAtomic writes data to path through a temporary file beside it
-// and a rename, so a reader sees the whole file or none.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/result"
 )
@@ -24,7 +23,7 @@ func Row(done message.Done, man *message.Manifest, present map[chunkKey]stored, 
 		r.WireBytes += f.WireSize
 		r.Chunks += len(f.Chunks)
 	}
-	r.Tier = datagen.TierOf(r.SizeBytes)
+	r.Tier = result.TierOf(r.SizeBytes)
 	if r.WireBytes > 0 {
 		r.Ratio = float64(r.SizeBytes) / float64(r.WireBytes)
 	}

@@ -72,6 +72,20 @@ type ChunkRow struct {
 	UploadedAt time.Time `json:"uploaded_at" desc:"When the chunk object was stored"`
 }
 
+// TierOf classifies a byte size to the nearest tier: "small" below 50 MB,
+// "medium" below 600 MB and "large" from there on. A row's Tier is
+// its SizeBytes' (datagen's tiers are sized to fall in their own).
+func TierOf(size int64) string {
+	switch {
+	case size < 50_000_000:
+		return "small"
+	case size < 600_000_000:
+		return "medium"
+	default:
+		return "large"
+	}
+}
+
 // MBps is bytes per millisecond expressed in MB/s (10^6 bytes), as the seeds
 // print them; 0 when ms is 0.
 func MBps(bytes, ms int64) float64 {
