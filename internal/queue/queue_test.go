@@ -154,7 +154,8 @@ func TestUnreachableEndpointIsNamed(t *testing.T) {
 
 // TestReceiveBacksOffWhileUnreachable: Receive from a closed port does not
 // return and does not spin: it reports the outage to the health function
-// and logs each retry, waiting longer each time, until its context ends.
+// and logs each retry, waiting at random below a limit that doubles (gax),
+// until its context ends.
 func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
 	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
 	var logs teststack.SyncBuffer
@@ -199,8 +200,13 @@ func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
 			}
 		}
 	}
-	if waits[0] >= waits[1] || waits[1] >= waits[2] {
-		t.Errorf("retries waited %v: want each longer than the last", waits)
+	// gax's backoff: the limit starts at 0.5 s and doubles, and each wait
+	// is drawn at random below it (full jitter), so the waits stay under
+	// 0.5 s, 1 s, 2 s without growing every time.
+	for i, w := range waits {
+		if limit := 500 * time.Millisecond << i; w <= 0 || w > limit {
+			t.Errorf("retry %d waited %v, want (0, %v]; all: %v", i+1, w, limit, waits)
+		}
 	}
 	if err, _ := healthErr.Load().(error); !errors.Is(err, queue.ErrUnreachable) {
 		t.Errorf("health function heard %v, want ErrUnreachable", err)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -141,9 +141,9 @@ func fatal(err error) bool {
 
 // retry logs a failed attempt to receive, reports it and waits out the
 // backoff; it reports whether ctx is still live.
-func (c *Client) retry(ctx context.Context, subscription string, bo *backoff, err error) bool {
+func (c *Client) retry(ctx context.Context, subscription string, bo *gax.Backoff, err error) bool {
 	c.report(err)
-	d := bo.next()
+	d := bo.Pause()
 	c.log.Warn("cannot receive; retrying", "subscription", subscription, "endpoint", c.endpoint, "retry_in", d.Round(time.Millisecond), "err", err)
 	return sleep(ctx, d)
 }
@@ -154,19 +154,20 @@ func (c *Client) waitHold(ctx context.Context, subscription string) bool {
 	if c.hold == nil {
 		return ctx.Err() == nil
 	}
-	var bo backoff
+	bo, waited := newBackoff(), false
 	for {
 		err := c.hold(ctx)
 		if ctx.Err() != nil {
 			return false
 		}
 		if err == nil {
-			if bo.n > 0 {
+			if waited {
 				c.log.Info("pulling again", "subscription", subscription)
 			}
 			return true
 		}
-		d := bo.next()
+		d := bo.Pause()
+		waited = true
 		c.log.Warn("not pulling: the handlers could not do their work; retrying", "subscription", subscription, "retry_in", d.Round(time.Millisecond), "err", err)
 		if !sleep(ctx, d) {
 			return false
@@ -174,25 +175,11 @@ func (c *Client) waitHold(ctx context.Context, subscription string) bool {
 	}
 }
 
-// backoff is capped exponential backoff with jitter: 0.5 s, 1 s, 2 s, … 30 s.
-type backoff struct{ n int }
-
-const (
-	backoffMin = 500 * time.Millisecond
-	backoffMax = 30 * time.Second
-)
-
-// next returns the next wait: backoffMin·2ⁿ, capped at backoffMax, ±20 %.
-func (b *backoff) next() time.Duration {
-	d := backoffMax
-	if b.n < 16 {
-		d = min(backoffMax, backoffMin<<b.n)
-	}
-	b.n++
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+// newBackoff is the wait between failed receives: gax's, from 0.5 s
+// doubling to 30 s, with full jitter.
+func newBackoff() gax.Backoff {
+	return gax.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
 }
-
-func (b *backoff) reset() { b.n = 0 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {

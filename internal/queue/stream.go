@@ -32,7 +32,7 @@ func (c *Client) receiveStreaming(ctx, hctx context.Context, subscription string
 		// moment more.
 		ShutdownOptions: &pubsub.ShutdownOptions{Behavior: pubsub.ShutdownBehaviorWaitForProcessing, Timeout: s.Grace + callTimeout},
 	}
-	var bo backoff
+	bo := newBackoff()
 	for {
 		if !c.waitHold(ctx, subscription) {
 			return nil

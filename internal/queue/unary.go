@@ -27,7 +27,7 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 	var running sync.WaitGroup
 	defer running.Wait() // bounded: handlers' context ends Grace after ctx
 
-	var bo backoff
+	bo := newBackoff()
 	for {
 		if !c.waitHold(ctx, subscription) {
 			return nil
@@ -88,7 +88,7 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 			continue
 		}
 		cancel()
-		bo.reset()
+		bo = newBackoff()
 		c.report(nil)
 		if got == 0 {
 			if c.emulator {

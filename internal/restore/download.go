@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/googleapis/gax-go/v2"
+
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 )
@@ -104,12 +106,13 @@ func (r *Restorer) readRange(ctx context.Context, o object, off int64, buf []byt
 // worth retrying: not a corrupt object, not a missing one, not the end of
 // ctx.
 func (r *Restorer) retry(ctx context.Context, fn func() error) error {
+	bo := gax.Backoff{Initial: 400 * time.Millisecond, Max: 30 * time.Second, Multiplier: 4}
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWrite) || errors.Is(err, gcs.ErrNotFound) || ctx.Err() != nil || attempt >= r.o.Attempts {
 			return err
 		}
-		t := time.NewTimer(time.Duration(100<<(2*attempt)) * time.Millisecond) // 400ms, 1.6s, …
+		t := time.NewTimer(bo.Pause())
 		select {
 		case <-t.C:
 		case <-ctx.Done():
