@@ -32,6 +32,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/reach"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -48,8 +49,8 @@ var (
 	// ErrChecksum: what the server stored is not what the caller expected.
 	ErrChecksum = errors.New("checksum mismatch")
 	// ErrUnreachable: the call got no answer (refused, reset, or nothing
-	// within its deadline).
-	ErrUnreachable = errors.New("unreachable")
+	// within its deadline). It is reach.ErrUnreachable, Pub/Sub's too.
+	ErrUnreachable = reach.ErrUnreachable
 )
 
 // Deadlines of the calls a Store makes.
@@ -516,10 +517,7 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		return nil
 	}
 	if unreachable(ctx, err) {
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w (%w)", cause, err)
-		}
-		err = fmt.Errorf("%s: %s: %w: %w", op, s.endpoint, ErrUnreachable, err)
+		err = reach.Wrap(ctx, op, s.endpoint, err)
 		s.report(err)
 		return err
 	}

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/reach"
 )
 
 // Message is a received message, free of the client library's types.
@@ -57,8 +58,9 @@ type Middleware func(Handler) Handler
 var ErrPermanent = errors.New("permanent error")
 
 // ErrUnreachable marks an error of a call that got no answer from Pub/Sub:
-// refused, reset, or no answer within the call's deadline.
-var ErrUnreachable = errors.New("unreachable")
+// refused, reset, or no answer within the call's deadline. It is
+// reach.ErrUnreachable, GCS's too.
+var ErrUnreachable = reach.ErrUnreachable
 
 // Permanent wraps err so that errors.Is(err, ErrPermanent) holds.
 func Permanent(err error) error {
@@ -261,10 +263,7 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // call's own context (its cause says which deadline passed).
 func (c *Client) fail(ctx context.Context, op string, err error) error {
 	if unreachable(ctx, err) {
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w (%w)", cause, err)
-		}
-		err = fmt.Errorf("%s: %s: %w: %w", op, c.endpoint, ErrUnreachable, err)
+		err = reach.Wrap(ctx, op, c.endpoint, err)
 		c.report(err)
 		return err
 	}
