@@ -312,22 +312,15 @@ func (s *stack) staging() []string {
 // so both are empty soon after the done event, not necessarily at it.
 func (s *stack) assertClean() {
 	s.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	teststack.UntilSays(s.t, time.Minute, "no staging objects and no spool files", func() (bool, string) {
 		left := s.staging()
 		spool, _ := os.ReadDir(s.spool)
-		if len(left) == 0 && len(spool) == 0 {
-			return
+		names := make([]string, len(spool))
+		for i, e := range spool {
+			names[i] = e.Name()
 		}
-		if time.Now().After(deadline) {
-			names := make([]string, len(spool))
-			for i, e := range spool {
-				names[i] = e.Name()
-			}
-			s.t.Fatalf("left behind: staging objects %v, spool files %v", left, names)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(left) == 0 && len(spool) == 0, fmt.Sprintf("left behind: staging objects %v, spool files %v", left, names)
+	})
 }
 
 // row returns the benchmark row of transfer tid, failing unless there is

@@ -86,10 +86,24 @@ func (b *SyncBuffer) String() string {
 // a busy machine, so d is generous and never what a test measures.
 func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	UntilSays(t, d, what, func() (bool, string) { return cond(), "" })
+}
+
+// UntilSays is Until for a cond that also says what it saw; the failure
+// quotes its last word.
+func UntilSays(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(d)
-	for !cond() {
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			if saw != "" {
+				saw = ": " + saw
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", d, what, saw)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -280,9 +280,7 @@ func TestListNewestFirstAndLimited(t *testing.T) {
 		must(t, err)
 		// The next marker must be created later: wait for the clock to
 		// pass this one's creation time.
-		for !time.Now().After(a.Created) {
-			time.Sleep(time.Millisecond)
-		}
+		teststack.Until(t, 10*time.Second, "the clock to pass the marker's creation", func() bool { return time.Now().After(a.Created) })
 	}
 	list, err := List(ctx, store, "tr-list", 2)
 	must(t, err)
