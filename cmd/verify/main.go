@@ -83,35 +83,31 @@ func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) err
 		return err
 	}
 	defer store.Close()
-	var raw, wire int64
-	clis := map[string]int{}
+	sources := make([]verify.Source, len(files))
+	for i, file := range files {
+		sources[i] = verify.Source{Path: file.Path, Base: file.Object}
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	for _, file := range files {
-		name, err := verify.Find(ctx, store, dest.Bucket, file.Object)
-		if err != nil {
-			return fmt.Errorf("source %s: %w (on %s)", file.Path, err, cfg.Emulators.GCSEndpoint())
-		}
-		rep, err := verify.Object(ctx, store, dest.Bucket, name, "", file.Path)
-		if err != nil {
-			return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
-		}
-		raw += rep.RawSize
-		wire += rep.WireSize
-		clis[rep.CLI]++
-		if f.long {
+	var each func(verify.Source, verify.Report)
+	if f.long {
+		each = func(src verify.Source, rep verify.Report) {
 			fmt.Fprintf(tw, "%s\t%s\tcrc32c %s\t%s\t%s\tcrc32c %s\n", rep.Object, result.FormatBytes(float64(rep.WireSize)), crc32c.Base64(rep.WireCRC32C),
-				file.Path, result.FormatBytes(float64(rep.RawSize)), crc32c.Base64(rep.RawCRC32C))
+				src.Path, result.FormatBytes(float64(rep.RawSize)), crc32c.Base64(rep.RawCRC32C))
 		}
 	}
+	tot, err := verify.Transfer(ctx, store, dest.Bucket, sources, each)
 	_ = tw.Flush()
+	if err != nil {
+		return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
+	}
 	tools := ""
 	for _, t := range []string{"zstd", "gzip"} {
-		if clis[t] > 0 {
-			tools += fmt.Sprintf(", stock %s -d: %d", t, clis[t])
+		if tot.CLIs[t] > 0 {
+			tools += fmt.Sprintf(", stock %s -d: %d", t, tot.CLIs[t])
 		}
 	}
 	fmt.Fprintf(stdout, "verified %s under %s: %s raw, %s wire; bytes and CRC32C identical to the sources (Go decoder: %d%s)\n",
-		result.Count(len(files), "object"), dest, result.FormatBytes(float64(raw)), result.FormatBytes(float64(wire)), len(files), tools)
+		result.Count(tot.Objects, "object"), dest, result.FormatBytes(float64(tot.Raw)), result.FormatBytes(float64(tot.Wire)), tot.Objects, tools)
 	if f.results == "" || f.transfer == "" {
 		return nil
 	}

@@ -189,3 +189,42 @@ var (
 	_ restore.Store = store{}
 	_ restore.Store = local{}
 )
+
+// Source is one source file and the name of its final object without the
+// codec's extension, as producer submit names it (plan.Resolve).
+type Source struct {
+	Path, Base string
+}
+
+// Totals is what Transfer checked.
+type Totals struct {
+	Objects   int
+	Raw, Wire int64
+	// CLIs counts the objects each stock tool also decompressed.
+	CLIs map[string]int
+}
+
+// Transfer checks the final object of every source in bucket, in order,
+// calling each (when not nil) with its report, and stops at the first
+// object that is missing or differs.
+func Transfer(ctx context.Context, s objectStore, bucket string, sources []Source, each func(Source, Report)) (Totals, error) {
+	t := Totals{CLIs: map[string]int{}}
+	for _, src := range sources {
+		name, err := Find(ctx, s, bucket, src.Base)
+		if err != nil {
+			return t, fmt.Errorf("source %s: %w", src.Path, err)
+		}
+		rep, err := Object(ctx, s, bucket, name, "", src.Path)
+		if err != nil {
+			return t, err
+		}
+		t.Objects++
+		t.Raw += rep.RawSize
+		t.Wire += rep.WireSize
+		t.CLIs[rep.CLI]++
+		if each != nil {
+			each(src, rep)
+		}
+	}
+	return t, nil
+}
