@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,8 +13,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
-	"github.com/ferry-dev/ferry/internal/plan"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/transfers"
 )
@@ -50,7 +45,7 @@ Sizes are raw (source) bytes, in MB of 10^6 bytes.`,
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
-			printStatus(cmd.OutOrStdout(), t)
+			transfers.WriteStatus(cmd.OutOrStdout(), t)
 			return nil
 		},
 	}
@@ -90,7 +85,7 @@ func listCommand() *cobra.Command {
 				}
 				return printJSON(cmd.OutOrStdout(), ts)
 			}
-			printList(cmd.OutOrStdout(), ts)
+			transfers.WriteList(cmd.OutOrStdout(), ts)
 			return nil
 		},
 	}
@@ -166,19 +161,9 @@ func openBucket(ctx context.Context, cfg *config.Producer, flag string) (*gcs.St
 
 // bucketOf is --bucket, or else the one bucket FERRY_BUCKETS allows.
 func bucketOf(flag string, cfg config.Producer) (string, error) {
-	b := strings.TrimSuffix(strings.TrimPrefix(flag, "gs://"), "/")
-	if b == "" {
-		switch allowed := cfg.Buckets.Allowed; len(allowed) {
-		case 1:
-			b = allowed[0]
-		case 0:
-			return "", cli.Usagef("which bucket? give --bucket (FERRY_BUCKETS, which would say, is empty)")
-		default:
-			return "", cli.Usagef("which bucket? give --bucket (FERRY_BUCKETS lists %s)", strings.Join(allowed, ", "))
-		}
-	}
-	if _, err := plan.ParseDestination("gs://" + b); err != nil {
-		return "", cli.Usagef("--bucket %q: not a bucket name", flag)
+	b, err := transfers.Bucket(flag, cfg.Buckets.Allowed)
+	if err != nil {
+		return "", &cli.UsageError{Err: err}
 	}
 	return b, nil
 }
@@ -190,85 +175,4 @@ func printJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintln(w, string(b))
 	return err
-}
-
-func printStatus(w io.Writer, t transfers.Transfer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, a...)...) }
-	row("transfer", "%s", t.ID)
-	row("state", "%s", t.State)
-	if t.Destination != "" {
-		row("destination", "%s", t.Destination)
-	}
-	switch {
-	case t.State == transfers.StateRunning:
-		row("files", "not known until the producer has read everything")
-	case t.Ended() && t.Files == 0:
-		row("files", "%d done", t.FilesDone)
-		if t.BytesDone > 0 {
-			row("bytes", "%s done", result.FormatBytes(float64(t.BytesDone)))
-		}
-	default:
-		row("files", "%d of %d done", t.FilesDone, t.Files)
-		row("bytes", "%s of %s done", result.FormatBytes(float64(t.BytesDone)), result.FormatBytes(float64(t.Bytes)))
-	}
-	if !t.Ended() {
-		row("staged", "%s, %s compressed", result.Count(t.ChunksStaged, "chunk"), result.FormatBytes(float64(t.WireStaged)))
-	}
-	if !t.StartedAt.IsZero() {
-		row("started", "%s", t.StartedAt.UTC().Format(time.RFC3339))
-	}
-	if !t.FinishedAt.IsZero() {
-		row("finished", "%s (%s)", t.FinishedAt.UTC().Format(time.RFC3339), result.FormatMS(t.FinishedAt.Sub(t.StartedAt).Milliseconds()))
-	}
-	if t.Error != "" {
-		row("error", "%s", t.Error)
-	}
-	if t.Listing != "" {
-		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
-	}
-	_ = tw.Flush()
-	if len(t.Objects) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "objects (CRC32C as gcloud storage shows it; raw: the source file)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, o := range t.Objects {
-		fmt.Fprintf(tw, "  %s\t%s\tcrc32c %s\traw %s\tcrc32c %s\n", o.Name, result.FormatBytes(float64(o.Size)), o.CRC32C,
-			result.FormatBytes(float64(o.RawSize)), o.RawCRC32C)
-	}
-	_ = tw.Flush()
-	if more := t.FilesDone - len(t.Objects); more > 0 {
-		fmt.Fprintf(w, "  … and %s more in %s\n", result.Count(more, "object"), t.Listing)
-	}
-}
-
-func printList(w io.Writer, ts []transfers.Transfer) {
-	if len(ts) == 0 {
-		fmt.Fprintln(w, "no transfers")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRANSFER\tSTATE\tFILES\tSIZE\tSTARTED\tDESTINATION")
-	for _, t := range ts {
-		files, size := "-", "-"
-		switch {
-		case t.Files > 0:
-			files = fmt.Sprintf("%d/%d", t.FilesDone, t.Files)
-			size = result.FormatBytes(float64(t.Bytes))
-		case t.Ended():
-			files = fmt.Sprintf("%d", t.FilesDone)
-			size = result.FormatBytes(float64(t.BytesDone))
-		}
-		started := "-"
-		if !t.StartedAt.IsZero() {
-			started = t.StartedAt.UTC().Format(time.RFC3339)
-		}
-		dest := t.Destination
-		if dest == "" {
-			dest = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, files, size, started, dest)
-	}
-	_ = tw.Flush()
 }

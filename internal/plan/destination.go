@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -31,8 +30,6 @@ func (d Destination) Object(rel, ext string) string {
 	return d.Prefix + "/" + rel + ext
 }
 
-var bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)
-
 // ParseDestination parses gs://bucket[/prefix]; the error names s.
 func ParseDestination(s string) (Destination, error) {
 	rest, ok := strings.CutPrefix(s, "gs://")
@@ -40,7 +37,7 @@ func ParseDestination(s string) (Destination, error) {
 		return Destination{}, fmt.Errorf("destination %q: want gs://BUCKET/PREFIX", s)
 	}
 	bucket, prefix, _ := strings.Cut(rest, "/")
-	if !bucketRE.MatchString(bucket) {
+	if !message.ValidBucket(bucket) {
 		return Destination{}, fmt.Errorf("destination %q: %q is not a valid bucket name", s, bucket)
 	}
 	prefix = strings.Trim(prefix, "/")

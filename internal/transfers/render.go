@@ -1,0 +1,119 @@
+package transfers
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/result"
+)
+
+// Bucket is the bucket a command about transfers looks in: flag (BUCKET or
+// gs://BUCKET), or else the one bucket allowed (FERRY_BUCKETS) lists.
+func Bucket(flag string, allowed []string) (string, error) {
+	b := strings.TrimSuffix(strings.TrimPrefix(flag, "gs://"), "/")
+	if b == "" {
+		switch len(allowed) {
+		case 1:
+			b = allowed[0]
+		case 0:
+			return "", errors.New("which bucket? give --bucket (FERRY_BUCKETS, which would say, is empty)")
+		default:
+			return "", fmt.Errorf("which bucket? give --bucket (FERRY_BUCKETS lists %s)", strings.Join(allowed, ", "))
+		}
+	}
+	if !message.ValidBucket(b) {
+		return "", fmt.Errorf("--bucket %.64q: not a bucket name", flag)
+	}
+	return b, nil
+}
+
+// WriteStatus renders t as producer status prints it: one "key  value" line
+// each, then its final objects (at most the done event's, with where the
+// rest are).
+func WriteStatus(w io.Writer, t Transfer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, a...)...) }
+	row("transfer", "%s", t.ID)
+	row("state", "%s", t.State)
+	if t.Destination != "" {
+		row("destination", "%s", t.Destination)
+	}
+	switch {
+	case t.State == StateRunning:
+		row("files", "not known until the producer has read everything")
+	case t.Ended() && t.Files == 0:
+		row("files", "%d done", t.FilesDone)
+		if t.BytesDone > 0 {
+			row("bytes", "%s done", result.FormatBytes(float64(t.BytesDone)))
+		}
+	default:
+		row("files", "%d of %d done", t.FilesDone, t.Files)
+		row("bytes", "%s of %s done", result.FormatBytes(float64(t.BytesDone)), result.FormatBytes(float64(t.Bytes)))
+	}
+	if !t.Ended() {
+		row("staged", "%s, %s compressed", result.Count(t.ChunksStaged, "chunk"), result.FormatBytes(float64(t.WireStaged)))
+	}
+	if !t.StartedAt.IsZero() {
+		row("started", "%s", t.StartedAt.UTC().Format(time.RFC3339))
+	}
+	if !t.FinishedAt.IsZero() {
+		row("finished", "%s (%s)", t.FinishedAt.UTC().Format(time.RFC3339), result.FormatMS(t.FinishedAt.Sub(t.StartedAt).Milliseconds()))
+	}
+	if t.Error != "" {
+		row("error", "%s", t.Error)
+	}
+	if t.Listing != "" {
+		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
+	}
+	_ = tw.Flush()
+	if len(t.Objects) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "objects (CRC32C as gcloud storage shows it; raw: the source file)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, o := range t.Objects {
+		fmt.Fprintf(tw, "  %s\t%s\tcrc32c %s\traw %s\tcrc32c %s\n", o.Name, result.FormatBytes(float64(o.Size)), o.CRC32C,
+			result.FormatBytes(float64(o.RawSize)), o.RawCRC32C)
+	}
+	_ = tw.Flush()
+	if more := t.FilesDone - len(t.Objects); more > 0 {
+		fmt.Fprintf(w, "  … and %s more in %s\n", result.Count(more, "object"), t.Listing)
+	}
+}
+
+// WriteList renders ts as producer list prints them: a table, one
+// transfer a line.
+func WriteList(w io.Writer, ts []Transfer) {
+	if len(ts) == 0 {
+		fmt.Fprintln(w, "no transfers")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSFER\tSTATE\tFILES\tSIZE\tSTARTED\tDESTINATION")
+	for _, t := range ts {
+		files, size := "-", "-"
+		switch {
+		case t.Files > 0:
+			files = fmt.Sprintf("%d/%d", t.FilesDone, t.Files)
+			size = result.FormatBytes(float64(t.Bytes))
+		case t.Ended():
+			files = fmt.Sprintf("%d", t.FilesDone)
+			size = result.FormatBytes(float64(t.BytesDone))
+		}
+		started := "-"
+		if !t.StartedAt.IsZero() {
+			started = t.StartedAt.UTC().Format(time.RFC3339)
+		}
+		dest := t.Destination
+		if dest == "" {
+			dest = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, files, size, started, dest)
+	}
+	_ = tw.Flush()
+}
