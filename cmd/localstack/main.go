@@ -7,20 +7,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/logging"
-	"github.com/ferry-dev/ferry/internal/queue"
 )
 
 const about = `localstack — the Pub/Sub emulator and fake-gcs-server for ferry, on loopback.
@@ -81,75 +77,13 @@ func realMain(ctx context.Context, stdout io.Writer, f flags) error {
 	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
 	}
-	ps := cfg.PubSub
 	var buckets []string
 	for _, b := range strings.Split(f.buckets, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			buckets = append(buckets, b)
 		}
 	}
-	if f.envFile != "" {
-		// A file left by an earlier run that was killed must not be
-		// mistaken for this one's.
-		if err := os.Remove(f.envFile); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("--env-file: %w", err)
-		}
-	}
-	log := logging.New(os.Stderr, "info", "auto")
-	gcs, err := localstack.StartGCSWith(localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake", StorageRoot: f.gcsRoot})
-	if err != nil {
-		return err
-	}
-	defer gcs.Stop()
-	for _, b := range buckets {
-		gcs.CreateBucket(b)
-	}
-	var extra string
-	dir := f.dir
-	if gcs.TLSHost != "" {
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "ferry-localstack-"); err != nil {
-				return err
-			}
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		cert := filepath.Join(dir, "gcs-cert.pem")
-		if err := os.WriteFile(cert, gcs.CertPEM, 0o644); err != nil {
-			return err
-		}
-		extra = fmt.Sprintf("export LOCALSTACK_GCS_TLS_HOST=%s\nexport LOCALSTACK_GCS_CERT=%s\n", gcs.TLSHost, cert)
-	}
-	emuHost, emuKind := "", "none"
-	if f.kind != "none" {
-		emu, err := localstack.StartPubSub(ctx, localstack.PubSubOptions{Kind: f.kind, Dir: dir, Log: log})
-		if err != nil {
-			return err
-		}
-		defer emu.Stop()
-		q, err := queue.Dial(ctx, ps.Project, log, queue.WithEmulator(emu.Host))
-		if err != nil {
-			return err
-		}
-		err = localstack.Provision(ctx, q, ps)
-		q.Close()
-		if err != nil {
-			return err
-		}
-		emuHost, emuKind = emu.Host, emu.Kind
-	}
-	env := localstack.Env(ps.Project, emuHost, gcs.Host, buckets) + extra
-	fmt.Fprint(stdout, env)
-	if f.envFile != "" {
-		if err := renameio.WriteFile(f.envFile, []byte(env), 0o644); err != nil {
-			return fmt.Errorf("--env-file: %w", err)
-		}
-		defer os.Remove(f.envFile)
-	}
-	log.Info("local stack ready", "pubsub", emuHost, "pubsub_kind", emuKind, "gcs", gcs.Host, "gcs_tls", gcs.TLSHost,
-		"compose", gcs.Stats().FastCompose, "buckets", buckets, "done_subscription", localstack.DoneSubscription(ps.DoneTopic), "env_file", f.envFile)
-	<-ctx.Done()
-	log.Info("local stack stopping")
-	return nil
+	return localstack.Run(ctx, localstack.RunOptions{PubSub: cfg.PubSub, Kind: f.kind, Dir: f.dir, Buckets: buckets, EnvFile: f.envFile,
+		GCS: localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake", StorageRoot: f.gcsRoot},
+		Log: logging.New(os.Stderr, "info", "auto")}, stdout)
 }
