@@ -153,7 +153,7 @@ func writeFile(path string, size, seed int64, stdout io.Writer) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("--out %s: %w", path, err)
 	}
-	defer f.Cleanup() // after the replace, there is nothing to clean up
+	defer func() { _ = f.Cleanup() }() // after the replace, there is nothing to clean up
 	n, err := datagen.WriteCSV(f, size, seed)
 	if err == nil {
 		err = f.CloseAtomicallyReplace()

@@ -164,14 +164,22 @@ func New(o Options) *Merger {
 // Handle is a queue.Handler for events of any kind; the merger's own
 // subscriptions use HandleEvents and HandleControl, which take only what
 // their topic's publishers may say.
-func (m *Merger) Handle(ctx context.Context, msg queue.Message) error { return m.handle(ctx, msg, "") }
+func (m *Merger) Handle(ctx context.Context, msg queue.Message) error { return m.on("")(ctx, msg) }
+
+// on is the handler of topic's events ("" any): handle in what every
+// delivery gets (queue's middleware), panic recovery and the in-flight
+// gauge.
+func (m *Merger) on(topic string) queue.Handler {
+	return queue.Chain(func(ctx context.Context, msg queue.Message) error { return m.handle(ctx, msg, topic) },
+		queue.Recover(m.log), queue.InFlight(metrics.InFlight.WithLabelValues("events")))
+}
 
 // HandleEvents is the queue.Handler of the workers' events topic
 // (FERRY_EVENTS_SUBSCRIPTION): chunk reports and a worker's failures. Only
 // workers may publish there, so what a submitter says (sealed, cancel, its
 // own failures) is refused on it.
 func (m *Merger) HandleEvents(ctx context.Context, msg queue.Message) error {
-	return m.handle(ctx, msg, "workers")
+	return m.on("workers")(ctx, msg)
 }
 
 // HandleControl is the queue.Handler of the control topic
@@ -179,7 +187,7 @@ func (m *Merger) HandleEvents(ctx context.Context, msg queue.Message) error {
 // producers, submitters and producer cancel. A chunk report there is
 // refused: it could only be forged.
 func (m *Merger) HandleControl(ctx context.Context, msg queue.Message) error {
-	return m.handle(ctx, msg, "control")
+	return m.on("control")(ctx, msg)
 }
 
 // allowedOn says which event types topic ("" any) carries.
@@ -209,8 +217,6 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 		return m.refuse(ctx, ev, err)
 	}
 	m.sawBucket(ev.Bucket)
-	metrics.InFlight.WithLabelValues("events").Inc()
-	defer metrics.InFlight.WithLabelValues("events").Dec()
 	t := m.cache.acquire(key{ev.Bucket, ev.TransferID})
 	defer m.cache.release(t)
 	t.mu.Lock()

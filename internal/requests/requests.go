@@ -78,8 +78,13 @@ const maxDestination = 5 + 222 + 1 + 1024
 
 var unsafeID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// Handle runs one request message to the point where the fleet takes over.
+// Handle runs one request message to the point where the fleet takes over;
+// a panic in it is recovered (queue.Recover), and the request comes back.
 func (s *Server) Handle(ctx context.Context, m queue.Message) error {
+	return queue.Chain(s.handle, queue.Recover(s.log))(ctx, m)
+}
+
+func (s *Server) handle(ctx context.Context, m queue.Message) error {
 	var r message.Request
 	if err := message.Decode(m.Data, &r); err != nil {
 		// Nothing in it can be trusted; the message id names the answer.

@@ -98,6 +98,8 @@ type Worker struct {
 	log   *slog.Logger
 	limit ratelimit.Limiter // nil: no limit
 	done  *doneCache
+
+	handler queue.Handler // chain(): handle in its middleware
 }
 
 // New returns a Worker. It creates the spool directory if it is missing.
@@ -116,6 +118,7 @@ func New(o Options) (*Worker, error) {
 	}
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter,
 		done: &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
+	w.handler = w.chain()
 	if w.limit == nil && o.MaxRate > 0 {
 		w.limit = ratelimit.New(o.MaxRate)
 	}
@@ -140,8 +143,28 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// Handle is the queue.Handler for chunk messages.
+// Handle is the queue.Handler for chunk messages: handle, wrapped in what
+// every delivery gets (queue's middleware): panic recovery, the in-flight
+// gauge, the attempts cap at the dead-letter threshold, and the report of
+// a permanent failure to the merger before the message is acked.
 func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
+	return w.handler(ctx, m)
+}
+
+func (w *Worker) chain() queue.Handler {
+	return queue.Chain(w.handle,
+		queue.Recover(w.log),
+		queue.InFlight(metrics.InFlight.WithLabelValues("uploads")),
+		queue.OnPermanent(w.permanent),
+		queue.GiveUpAfter(w.o.MaxAttempts))
+}
+
+// errRefused marks a chunk refused before anything was read or written:
+// its spool file, which it may not name honestly, is left alone.
+var errRefused = errors.New("refused")
+
+// handle stores one chunk message's parts and announces them.
+func (w *Worker) handle(ctx context.Context, m queue.Message) error {
 	c, payload, err := message.DecodeChunk(m.Data)
 	if err != nil {
 		return queue.Permanent(fmt.Errorf("chunk message %s: %w", m.ID, err))
@@ -149,11 +172,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	if err := w.o.Buckets.Check(c.Bucket); err != nil {
 		// Refused before anything is read or written: not the bucket, not
 		// the spool file the message names.
-		err = queue.Permanent(fmt.Errorf("chunk message %s of transfer %s: %w", m.ID, c.TransferID, err))
-		if perr := w.reportFailure(ctx, &c, err); perr != nil {
-			return perr
-		}
-		return err
+		return queue.Permanent(fmt.Errorf("chunk message %s of transfer %s: %w: %w", m.ID, c.TransferID, errRefused, err))
 	}
 	first := c.Parts[0]
 	if w.done.ended(ctx, c.Bucket, c.TransferID) {
@@ -173,8 +192,6 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	}
 	log := w.log.With("transfer_id", c.TransferID, "object", first.Object, "chunk", first.Index, "file", first.Path, "parts", len(c.Parts))
 	start := time.Now()
-	metrics.InFlight.WithLabelValues("uploads").Inc()
-	defer metrics.InFlight.WithLabelValues("uploads").Dec()
 	if m.DeliveryAttempt > 1 {
 		metrics.Redeliveries.Inc()
 	}
@@ -188,19 +205,10 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		w.removeSpool(c.Spool)
 		return nil
 	}
-	if err != nil && !errors.Is(err, queue.ErrPermanent) && w.o.MaxAttempts > 0 && m.DeliveryAttempt >= w.o.MaxAttempts {
-		err = queue.Permanent(fmt.Errorf("gave up after %d attempts: %w", m.DeliveryAttempt, err))
-	}
-	if errors.Is(err, queue.ErrPermanent) {
-		metrics.Uploads.WithLabelValues("failed").Inc()
-		if perr := w.reportFailure(ctx, &c, err); perr != nil {
-			return perr
-		}
-		w.removeSpool(c.Spool)
-		return err
-	}
 	if err != nil {
-		metrics.Uploads.WithLabelValues("retry").Inc()
+		if !errors.Is(err, queue.ErrPermanent) {
+			metrics.Uploads.WithLabelValues("retry").Inc()
+		}
 		return err
 	}
 	ev := message.Event{V: message.Version, Type: message.EventChunk, TransferID: c.TransferID, Bucket: c.Bucket,
@@ -221,6 +229,27 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	// finds them present and only announces them again.
 	w.removeSpool(c.Spool)
 	log.Debug("chunk uploaded", "bytes", wire, "ms", time.Since(start).Milliseconds(), "worker", w.o.ID)
+	return nil
+}
+
+// permanent tells the merger that a chunk failed for good, so that its
+// transfer ends failed, and removes its spool file unless the chunk was
+// refused. A message that does not decode names no transfer: there is
+// nobody to tell.
+func (w *Worker) permanent(ctx context.Context, m queue.Message, cause error) error {
+	c, _, err := message.DecodeChunk(m.Data)
+	if err != nil {
+		return nil
+	}
+	if !errors.Is(cause, errRefused) {
+		metrics.Uploads.WithLabelValues("failed").Inc()
+	}
+	if err := w.reportFailure(ctx, &c, cause); err != nil {
+		return err
+	}
+	if !errors.Is(cause, errRefused) {
+		w.removeSpool(c.Spool)
+	}
 	return nil
 }
 
