@@ -19,6 +19,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/bench"
 	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -96,7 +97,7 @@ func putTreeCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := context.WithTimeout(cmd.Context(), time.Hour)
 			defer stop()
-			if err := bench.PutTree(ctx, parallel, args[0], args[1]); err != nil {
+			if err := peer.PutTree(ctx, parallel, args[0], args[1]); err != nil {
 				return fmt.Errorf("put-tree: %w", err)
 			}
 			return nil
@@ -123,7 +124,7 @@ func goUploadCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := context.WithTimeout(cmd.Context(), time.Hour)
 			defer stop()
-			if err := bench.GoUpload(ctx, mode == "resumable", 16<<20, args[0], args[1]); err != nil {
+			if err := peer.GoUpload(ctx, mode == "resumable", 16<<20, args[0], args[1]); err != nil {
 				return fmt.Errorf("go-upload: %w", err)
 			}
 			return nil

@@ -8,28 +8,6 @@ import (
 	"time"
 )
 
-func TestSummarize(t *testing.T) {
-	for _, c := range []struct {
-		in   []float64
-		want Summary
-	}{
-		{nil, Summary{}},
-		{[]float64{3}, Summary{1, 3, 3, 3}},
-		{[]float64{5, 1, 3}, Summary{3, 1, 3, 5}},
-		{[]float64{4, 1, 3, 2}, Summary{4, 1, 2.5, 4}},
-	} {
-		in := append([]float64(nil), c.in...)
-		if got := Summarize(c.in); got != c.want {
-			t.Errorf("Summarize(%v) = %+v, want %+v", c.in, got, c.want)
-		}
-		for i := range in {
-			if in[i] != c.in[i] {
-				t.Errorf("Summarize reordered its input: %v", c.in)
-			}
-		}
-	}
-}
-
 func TestSpeedupAndRates(t *testing.T) {
 	if got := Speedup(6, 3); got != 2 {
 		t.Errorf("Speedup(6, 3) = %v, want 2", got)
@@ -65,7 +43,7 @@ func TestGroupAndBest(t *testing.T) {
 	if len(rs) != 5 || rs[0].Method != "ferry-2w" || rs[1].Method != "gcloud" {
 		t.Fatalf("groups %v", rs)
 	}
-	if rs[0].Wall != (Summary{3, 4, 5, 6}) {
+	if rs[0].Wall != (Summary{N: 3, Min: 4, Median: 5, Max: 6}) {
 		t.Errorf("ferry-2w wall %+v, want 4/5/6", rs[0].Wall)
 	}
 	best, ok := Best(rs, Peer)

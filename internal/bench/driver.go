@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/peer"
 	"github.com/ferry-dev/ferry/internal/result"
 )
 
@@ -162,7 +163,7 @@ func (b *Bench) Print(w io.Writer) {
 func (b *Bench) warmUp(ctx context.Context) {
 	for _, argv := range [][]string{{"gcloud", "version"}, {"gsutil", "version"}, {"zstd", "--version"}} {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		if _, err := Output(ctx, b.cliEnv(nil), argv...); err != nil {
+		if _, err := peer.Output(ctx, b.cliEnv(nil), argv...); err != nil {
 			b.logf("warm-up %s: %v", argv[0], err)
 		}
 		cancel()
@@ -417,7 +418,7 @@ func measure(ctx context.Context, e *env, name string, argv []string, vars []str
 	}
 	defer logf.Close()
 	t0 := time.Now()
-	wall, proc, err := Measure(ctx, Spec{Name: name, Argv: argv, Env: vars, Log: logf, Stdout: logf})
+	wall, proc, err := peer.Measure(ctx, peer.Spec{Name: name, Argv: argv, Env: vars, Log: logf, Stdout: logf})
 	return Run{Wall: wall, Procs: []Proc{proc}, StartedAt: t0}, err
 }
 

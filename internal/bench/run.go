@@ -3,6 +3,7 @@ package bench
 import (
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/peer"
 	"github.com/ferry-dev/ferry/internal/result"
 )
 
@@ -21,15 +22,8 @@ const (
 	Ceiling Role = "ceiling"
 )
 
-// Proc is what one process of a run used: CPU seconds (user + system) and
-// peak resident memory. For a process that starts children (gcloud,
-// gsutil -m), the CPU includes the children it waited for and the peak is
-// the largest of the process tree's peaks.
-type Proc struct {
-	Name     string
-	CPU      time.Duration
-	MaxRSSKB int64
-}
+// Proc is what one process of a run used (peer.Proc).
+type Proc = peer.Proc
 
 // Run is one repeat of one method on one workload.
 type Run struct {

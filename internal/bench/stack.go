@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // Stack is a running bin/localstack process: fake-gcs-server behind ferry's
@@ -22,8 +23,10 @@ import (
 type Stack struct {
 	Dir  string
 	Env  map[string]string
-	proc *Process
-	hc   *http.Client
+	proc *peer.Process
+	hc   *http.Client // the server's own endpoints: buckets, reset, the shim's stats
+	// store reads objects as ferry does (internal/gcs).
+	store *gcs.Store
 }
 
 // StackOptions choose what bin/localstack runs.
@@ -60,7 +63,7 @@ func StartStack(ctx context.Context, o StackOptions) (*Stack, error) {
 	if o.GCSRoot != "" {
 		args = append(args, "--gcs-root", o.GCSRoot)
 	}
-	p, err := Start(ctx, Spec{Name: "localstack", Argv: args, Log: o.Log, Env: []string{"FERRY_LOG_FORMAT=text"}})
+	p, err := peer.Start(ctx, peer.Spec{Name: "localstack", Argv: args, Log: o.Log, Env: []string{"FERRY_LOG_FORMAT=text"}})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +72,12 @@ func StartStack(ctx context.Context, o StackOptions) (*Stack, error) {
 		if b, err := os.ReadFile(envFile); err == nil && len(b) > 0 {
 			env := parseExports(b)
 			if env["STORAGE_EMULATOR_HOST"] != "" && (!o.PubSub || env["PUBSUB_EMULATOR_HOST"] != "") {
-				return &Stack{Dir: o.Dir, Env: env, proc: p, hc: &http.Client{Timeout: 10 * time.Minute}}, nil
+				store, err := gcs.NewEmulator(ctx, env["STORAGE_EMULATOR_HOST"])
+				if err != nil {
+					_, _ = p.Stop(5 * time.Second)
+					return nil, err
+				}
+				return &Stack{Dir: o.Dir, Env: env, proc: p, hc: &http.Client{Timeout: 10 * time.Minute}, store: store}, nil
 			}
 		}
 		if p.Exited() {
@@ -111,6 +119,7 @@ func (s *Stack) GCS() string { return "http://" + s.Env["STORAGE_EMULATOR_HOST"]
 
 // Stop ends the stack.
 func (s *Stack) Stop() error {
+	_ = s.store.Close()
 	_, err := s.proc.Stop(20 * time.Second)
 	return err
 }
@@ -152,36 +161,11 @@ func (s *Stack) Reset(ctx context.Context) error {
 	return s.do(ctx, http.MethodPost, "/_internal/delete_all", nil, nil)
 }
 
-// Object is a stored object's listing.
-type Object struct {
-	Name            string `json:"name"`
-	Size            int64  `json:"size,string"`
-	CRC32C          string `json:"crc32c"`
-	ContentEncoding string `json:"contentEncoding"`
-}
-
 // List lists the objects under prefix.
-func (s *Stack) List(ctx context.Context, bucket, prefix string) ([]Object, error) {
-	var all []Object
-	token := ""
-	for {
-		q := url.Values{"prefix": {prefix}, "maxResults": {"1000"}}
-		if token != "" {
-			q.Set("pageToken", token)
-		}
-		var page struct {
-			Items         []Object `json:"items"`
-			NextPageToken string   `json:"nextPageToken"`
-		}
-		if err := s.do(ctx, http.MethodGet, "/storage/v1/b/"+url.PathEscape(bucket)+"/o?"+q.Encode(), nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Items...)
-		if page.NextPageToken == "" {
-			return all, nil
-		}
-		token = page.NextPageToken
-	}
+func (s *Stack) List(ctx context.Context, bucket, prefix string) ([]gcs.Attrs, error) {
+	var all []gcs.Attrs
+	err := s.store.List(ctx, bucket, prefix, func(a gcs.Attrs) error { all = append(all, a); return nil })
+	return all, err
 }
 
 // Stats reads the shim's counters.
@@ -193,28 +177,18 @@ func (s *Stack) Stats(ctx context.Context) (localstack.Stats, error) {
 
 // Download writes an object to path.
 func (s *Stack) Download(ctx context.Context, bucket, name, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	u := s.GCS() + "/download/storage/v1/b/" + url.PathEscape(bucket) + "/o/" + url.PathEscape(name) + "?alt=media"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	r, err := s.store.NewReader(ctx, bucket, name)
 	if err != nil {
 		return err
 	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("download %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("download %s: %s", u, resp.Status)
-	}
+	defer r.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
-		return fmt.Errorf("download %s: %w", u, err)
+		return fmt.Errorf("download gs://%s/%s: %w", bucket, name, err)
 	}
 	return f.Close()
 }

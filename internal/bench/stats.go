@@ -15,30 +15,16 @@ package bench
 
 import (
 	"math"
-	"sort"
+
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
-// Summary is the spread of repeated measurements.
-type Summary struct {
-	N                int
-	Min, Median, Max float64
-}
+// Summary is the spread of repeated measurements (result.Summary, which
+// make report's medians use too).
+type Summary = result.Summary
 
-// Summarize returns the spread of xs; the zero Summary for none. xs is not
-// modified.
-func Summarize(xs []float64) Summary {
-	if len(xs) == 0 {
-		return Summary{}
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	med := s[n/2]
-	if n%2 == 0 {
-		med = (s[n/2-1] + s[n/2]) / 2
-	}
-	return Summary{N: n, Min: s[0], Median: med, Max: s[n-1]}
-}
+// Summarize is result.Summarize.
+func Summarize(xs []float64) Summary { return result.Summarize(xs) }
 
 // Speedup is how many times faster a method is than a reference, from their
 // median wall times: ref / t. 0 when either is unknown.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/peer"
 	"github.com/ferry-dev/ferry/internal/result"
 )
 
@@ -58,7 +57,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		"FERRY_SHUTDOWN_GRACE=5s",
 	)
 	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
-	var procs []*Process
+	var procs []*peer.Process
 	stopAll := func() []Proc {
 		var used []Proc
 		for _, p := range procs {
@@ -74,7 +73,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 			return err
 		}
 		defer lf.Close() // the child has its own descriptor
-		p, err := Start(ctx, Spec{Name: name, Argv: argv, Env: append(append([]string{}, vars...), extra...), Log: lf})
+		p, err := peer.Start(ctx, peer.Spec{Name: name, Argv: argv, Env: append(append([]string{}, vars...), extra...), Log: lf})
 		if err != nil {
 			return err
 		}
@@ -103,7 +102,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		return Run{}, err
 	}
 	defer lf.Close()
-	prod, err := Start(ctx, Spec{Name: "producer", Argv: argv, Env: vars, Stdout: &out, Log: lf})
+	prod, err := peer.Start(ctx, peer.Spec{Name: "producer", Argv: argv, Env: vars, Stdout: &out, Log: lf})
 	if err != nil {
 		stopAll()
 		return Run{}, err
@@ -224,16 +223,8 @@ func decompress(ctx context.Context, e *env, codec, path string) (time.Duration,
 	if codec == "gzip" {
 		argv = []string{"gzip", "-d", "-c", path}
 	}
-	wall, _, err := Measure(ctx, Spec{Name: argv[0] + " -d", Argv: argv, Stdout: null})
+	wall, _, err := peer.Measure(ctx, peer.Spec{Name: argv[0] + " -d", Argv: argv, Stdout: null})
 	return wall, err
-}
-
-func crcOf(s string) (uint32, bool) {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b) != 4 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint32(b), true
 }
 
 // verifyUpload checks what a method stored under prefix: files objects;
@@ -272,7 +263,7 @@ func verifyUpload(files int, bytes int64, one *File, prefix string) func(ctx con
 			return verifyf("%d bytes under gs://%s/%s, want %d", total, e.bucket, p, bytes)
 		}
 		if one != nil {
-			if c, ok := crcOf(objs[0].CRC32C); !ok || c != one.CRC32C {
+			if c := objs[0].CRC32C; c != one.CRC32C {
 				return verifyf("gs://%s/%s has crc32c %s, want the source's %08x", e.bucket, objs[0].Name, objs[0].CRC32C, one.CRC32C)
 			}
 		}

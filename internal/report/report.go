@@ -13,7 +13,6 @@ package report
 import (
 	"cmp"
 	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/ferry-dev/ferry/internal/result"
@@ -114,18 +113,8 @@ func ratio(r result.Row) float64 {
 	return 0
 }
 
-// median of xs; 0 for none. xs is sorted in place.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	sort.Float64s(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
-}
+// median of xs; 0 for none.
+func median(xs []float64) float64 { return result.Summarize(xs).Median }
 
 // medianOf is the median of f over rows, skipping values f reports as
 // missing (ok false).

@@ -3,6 +3,7 @@ package result
 import (
 	"fmt"
 	"io"
+	"sort"
 )
 
 // FormatBytes prints a byte count in decimal (SI) units, kB = 10^3 and
@@ -64,4 +65,26 @@ func StageTable(w io.Writer, r Row) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "  Error: %s\n", r.Error)
 	}
+}
+
+// Summary is the spread of repeated measurements.
+type Summary struct {
+	N                int
+	Min, Median, Max float64
+}
+
+// Summarize returns the spread of xs; the zero Summary for none. xs is not
+// modified.
+func Summarize(xs []float64) Summary {
+	if len(xs) == 0 {
+		return Summary{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Summary{N: n, Min: s[0], Median: med, Max: s[n-1]}
 }

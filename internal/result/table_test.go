@@ -28,3 +28,28 @@ func TestCountAgrees(t *testing.T) {
 		t.Errorf("stage table:\n%s", out)
 	}
 }
+
+// Summarize is the spread bench tables and report medians share: min,
+// median (the mean of the middle two for an even count) and max, without
+// reordering its input.
+func TestSummarize(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Summary
+	}{
+		{nil, Summary{}},
+		{[]float64{3}, Summary{1, 3, 3, 3}},
+		{[]float64{5, 1, 3}, Summary{3, 1, 3, 5}},
+		{[]float64{4, 1, 3, 2}, Summary{4, 1, 2.5, 4}},
+	} {
+		in := append([]float64(nil), c.in...)
+		if got := Summarize(c.in); got != c.want {
+			t.Errorf("Summarize(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+		for i := range in {
+			if in[i] != c.in[i] {
+				t.Errorf("Summarize reordered its input: %v", c.in)
+			}
+		}
+	}
+}

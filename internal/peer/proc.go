@@ -1,4 +1,8 @@
-package bench
+// Package peer runs and measures the programs the bench compares: any
+// process, with its wall time, CPU (its waited-for children's included) and
+// peak RSS (Start, Measure), and the plain Go clients a user would write
+// (GoUpload, PutTree), which ferry is held against.
+package peer
 
 import (
 	"bytes"
@@ -42,7 +46,7 @@ type Spec struct {
 // Start starts s. ctx bounds its life: when ctx ends the process is killed.
 func Start(ctx context.Context, s Spec) (*Process, error) {
 	if len(s.Argv) == 0 {
-		return nil, errors.New("bench: empty command")
+		return nil, errors.New("peer: empty command")
 	}
 	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Env = append(os.Environ(), s.Env...)
@@ -169,4 +173,14 @@ func (t *tailBuffer) tail() string {
 		s = "…" + s[max(0, len(s)-600):]
 	}
 	return s
+}
+
+// Proc is what one process of a run used: CPU seconds (user + system) and
+// peak resident memory. For a process that starts children (gcloud,
+// gsutil -m), the CPU includes the children it waited for and the peak is
+// the largest of the process tree's peaks.
+type Proc struct {
+	Name     string
+	CPU      time.Duration
+	MaxRSSKB int64
 }
