@@ -19,6 +19,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/bench"
 	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/peer"
 )
 
@@ -70,12 +71,13 @@ func command() *cobra.Command {
 	fs.StringVar(&f.runDir, "run-dir", ".run/bench", "data, logs and scratch `DIR`")
 	fs.StringVar(&f.rows, "rows", ".run/bench.ndjson", "NDJSON `FILE` the rows are appended to")
 	fs.StringVar(&f.bin, "bin", "bin", "`DIR` of ferry's binaries")
-	fs.BoolVar(&f.quick, "quick", envBool("BENCH_QUICK"), "small data, to prove the bench works (figures mean little)")
-	fs.BoolVar(&f.full, "full", envBool("BENCH_FULL"), "add the 1.2 GB tier")
+	fs.BoolVar(&f.quick, "quick", false, "small data, to prove the bench works (figures mean little; BENCH_QUICK)")
+	fs.BoolVar(&f.full, "full", false, "add the 1.2 GB tier (BENCH_FULL)")
 	fs.IntVar(&f.repeats, "repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
-	fs.StringVar(&f.workloads, "workloads", os.Getenv("BENCH_WORKLOADS"), "comma-separated workloads by number or name (default all)")
+	fs.StringVar(&f.workloads, "workloads", "", "comma-separated workloads by number or name (default all; BENCH_WORKLOADS)")
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
+	cli.Env(root, &config.Bench{})
 	root.AddCommand(goUploadCommand(), putTreeCommand())
 	return root
 }
@@ -134,28 +136,40 @@ func goUploadCommand() *cobra.Command {
 	return cmd
 }
 
-func envBool(k string) bool { v := os.Getenv(k); return v != "" && v != "0" && v != "false" }
+// fromConfig takes the BENCH_* variables for every flag not given.
+func (f *benchFlags) fromConfig(cmd *cobra.Command, c config.Bench) {
+	set := cmd.Flags().Changed
+	if !set("quick") {
+		f.quick = c.Quick
+	}
+	if !set("full") {
+		f.full = c.Full
+	}
+	if !set("repeats") {
+		f.repeats = c.Repeats
+	}
+	if !set("workloads") {
+		f.workloads = c.Workloads
+	}
+	if !set("link-mbps") {
+		f.link = c.LinkMBps
+	}
+	if !set("gcs") {
+		f.gcs = c.GCS
+	}
+}
 
 func (f *benchFlags) run(cmd *cobra.Command) error {
 	stdout := cmd.OutOrStdout()
-	if v := os.Getenv("BENCH_LINK_MBPS"); v != "" && !cmd.Flags().Changed("link-mbps") {
-		l, err := strconv.ParseFloat(v, 64)
-		if err != nil || l <= 0 {
-			return cli.Usagef("BENCH_LINK_MBPS=%q: want a positive number", v)
-		}
-		f.link = l
+	var env config.Bench
+	if err := config.FromEnvironment(cmd.Context(), &env); err != nil {
+		return err
 	}
+	f.fromConfig(cmd, env)
 	if f.repeats == 0 {
 		f.repeats = 3
 		if f.quick {
 			f.repeats = 2
-		}
-		if v := os.Getenv("BENCH_REPEATS"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return cli.Usagef("BENCH_REPEATS=%q: want a positive integer", v)
-			}
-			f.repeats = n
 		}
 	}
 	if f.quick && f.full {
@@ -183,9 +197,6 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 	}
 	absBin, _ := filepath.Abs(f.bin)
 	absRun, _ := filepath.Abs(f.runDir)
-	if v := os.Getenv("BENCH_GCS"); v != "" && !cmd.Flags().Changed("gcs") {
-		f.gcs = v
-	}
 	gcsRoot, gcsWhere := "", "memory backend"
 	switch f.gcs {
 	case "memory":

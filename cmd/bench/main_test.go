@@ -31,16 +31,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 		{nil, map[string]string{"BENCH_REPEATS": "zero"}, `BENCH_REPEATS="zero"`},
 		{nil, map[string]string{"BENCH_LINK_MBPS": "-1"}, `BENCH_LINK_MBPS="-1"`},
+		{nil, map[string]string{"BENCH_GCS": "disk"}, `BENCH_GCS="disk": want fs or memory`},
+		{nil, map[string]string{"BENCH_QUICK": "yes please"}, `BENCH_QUICK="yes please"`},
 	} {
-		for k, v := range c.env {
-			t.Setenv(k, v)
-		}
-		var out, errOut bytes.Buffer
-		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
-			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, errOut.String(), c.want)
-		}
-		for k := range c.env {
-			t.Setenv(k, "")
-		}
+		t.Run(c.want, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v) // restored when the subtest ends
+			}
+			var out, errOut bytes.Buffer
+			if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
+				t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, errOut.String(), c.want)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -402,6 +403,31 @@ type Verify struct {
 
 // Validate names the variable at fault.
 func (v *Verify) Validate() error { return v.Emulators.Validate() }
+
+// Bench is make bench's configuration (bin/bench); its flags override it.
+type Bench struct {
+	Quick     bool    `env:"BENCH_QUICK, default=false" help:"bench: small data, to prove the bench works (figures mean little) (--quick)"`
+	Full      bool    `env:"BENCH_FULL, default=false" help:"bench: add the 1.2 GB tier (--full)"`
+	Repeats   int     `env:"BENCH_REPEATS, default=0" help:"bench: repeats per method; 0: 3, or 2 with BENCH_QUICK (--repeats)"`
+	Workloads string  `env:"BENCH_WORKLOADS" help:"bench: comma-separated workloads by number or name; empty: all (--workloads)"`
+	LinkMBps  float64 `env:"BENCH_LINK_MBPS, default=7" help:"bench: the shaped link's rate in MB/s (--link-mbps)"`
+	GCS       string  `env:"BENCH_GCS, default=fs" help:"bench: fake-gcs-server backend of every method's server: fs (files on a tmpfs) or memory (--gcs)"`
+}
+
+// Validate names the variable at fault.
+func (b *Bench) Validate() error {
+	switch {
+	case b.Repeats < 0:
+		return fmt.Errorf("BENCH_REPEATS=%d: want 0 (the default) or more", b.Repeats)
+	case b.LinkMBps <= 0:
+		return fmt.Errorf("BENCH_LINK_MBPS=%q: want a positive number", strconv.FormatFloat(b.LinkMBps, 'g', -1, 64))
+	case b.GCS != "fs" && b.GCS != "memory":
+		return fmt.Errorf("BENCH_GCS=%q: want fs or memory", b.GCS)
+	case b.Quick && b.Full:
+		return errors.New("BENCH_QUICK and BENCH_FULL exclude each other")
+	}
+	return nil
+}
 
 // Restore is the restore command's configuration; its flags override it.
 type Restore struct {
