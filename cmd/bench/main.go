@@ -233,7 +233,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore}
+var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {

@@ -165,3 +165,23 @@ func TestTableAlignment(t *testing.T) {
 		t.Errorf("table:\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+// The namespace's processes reach the stack at the host end of the link:
+// every loopback address in their environment is rewritten, their own
+// listen address is not, and a tier names its rate.
+func TestKernelLinkRewritesTheStacksAddresses(t *testing.T) {
+	n := &shapedNet{ns: "ferry-bench-1", hostIP: "10.213.4.1"}
+	got := n.rewrite([]string{"STORAGE_EMULATOR_HOST=127.0.0.1:4443", "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=http://127.0.0.1:4443/",
+		"FERRY_HTTP_ADDR=127.0.0.1:0", "FERRY_SPOOL_DIR=/spool"})
+	want := []string{"STORAGE_EMULATOR_HOST=10.213.4.1:4443", "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=http://10.213.4.1:4443/",
+		"FERRY_HTTP_ADDR=127.0.0.1:0", "FERRY_SPOOL_DIR=/spool"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("rewrite = %q, want %q", got, want)
+	}
+	if argv := n.wrap([]string{"bin/producer", "submit"}); strings.Join(argv, " ") != "ip netns exec ferry-bench-1 bin/producer submit" {
+		t.Errorf("wrap = %q", argv)
+	}
+	if r := KernelRate("kernel-7MBps"); r != 7 {
+		t.Errorf("KernelRate(kernel-7MBps) = %v", r)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,8 @@ type Bench struct {
 	mu   sync.Mutex
 	runs []Run
 	data *Data
+	// kernelSkipped says why workload 6 could not run.
+	kernelSkipped error
 }
 
 // New returns a Bench for cfg.
@@ -116,6 +119,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{Shaped, b.shapedLink},
 		{Codecs, b.codecs},
 		{Restore, b.restore},
+		{KernelLink, b.kernelLink},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -152,6 +156,12 @@ func (b *Bench) Print(w io.Writer) {
 	}
 	for _, tier := range Tiers(rs, Restore) {
 		RestoreTable(rs, tier).Write(w)
+	}
+	for _, tier := range Tiers(rs, KernelLink) {
+		KernelTable(rs, tier, KernelRate(tier)).Write(w)
+	}
+	if b.kernelSkipped != nil {
+		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
 	WriteGoals(w, Goals(rs, b.cfg.LinkMBps, b.data.smallTier()))
 	fmt.Fprintf(w, "\nrows appended to %s (bench_run %s); make report shows them beside ferry's own\n", b.cfg.Rows, b.cfg.RunID)
@@ -201,6 +211,9 @@ type env struct {
 	tier        string
 	workload    string
 	rep         int
+	// ns, when set, is the kernel-shaped link: the submitting side runs
+	// in it (shapedNet.wrap, .rewrite).
+	ns *shapedNet
 }
 
 // plan is one workload × tier: its methods and what to check afterwards.
@@ -212,6 +225,9 @@ type plan struct {
 	// link, when positive, puts a rate-limited proxy between every method
 	// and the server (bytes per second).
 	link int64
+	// kernel, when positive, runs each method's submitting side in a
+	// network namespace whose link sends at this rate (bytes per second).
+	kernel int64
 }
 
 // runPlan runs every method of p, each in a fresh localstack, each repeat
@@ -326,9 +342,33 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 			e.cert = link.certFile(e.dir)
 		}
 	}
+	var sentBefore int64
+	if p.kernel > 0 {
+		var ports []string
+		for _, k := range []string{"STORAGE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "LOCALSTACK_GCS_TLS_HOST"} {
+			if _, port, err := net.SplitHostPort(st.Env[k]); err == nil {
+				ports = append(ports, port)
+			}
+		}
+		ns, err := startNet(ctx, p.kernel, ports)
+		if err != nil {
+			return fail(err)
+		}
+		defer ns.Close()
+		e.ns = ns
+		if sentBefore, err = ns.sent(ctx); err != nil {
+			return fail(err)
+		}
+	}
 	before, _ := st.Stats(ctx)
 	r, err := m.run(ctx, e)
 	after, _ := st.Stats(ctx)
+	if e.ns != nil {
+		if sent, serr := e.ns.sent(ctx); serr == nil && r.Wall > 0 {
+			r.LinkBytes = sent - sentBefore
+			r.LinkMBps = float64(r.LinkBytes) / 1e6 / r.Wall.Seconds()
+		}
+	}
 	r.Workload, r.Tier, r.Method, r.Role, r.Setting, r.Repeat = p.workload, p.tier, m.name, m.role, m.setting, rep
 	if r.Codec == "" {
 		r.Codec, r.Level = m.codec, m.level
@@ -418,6 +458,9 @@ func measure(ctx context.Context, e *env, name string, argv []string, vars []str
 	}
 	defer logf.Close()
 	t0 := time.Now()
+	if e.ns != nil {
+		argv, vars = e.ns.wrap(argv), e.ns.rewrite(vars)
+	}
 	wall, proc, err := peer.Measure(ctx, peer.Spec{Name: name, Argv: argv, Env: vars, Log: logf, Stdout: logf})
 	return Run{Wall: wall, Procs: []Proc{proc}, StartedAt: t0}, err
 }

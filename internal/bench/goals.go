@@ -69,27 +69,22 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 	}
 
 	if sel := Select(rs, Shaped, ""); len(sel) > 0 {
-		f, ok := Find(sel, "ferry-2w")
-		if ok && len(f.OK) > 0 {
-			raw := f.MBps()
-			ratio := f.Median(func(r Run) float64 {
-				if r.LinkBytes <= 0 {
-					return 0
-				}
-				return float64(r.Bytes) / float64(r.LinkBytes)
-			})
-			ideal := Ideal(ratio, linkMBps)
-			q := 0.0
-			if ideal > 0 {
-				q = raw / ideal
-			}
-			out = append(out, goal(fmt.Sprintf("shaped link %.1f MB/s: ferry raw MB/s / ideal", linkMBps), ">= 0.90",
-				fmt.Sprintf("%.2f (%.1f of %.1f MB/s)", q, raw, ideal), q >= 0.9, ideal > 0))
+		if f, ok := Find(sel, "ferry-2w"); ok && len(f.OK) > 0 {
+			out = append(out, idealGoal(fmt.Sprintf("shaped link %.1f MB/s: ferry raw MB/s / ideal", linkMBps), f, linkMBps))
 		}
 		if m, ok := Find(sel, "ferry-1w-max-rate"); ok && len(m.OK) > 0 {
 			got := m.Median(func(r Run) float64 { return r.LinkMBps })
 			out = append(out, goal(fmt.Sprintf("--max-rate %.0fMB: MB/s sent over an unshaped link", linkMBps), fmt.Sprintf("<= %.1f", linkMBps*1.05),
 				fmt.Sprintf("%.2f", got), got <= linkMBps*1.05, got > 0))
+		}
+	}
+
+	for _, tier := range Tiers(rs, KernelLink) {
+		sel, rate := Select(rs, KernelLink, tier), KernelRate(tier)
+		for _, name := range []string{"ferry-2w", "ferry-2w-pubsub"} {
+			if f, ok := Find(sel, name); ok && len(f.OK) > 0 {
+				out = append(out, idealGoal(fmt.Sprintf("kernel-shaped %.0f MB/s: %s raw MB/s / ideal", rate, name), f, rate))
+			}
 		}
 	}
 
@@ -194,4 +189,22 @@ func WriteGoals(w io.Writer, gs []Goal) {
 		t.Rows = append(t.Rows, []string{g.Name, g.Target, g.Measured, g.State})
 	}
 	t.Write(w)
+}
+
+// idealGoal is f's raw throughput as a share of the ideal on a link of
+// linkMBps: the link rate times f's own ratio of raw bytes to bytes sent.
+func idealGoal(name string, f Result, linkMBps float64) Goal {
+	raw := f.MBps()
+	ratio := f.Median(func(r Run) float64 {
+		if r.LinkBytes <= 0 {
+			return 0
+		}
+		return float64(r.Bytes) / float64(r.LinkBytes)
+	})
+	ideal := Ideal(ratio, linkMBps)
+	q := 0.0
+	if ideal > 0 {
+		q = raw / ideal
+	}
+	return goal(name, ">= 0.90", fmt.Sprintf("%.2f (%.1f of %.1f MB/s)", q, raw, ideal), q >= 0.9, ideal > 0)
 }

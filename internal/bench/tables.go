@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +14,7 @@ const (
 	Shaped     = "shaped-link"
 	Codecs     = "codecs"
 	Restore    = "restore"
+	KernelLink = "kernel-link"
 )
 
 // Result is one method's repeats on one workload and tier.
@@ -257,8 +259,27 @@ func Ideal(ratio, linkMBps float64) float64 { return ratio * linkMBps }
 // the rate the proxy measured, and each method's share of its ideal.
 func ShapedTable(rs []Result, linkMBps float64) Table {
 	rs = Select(rs, Shaped, "")
+	return linkTable(rs, linkMBps, fmt.Sprintf("Workload 3: a shaped link of %.1f MB/s (%s)", linkMBps, sizeOf(rs)),
+		"link MB/s is what the proxy measured from first to last byte up")
+}
+
+// KernelTable is workload 6 at one rate: the same columns through a link
+// the kernel shapes (tbf), Pub/Sub's bytes included.
+func KernelTable(rs []Result, tier string, linkMBps float64) Table {
+	rs = Select(rs, KernelLink, tier)
+	return linkTable(rs, linkMBps, fmt.Sprintf("Workload 6: a link of %.1f MB/s shaped by the kernel (tbf; %s)", linkMBps, sizeOf(rs)),
+		"the submitting side (producer; with the spool, its workers too; the peers) runs in a network namespace whose veth sends through tbf; link MB/s is what the veth sent over the wall time")
+}
+
+// KernelRate is the link rate of a workload 6 tier ("kernel-7MBps").
+func KernelRate(tier string) float64 {
+	v, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(tier, "kernel-"), "MBps"), 64)
+	return v
+}
+
+func linkTable(rs []Result, linkMBps float64, title, linkNote string) Table {
 	t := Table{
-		Title:  fmt.Sprintf("Workload 3: a shaped link of %.1f MB/s (%s)", linkMBps, sizeOf(rs)),
+		Title:  title,
 		Header: []string{"method", "runs", "wall s min / med / max", "raw MB/s", "sent MB", "link MB/s", "ideal MB/s", "of ideal"},
 	}
 	for _, g := range rs {
@@ -278,7 +299,7 @@ func ShapedTable(rs []Result, linkMBps float64) Table {
 			fmtMB(g.Median(func(r Run) float64 { return float64(r.LinkBytes) })),
 			fmtRate(g.Median(func(r Run) float64 { return r.LinkMBps })), fmtRate(ideal), of})
 	}
-	t.Notes = append(t.Notes, "ideal = (raw bytes / bytes sent over the link) x link rate; link MB/s is what the proxy measured from first to last byte up")
+	t.Notes = append(t.Notes, "ideal = (raw bytes / bytes sent over the link) x link rate; "+linkNote)
 	t.Notes = append(t.Notes, failureNotes(rs)...)
 	return t
 }

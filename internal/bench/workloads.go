@@ -28,6 +28,11 @@ type ferryOpts struct {
 	prefix       string
 	method, tier string
 	workerEnv    []string // extra variables of every worker
+	env          []string // extra variables of every process
+	// workersInNS also runs the workers on the submitting side of a
+	// kernel-shaped link (the spool transport: they read the producer's
+	// spool); the producer always runs there.
+	workersInNS bool
 }
 
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
@@ -56,6 +61,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		"FERRY_LOG_LEVEL=warn",
 		"FERRY_SHUTDOWN_GRACE=5s",
 	)
+	vars = append(vars, o.env...)
 	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
 	var procs []*peer.Process
 	stopAll := func() []Proc {
@@ -73,7 +79,11 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 			return err
 		}
 		defer lf.Close() // the child has its own descriptor
-		p, err := peer.Start(ctx, peer.Spec{Name: name, Argv: argv, Env: append(append([]string{}, vars...), extra...), Log: lf})
+		env := append(append([]string{}, vars...), extra...)
+		if e.ns != nil && o.workersInNS && strings.HasPrefix(name, "worker") {
+			argv, env = e.ns.wrap(argv), e.ns.rewrite(env)
+		}
+		p, err := peer.Start(ctx, peer.Spec{Name: name, Argv: argv, Env: env, Log: lf})
 		if err != nil {
 			return err
 		}
@@ -102,7 +112,11 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		return Run{}, err
 	}
 	defer lf.Close()
-	prod, err := peer.Start(ctx, peer.Spec{Name: "producer", Argv: argv, Env: vars, Stdout: &out, Log: lf})
+	penv := vars
+	if e.ns != nil {
+		argv, penv = e.ns.wrap(argv), e.ns.rewrite(vars)
+	}
+	prod, err := peer.Start(ctx, peer.Spec{Name: "producer", Argv: argv, Env: penv, Stdout: &out, Log: lf})
 	if err != nil {
 		stopAll()
 		return Run{}, err
@@ -340,6 +354,45 @@ func (b *Bench) shapedLink(ctx context.Context) error {
 	one := f
 	return b.runPlan(ctx, plan{workload: Shaped, tier: fmt.Sprintf("shaped-%.0fMBps", b.cfg.LinkMBps), methods: ms,
 		verify: verifyUpload(1, f.Size, &one, "peer/"), link: int64(b.cfg.LinkMBps * 1e6)})
+}
+
+// kernelLink is workload 6: the shaped file through a link the kernel
+// shapes, at BENCH_LINK_MBPS and at a fast link, for both of ferry's
+// transports and the single-stream peers. Without the privileges for a
+// network namespace it says so, and workload 3's proxy rows stand in.
+func (b *Bench) kernelLink(ctx context.Context) error {
+	if err := probeNet(ctx); err != nil {
+		b.logf("workload 6 (kernel-shaped link) skipped: %v; workload 3's proxy rows stand in", err)
+		b.kernelSkipped = err
+		return nil
+	}
+	f := b.data.Shaped
+	src := func() []string { return []string{f.Path} }
+	base := filepath.Base(f.Path)
+	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
+	ferry := func(name, transport string, workersInNS bool, setting string) method {
+		return method{name: name, role: Ferry, workers: 2, codec: "zstd", level: 3, setting: setting,
+			run: func(ctx context.Context, e *env) (Run, error) {
+				return b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", level: 3, sources: src(), prefix: "ferry", method: name, tier: e.tier,
+					env: []string{"FERRY_TRANSPORT=" + transport}, workersInNS: workersInNS})
+			}}
+	}
+	for _, rate := range []float64{b.cfg.LinkMBps, 100} {
+		ms := []method{
+			ferry("ferry-2w", "spool", true, "FERRY_TRANSPORT=spool: producer and 2 workers behind the link (they share its spool), merger on the far side"),
+			ferry("ferry-2w-pubsub", "pubsub", false, "FERRY_TRANSPORT=pubsub: the producer behind the link publishes every chunk; 2 workers and the merger on the far side"),
+			b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request, behind the link", false, "none", 0, nil,
+				func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
+			b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults), behind the link", false, "none", 0, nil,
+				func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
+		}
+		one := f
+		if err := b.runPlan(ctx, plan{workload: KernelLink, tier: fmt.Sprintf("kernel-%.0fMBps", rate), methods: ms,
+			verify: verifyUpload(1, f.Size, &one, "peer/"), kernel: int64(rate * 1e6)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *Bench) codecs(ctx context.Context) error {
