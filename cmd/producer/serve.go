@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/requests"
@@ -41,6 +44,7 @@ func serve(ctx context.Context) error {
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},
 		SourceRoots: cfg.SourceRoots, Buckets: cfg.Buckets.Allowed, Log: log,
 	})
+	go watchStalls(ctx, srv, svc.Health, cfg.RequestStall, log)
 	svc.Health.SetReady(true)
 	log.Info("producer serving requests", "subscription", cfg.PubSub.RequestsSubscription, "version", version)
 	err = q.Receive(ctx, cfg.PubSub.RequestsSubscription, queue.ReceiveSettings{
@@ -48,4 +52,26 @@ func serve(ctx context.Context) error {
 	}, srv.Handle)
 	log.Info("producer stopped")
 	return err
+}
+
+// watchStalls turns /readyz to 503 while the requests in flight make no
+// progress for longer than stall, and back once they do or end.
+func watchStalls(ctx context.Context, srv *requests.Server, h *metrics.Health, stall time.Duration, log *slog.Logger) {
+	t := time.NewTicker(min(stall/10, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			err := srv.Stalled(now, stall)
+			if h.Problem("requests", err) {
+				if err != nil {
+					log.Error("requests stalled; /readyz answers 503", "err", err)
+				} else {
+					log.Info("requests progress again")
+				}
+			}
+		}
+	}
 }

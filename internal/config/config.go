@@ -225,21 +225,22 @@ type Producer struct {
 	Log       Log
 	HTTP      HTTP
 
-	ChunkSize   Bytes    `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than FERRY_MAX_CHUNKS chunks (with FERRY_TRANSPORT=pubsub it is capped so that a chunk fits a message)"`
-	MaxChunks   int      `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
-	Codec       string   `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
-	Level       int      `env:"FERRY_LEVEL, default=0" help:"default compression level; 0 means the codec's own (zstd 3, gzip 6)"`
-	Concurrency int      `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
-	MemoryLimit Bytes    `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
-	InlineMax   Bytes    `env:"FERRY_INLINE_MAX, default=256KiB" help:"with FERRY_TRANSPORT=spool, chunks up to this many compressed bytes travel inside the message instead of the spool"`
-	SpoolMax    Bytes    `env:"FERRY_SPOOL_MAX, default=4GiB" help:"most bytes this producer keeps in the spool at once; it waits while the spool is full"`
-	MessageMax  Bytes    `env:"FERRY_MESSAGE_MAX, default=9MiB" help:"largest chunk message; Pub/Sub allows 10 MB (the in-process pstest server 4 MiB)"`
-	BundleMax   Bytes    `env:"FERRY_BUNDLE_MAX, default=4MiB" help:"small files travel together in one chunk message of up to this many raw bytes; 0 sends every file on its own"`
-	MaxRate     Bytes    `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this process may send (chunk messages with FERRY_TRANSPORT=pubsub); 0: no limit"`
-	Method      string   `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
-	Requests    int      `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
-	SubmitWait  string   `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
-	SourceRoots []string `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
+	ChunkSize    Bytes         `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than FERRY_MAX_CHUNKS chunks (with FERRY_TRANSPORT=pubsub it is capped so that a chunk fits a message)"`
+	MaxChunks    int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
+	Codec        string        `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
+	Level        int           `env:"FERRY_LEVEL, default=0" help:"default compression level; 0 means the codec's own (zstd 3, gzip 6)"`
+	Concurrency  int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
+	MemoryLimit  Bytes         `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
+	InlineMax    Bytes         `env:"FERRY_INLINE_MAX, default=256KiB" help:"with FERRY_TRANSPORT=spool, chunks up to this many compressed bytes travel inside the message instead of the spool"`
+	SpoolMax     Bytes         `env:"FERRY_SPOOL_MAX, default=4GiB" help:"most bytes this producer keeps in the spool at once; it waits while the spool is full"`
+	MessageMax   Bytes         `env:"FERRY_MESSAGE_MAX, default=9MiB" help:"largest chunk message; Pub/Sub allows 10 MB (the in-process pstest server 4 MiB)"`
+	BundleMax    Bytes         `env:"FERRY_BUNDLE_MAX, default=4MiB" help:"small files travel together in one chunk message of up to this many raw bytes; 0 sends every file on its own"`
+	MaxRate      Bytes         `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this process may send (chunk messages with FERRY_TRANSPORT=pubsub); 0: no limit"`
+	Method       string        `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
+	Requests     int           `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
+	RequestStall time.Duration `env:"FERRY_REQUEST_STALL, default=10m" help:"producer serve: when the requests in flight walk, read and compress nothing for this long, /readyz answers 503 naming them (a hung file system), so the instance group can replace the VM"`
+	SubmitWait   string        `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
+	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
 }
 
 // Validate names the variable at fault.

@@ -80,7 +80,7 @@ type Health struct {
 	stopping atomic.Bool
 
 	mu   sync.Mutex
-	down map[string]string // backend → why it does not answer
+	down map[string]string // backend or problem → why /readyz answers 503
 }
 
 // Backend records whether backend (say "pubsub", "gcs") answers: err is nil
@@ -88,17 +88,26 @@ type Health struct {
 // answers 503 naming it and err. It reports whether the backend's state
 // changed, for a log line.
 func (h *Health) Backend(backend string, err error) (changed bool) {
+	return h.set(backend, " unreachable: ", err)
+}
+
+// Problem records a reason (err not nil) for /readyz to answer 503 under
+// name, or its end (nil), as Backend does for a backend: say, requests
+// that stopped making progress.
+func (h *Health) Problem(name string, err error) (changed bool) { return h.set(name, ": ", err) }
+
+func (h *Health) set(name, sep string, err error) (changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, wasDown := h.down[backend]
+	_, wasDown := h.down[name]
 	if err == nil {
-		delete(h.down, backend)
+		delete(h.down, name)
 		return wasDown
 	}
 	if h.down == nil {
 		h.down = map[string]string{}
 	}
-	h.down[backend] = err.Error()
+	h.down[name] = sep + err.Error()
 	return !wasDown
 }
 
@@ -113,7 +122,7 @@ func (h *Health) unreachable() string {
 	sort.Strings(names)
 	var b strings.Builder
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s unreachable: %s\n", n, h.down[n])
+		fmt.Fprintf(&b, "%s%s\n", n, h.down[n])
 	}
 	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -62,5 +63,28 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz %d while stopping, want 200 (finishing work is healthy)", code)
+	}
+}
+
+// A problem other than an unreachable backend (requests that stopped
+// making progress) turns /readyz to 503 with its own words, and its end
+// turns it back.
+func TestProblemTurnsReadyzTo503(t *testing.T) {
+	var h Health
+	h.SetReady(true)
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if !h.Problem("requests", errors.New("1 requests in flight walked, read and compressed nothing for 12m0s")) {
+		t.Fatal("Problem did not report a change")
+	}
+	if code, body := get(); code != 503 || body != "requests: 1 requests in flight walked, read and compressed nothing for 12m0s\n" {
+		t.Fatalf("/readyz with a problem: %d %q", code, body)
+	}
+	h.Problem("requests", nil)
+	if code, _ := get(); code != 200 {
+		t.Fatalf("/readyz after the problem ended: %d", code)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -64,6 +66,42 @@ type Server struct {
 	done publisher
 	o    Options
 	log  *slog.Logger
+
+	// The stall watch (Stalled): requests in flight, walk progress
+	// reports, and the progress last seen and when it last changed.
+	inflight, walked atomic.Int64
+	mu               sync.Mutex
+	lastProgress     int64
+	lastChange       time.Time
+}
+
+// progresser is the producer's progress counters (producer.Progress).
+type progresser interface {
+	Progress() (read, compressed int64)
+}
+
+// Stalled reports, at now, whether the requests in flight have made no
+// progress (files walked, bytes read or compressed) for longer than after:
+// an error naming how many and for how long, for /readyz. A read that
+// hangs in the kernel (a dead NFS server) shows here.
+func (s *Server) Stalled(now time.Time, after time.Duration) error {
+	progress := s.walked.Load()
+	if pp, ok := s.p.(progresser); ok {
+		r, c := pp.Progress()
+		progress += r + c
+	}
+	n := s.inflight.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n == 0 || progress != s.lastProgress || s.lastChange.IsZero() {
+		s.lastProgress, s.lastChange = progress, now
+		return nil
+	}
+	if quiet := now.Sub(s.lastChange); quiet > after {
+		return fmt.Errorf("%d requests in flight walked, read and compressed nothing for %v (FERRY_REQUEST_STALL=%v): a source that does not answer?",
+			n, quiet.Round(time.Second), after)
+	}
+	return nil
 }
 
 // New returns a Server that runs requests on p and publishes the done events
@@ -85,6 +123,8 @@ func (s *Server) Handle(ctx context.Context, m queue.Message) error {
 }
 
 func (s *Server) handle(ctx context.Context, m queue.Message) error {
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
 	var r message.Request
 	if err := message.Decode(m.Data, &r); err != nil {
 		// Nothing in it can be trusted; the message id names the answer.
@@ -107,6 +147,7 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
 	req.Selection = sel
+	req.Selection.Found = func(int, int64) { s.walked.Add(1) }
 	if err := s.allowed(req); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}

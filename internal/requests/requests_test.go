@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -94,5 +95,49 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 				t.Fatal("a refused request published chunks")
 			}
 		})
+	}
+}
+
+// progressOnly is a submitter whose progress counters the test moves.
+type progressOnly struct{ read, compressed int64 }
+
+func (*progressOnly) Submit(context.Context, producer.Request) (*message.Manifest, error) {
+	return nil, errors.New("not used")
+}
+func (p *progressOnly) Progress() (int64, int64) { return p.read, p.compressed }
+
+// Issue 16 §3: a request stuck past FERRY_REQUEST_STALL (a read hung in the
+// kernel) is named for /readyz; progress of any kind, or no request in
+// flight, clears it. The clock is the test's.
+func TestStalledNamesRequestsThatMakeNoProgress(t *testing.T) {
+	p := &progressOnly{}
+	s := New(p, &teststack.Recorder{}, Options{})
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	const after = 10 * time.Minute
+	if err := s.Stalled(t0, after); err != nil {
+		t.Fatalf("idle: %v", err)
+	}
+	s.inflight.Add(1)
+	if err := s.Stalled(t0.Add(time.Minute), after); err != nil {
+		t.Fatalf("one request, a minute in: %v", err)
+	}
+	err := s.Stalled(t0.Add(12*time.Minute), after)
+	if err == nil || !strings.Contains(err.Error(), "1 requests in flight walked, read and compressed nothing for 12m0s") {
+		t.Fatalf("stuck since the last look with none in flight, 12 minutes ago: %v", err)
+	}
+	p.read += 4096
+	if err := s.Stalled(t0.Add(13*time.Minute), after); err != nil {
+		t.Fatalf("after progress: %v", err)
+	}
+	s.walked.Add(1) // the walk reports found files: progress too
+	if err := s.Stalled(t0.Add(30*time.Minute), after); err != nil {
+		t.Fatalf("after walking: %v", err)
+	}
+	if err := s.Stalled(t0.Add(50*time.Minute), after); err == nil {
+		t.Fatal("stuck again for 20 minutes: no error")
+	}
+	s.inflight.Add(-1)
+	if err := s.Stalled(t0.Add(51*time.Minute), after); err != nil {
+		t.Fatalf("no request in flight: %v", err)
 	}
 }
