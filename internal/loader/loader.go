@@ -24,6 +24,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"log/slog"
 	"sort"
 	"strings"
@@ -53,6 +55,7 @@ func tombstone(table, tid string) string { return loadedRoot + table + "/" + tid
 type objectStore interface {
 	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
+	Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	Delete(ctx context.Context, bucket, name string) error
 }
@@ -73,24 +76,31 @@ func NewStaged(store objectStore, bucket string) *Staged {
 
 // Write stages r and its chunk rows, unless they were staged or loaded
 // before. Chunk rows go first: the transfer row marks the pair written.
-func (s *Staged) Write(ctx context.Context, r result.Row, chunks []result.ChunkRow) error {
+func (s *Staged) Write(ctx context.Context, r result.Row, chunks iter.Seq[result.ChunkRow]) error {
 	if _, err := s.store.Attrs(ctx, s.bucket, tombstone(TransfersTable, r.TransferID)); err == nil {
 		return nil // loaded already
 	} else if !errors.Is(err, gcs.ErrNotFound) {
 		return err
 	}
-	cb, err := result.NDJSON(chunks)
-	if err != nil {
-		return err
+	if chunks != nil {
+		// Through a temporary file: a transfer of a million chunks is never
+		// held as rows or bytes.
+		sp, err := result.Spool(chunks)
+		if err != nil {
+			return err
+		}
+		defer sp.Close()
+		if sp.Lines > 0 {
+			_, err := s.store.Upload(ctx, s.bucket, stagedObject(ChunksTable, r.TransferID), sp, gcs.UploadOptions{
+				Size: sp.Size, CRC32C: sp.CRC32C, IfAbsent: true, ContentType: "application/x-ndjson"})
+			if err != nil && !errors.Is(err, gcs.ErrPrecondition) { // staged by an earlier attempt
+				return err
+			}
+		}
 	}
 	tb, err := result.NDJSON([]result.Row{r})
 	if err != nil {
 		return err
-	}
-	if len(cb) > 0 {
-		if err := s.put(ctx, stagedObject(ChunksTable, r.TransferID), cb); err != nil {
-			return err
-		}
 	}
 	return s.put(ctx, stagedObject(TransfersTable, r.TransferID), tb)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,7 @@ func stage(t *testing.T, s *Staged, n int) []string {
 		tids = append(tids, tid)
 		row := result.Row{TransferID: tid, Method: "ferry", Status: "ok", StartedAt: time.Now(), FinishedAt: time.Now()}
 		chunks := []result.ChunkRow{{TransferID: tid, File: "f.csv", Index: 0, Bytes: 10}}
-		if err := s.Write(context.Background(), row, chunks); err != nil {
+		if err := s.Write(context.Background(), row, slices.Values(chunks)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,18 +1,14 @@
 package merger
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 
-	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // confirm asks GCS about every final object of t's manifest with one
@@ -68,41 +64,25 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (gens []int64, missin
 // to a temporary file, not held in memory, so a million files cost the
 // merger disk, not RAM.
 func (m *Merger) writeListing(ctx context.Context, bucket, tid string, man *message.Manifest, gens []int64) error {
-	tmp, err := os.CreateTemp("", "ferry-listing-*.ndjson")
+	entries := func(yield func(message.ListingEntry) bool) {
+		for i, g := range gens {
+			if g != 0 && !yield(message.ListingEntry{DoneObject: doneObject(man.Bucket, &man.Files[i], g)}) {
+				return
+			}
+		}
+		for _, s := range man.Skipped {
+			if !yield(message.ListingEntry{DoneObject: message.DoneObject{Name: "gs://" + man.Bucket + "/" + s.Object}, Path: s.Path, Skipped: s.Reason}) {
+				return
+			}
+		}
+	}
+	sp, err := result.Spool(entries)
 	if err != nil {
 		return fmt.Errorf("listing of transfer %s: %w", tid, err)
 	}
-	defer func() { _ = tmp.Close(); _ = os.Remove(tmp.Name()) }()
-	h := crc32c.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(tmp, h), 1<<16)
-	enc := json.NewEncoder(bw)
-	for i, g := range gens {
-		f := &man.Files[i]
-		if g == 0 {
-			continue
-		}
-		if err := enc.Encode(message.ListingEntry{DoneObject: doneObject(man.Bucket, f, g)}); err != nil {
-			return fmt.Errorf("listing of transfer %s: %w", tid, err)
-		}
-	}
-	for _, s := range man.Skipped {
-		e := message.ListingEntry{DoneObject: message.DoneObject{Name: "gs://" + man.Bucket + "/" + s.Object}, Path: s.Path, Skipped: s.Reason}
-		if err := enc.Encode(e); err != nil {
-			return fmt.Errorf("listing of transfer %s: %w", tid, err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("listing of transfer %s: %w", tid, err)
-	}
-	size, err := tmp.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return fmt.Errorf("listing of transfer %s: %w", tid, err)
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("listing of transfer %s: %w", tid, err)
-	}
-	_, err = m.o.Store.Upload(ctx, bucket, message.ListingObject(tid), tmp, gcs.UploadOptions{
-		Size: size, CRC32C: h.Sum32(), ContentType: "application/x-ndjson", KMSKey: m.o.Buckets.KMSKey,
+	defer sp.Close()
+	_, err = m.o.Store.Upload(ctx, bucket, message.ListingObject(tid), sp, gcs.UploadOptions{
+		Size: sp.Size, CRC32C: sp.CRC32C, ContentType: "application/x-ndjson", KMSKey: m.o.Buckets.KMSKey,
 		Metadata: map[string]string{message.MetaTransfer: tid},
 	})
 	if err != nil {

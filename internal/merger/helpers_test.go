@@ -351,6 +351,14 @@ func (s *memStore) ReadAll(_ context.Context, _, name string) ([]byte, error) {
 	return o.body, err
 }
 
+func (s *memStore) NewReader(_ context.Context, _, name string) (io.ReadCloser, error) {
+	o, err := s.get(name)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(o.body)), nil
+}
+
 func (s *memStore) Upload(_ context.Context, _, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {

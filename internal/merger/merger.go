@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -55,6 +56,7 @@ import (
 type objectStore interface {
 	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
+	NewReader(ctx context.Context, bucket, name string) (io.ReadCloser, error)
 	Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error)
 	Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
@@ -73,7 +75,7 @@ var _ publisher = (*queue.Publisher)(nil)
 
 // Sink stores benchmark rows; Write must be idempotent per transfer id.
 type Sink interface {
-	Write(ctx context.Context, r result.Row, chunks []result.ChunkRow) error
+	Write(ctx context.Context, r result.Row, chunks iter.Seq[result.ChunkRow]) error
 }
 
 var _ Sink = (*result.File)(nil)
@@ -447,7 +449,7 @@ func fromAttrs(a gcs.Attrs) stored {
 // from GCS once, and finishes the transfer when every chunk is there.
 func (m *Merger) advance(ctx context.Context, t *transfer, log *slog.Logger) error {
 	if t.manifest == nil {
-		b, err := m.o.Store.ReadAll(ctx, t.bucket, message.ManifestObject(t.id))
+		r, err := m.o.Store.NewReader(ctx, t.bucket, message.ManifestObject(t.id))
 		if errors.Is(err, gcs.ErrNotFound) {
 			return nil // not sealed yet; the sealed event will come
 		}
@@ -455,8 +457,13 @@ func (m *Merger) advance(ctx context.Context, t *transfer, log *slog.Logger) err
 			return err
 		}
 		var man message.Manifest
-		if err := message.Decode(b, &man); err != nil {
+		err = message.DecodeFrom(r, &man)
+		_ = r.Close()
+		switch {
+		case errors.Is(err, message.ErrMalformed):
 			return queue.Permanent(fmt.Errorf("manifest: %w", err))
+		case err != nil:
+			return fmt.Errorf("manifest gs://%s/%s: %w", t.bucket, message.ManifestObject(t.id), err)
 		}
 		if !man.Sealed {
 			return nil

@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"iter"
 	"sort"
 	"strings"
 	"time"
@@ -69,23 +70,26 @@ func uploadMS(present map[chunkKey]stored) int64 {
 	return last.Sub(first).Milliseconds()
 }
 
-// ChunkRows builds the chunk rows of a transfer from what was stored: who
-// uploaded each chunk, on which attempt, and how long it took.
-func ChunkRows(man *message.Manifest, present map[chunkKey]stored) []result.ChunkRow {
-	var rows []result.ChunkRow
-	for i, f := range man.Files {
-		for j, c := range f.Chunks {
-			s, ok := present[chunkKey{i, j}]
-			if !ok {
-				continue
+// ChunkRows yields the chunk rows of a transfer from what was stored: who
+// uploaded each chunk, on which attempt, and how long it took. They are
+// made as the sink asks, never held.
+func ChunkRows(man *message.Manifest, present map[chunkKey]stored) iter.Seq[result.ChunkRow] {
+	return func(yield func(result.ChunkRow) bool) {
+		for i, f := range man.Files {
+			for j, c := range f.Chunks {
+				s, ok := present[chunkKey{i, j}]
+				if !ok {
+					continue
+				}
+				r := result.ChunkRow{TransferID: man.TransferID, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
+					Worker: s.Worker, Attempts: s.Attempt, UploadedAt: s.Created}
+				if !s.Started.IsZero() && s.Created.After(s.Started) {
+					r.UploadMS = s.Created.Sub(s.Started).Milliseconds()
+				}
+				if !yield(r) {
+					return
+				}
 			}
-			r := result.ChunkRow{TransferID: man.TransferID, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
-				Worker: s.Worker, Attempts: s.Attempt, UploadedAt: s.Created}
-			if !s.Started.IsZero() && s.Created.After(s.Started) {
-				r.UploadMS = s.Created.Sub(s.Started).Milliseconds()
-			}
-			rows = append(rows, r)
 		}
 	}
-	return rows
 }

@@ -6,6 +6,7 @@
 package message
 
 import (
+	"io"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -247,9 +248,21 @@ func Encode(v any) []byte {
 // Decode unmarshals data into v strictly: unknown fields, trailing data and a
 // wrong version are errors that wrap ErrMalformed.
 func Decode(data []byte, v interface{ version() int }) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
+	return DecodeFrom(bytes.NewReader(data), v)
+}
+
+// DecodeFrom is Decode reading r: a large message (a manifest) is read
+// into the decoder's buffer only, not into a copy of its own first.
+// A failure to read r is returned as it is, not as ErrMalformed: the
+// message may be fine.
+func DecodeFrom(r io.Reader, v interface{ version() int }) error {
+	er := &errReader{r: r}
+	dec := json.NewDecoder(er)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if er.err != nil {
+			return er.err
+		}
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if dec.More() {
@@ -265,3 +278,17 @@ func (c *Chunk) version() int    { return c.V }
 func (e *Event) version() int    { return e.V }
 func (m *Manifest) version() int { return m.V }
 func (d *Done) version() int     { return d.V }
+
+// errReader remembers a read error other than the end of the input.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}

@@ -11,11 +11,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
 )
 
 // Row is one transfer's benchmark record: a row of the BigQuery table
@@ -138,8 +141,10 @@ func OpenFile(path string) (*File, error) {
 }
 
 // Write appends r and its chunk rows unless r's transfer is already there,
-// and syncs. The chunk rows go first: the transfer row marks the pair written.
-func (f *File) Write(_ context.Context, r Row, chunks []ChunkRow) error {
+// and syncs. The chunk rows go first: the transfer row marks the pair
+// written. They are encoded as they come: a transfer of a million chunks
+// is never held as rows or as bytes.
+func (f *File) Write(_ context.Context, r Row, chunks iter.Seq[ChunkRow]) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.seen[r.TransferID] {
@@ -219,16 +224,20 @@ func NDJSON[T any](rows []T) ([]byte, error) {
 	return b, nil
 }
 
-func appendLines[T any](path string, rows []T) error {
-	b, err := NDJSON(rows)
-	if err != nil || len(b) == 0 {
-		return err
+func appendLines[T any](path string, rows iter.Seq[T]) error {
+	if rows == nil {
+		return nil
 	}
 	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("results file: %w", err)
 	}
-	if _, err := fh.Write(b); err != nil {
+	bw := bufio.NewWriterSize(fh, 64<<10)
+	if _, err := encodeLines(bw, rows); err != nil {
+		fh.Close()
+		return fmt.Errorf("results file %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
 		fh.Close()
 		return fmt.Errorf("results file %s: %w", path, err)
 	}
@@ -240,6 +249,62 @@ func appendLines[T any](path string, rows []T) error {
 		return fmt.Errorf("results file %s: %w", path, err)
 	}
 	return nil
+}
+
+// encodeLines writes rows to w, one JSON object a line, and counts them.
+func encodeLines[T any](w io.Writer, rows iter.Seq[T]) (int, error) {
+	enc := json.NewEncoder(w)
+	n := 0
+	for r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Spooled is NDJSON written to a temporary file, ready to upload: its size
+// and CRC32C are known, and it is read from the start.
+type Spooled struct {
+	*os.File
+	Lines  int
+	Size   int64
+	CRC32C uint32
+}
+
+// Close closes and removes the file.
+func (s *Spooled) Close() error {
+	err := s.File.Close()
+	_ = os.Remove(s.Name())
+	return err
+}
+
+// Spool writes rows as NDJSON to a temporary file, never holding them, and
+// returns it positioned at its start.
+func Spool[T any](rows iter.Seq[T]) (*Spooled, error) {
+	f, err := os.CreateTemp("", "ferry-rows-*.ndjson")
+	if err != nil {
+		return nil, err
+	}
+	s := &Spooled{File: f}
+	h := crc32c.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 64<<10)
+	if s.Lines, err = encodeLines(bw, rows); err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		s.Size, err = f.Seek(0, io.SeekCurrent)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("spooling rows: %w", err)
+	}
+	s.CRC32C = h.Sum32()
+	return s, nil
 }
 
 // ReadFile reads every row of an NDJSON results file; errors name the line.

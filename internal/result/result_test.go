@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -28,7 +29,7 @@ func TestTwoSinksOnOneFileWriteATransferOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				r := Row{TransferID: fmt.Sprintf("t%02d", i), Status: "ok"}
-				if err := s.Write(ctx, r, []ChunkRow{{TransferID: r.TransferID}}); err != nil {
+				if err := s.Write(ctx, r, slices.Values([]ChunkRow{{TransferID: r.TransferID}})); err != nil {
 					t.Error(err)
 				}
 			}()

@@ -1,0 +1,111 @@
+package merger
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// BenchmarkMergerHeap is the merger's peak heap over one transfer of
+// one-chunk files (FERRY_BENCH_FILES, default 100,000), reported per
+// file: every chunk event, then the seal, confirmation, rows and listing.
+//
+//	go test -run '^$' -bench MergerHeap -benchtime 1x ./internal/merger
+func BenchmarkMergerHeap(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("FERRY_BENCH_FILES"))
+	if n <= 0 {
+		n = 100_000
+	}
+	for range b.N {
+		b.ReportMetric(mergerHeap(b, n)/float64(n), "heap-B/file")
+	}
+}
+
+func mergerHeap(t testing.TB, n int) float64 {
+	st := newMemStore()
+	man := message.Manifest{V: message.Version, TransferID: "tid-mem", Sealed: true, Bucket: "bkt", Prefix: "tree", Method: "test",
+		Codec: "none", ChunkSize: 1 << 20, StartedAt: time.Now().UTC()}
+	var evs []message.Event
+	ev := message.Event{V: message.Version, Type: message.EventChunk, TransferID: man.TransferID, Bucket: "bkt", Worker: "w1"}
+	for i := range n {
+		body := []byte(strings.Repeat("x", i%17))
+		obj := "tree/src/some/dir" + strconv.Itoa(i%300) + "/file-name-" + strconv.Itoa(i) + ".go"
+		f := message.File{Path: obj[5:], Object: obj, Size: int64(len(body)), RawCRC32C: crc32c.Checksum(body),
+			WireSize: int64(len(body)), WireCRC32: crc32c.Checksum(body)}
+		f.Chunks = []message.ChunkInfo{{Object: obj, RawSize: f.Size, RawCRC32C: f.RawCRC32C, WireSize: f.WireSize, WireCRC32C: f.WireCRC32}}
+		man.Files = append(man.Files, f)
+		a := st.put(obj, body, message.FinalMetadata(man.TransferID, f.Size, f.RawCRC32C, "none"))
+		ev.Parts = append(ev.Parts, message.EventPart{File: i, Index: 0, Object: obj, Generation: a.Generation, Size: a.Size, CRC32C: a.CRC32C, RawBytes: f.Size, Created: time.Now(), Started: time.Now()})
+		if len(ev.Parts) == 500 {
+			evs = append(evs, ev)
+			ev.Parts = nil
+		}
+	}
+	if len(ev.Parts) > 0 {
+		evs = append(evs, ev)
+	}
+	st.put(message.ManifestObject(man.TransferID), message.Encode(man), nil)
+	var datas [][]byte
+	for _, e := range evs {
+		datas = append(datas, message.Encode(e))
+	}
+	man.Files, evs = nil, nil
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+		}
+	}()
+	done := &teststack.Recorder{}
+	sink, err := result.OpenFile(filepath.Join(t.TempDir(), "rows.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Options{Store: st, Done: done, Sink: sink, Version: "test"})
+	ctx := context.Background()
+	for i, d := range datas {
+		if err := m.Handle(ctx, queue.Message{ID: strconv.Itoa(i), Data: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed := message.Event{V: message.Version, Type: message.EventSealed, TransferID: man.TransferID, Bucket: "bkt", At: time.Now()}
+	if err := m.Handle(ctx, queue.Message{ID: "s", Data: message.Encode(sealed)}); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	var d message.Done
+	if msgs := done.Messages(); len(msgs) != 1 || message.Decode(msgs[0].Data, &d) != nil || d.Status != message.StatusOK || d.Files != n {
+		t.Fatalf("done events %d, last %+v; want one ok of %d files", len(msgs), d, n)
+	}
+	return float64(peak.Load() - base.HeapInuse)
+}
