@@ -89,7 +89,7 @@ func (s *Staged) Write(ctx context.Context, r result.Row, chunks iter.Seq[result
 		if err != nil {
 			return err
 		}
-		defer sp.Close()
+		defer func() { _ = sp.Close() }()
 		if sp.Lines > 0 {
 			_, err := s.store.Upload(ctx, s.bucket, stagedObject(ChunksTable, r.TransferID), sp, gcs.UploadOptions{
 				Size: sp.Size, CRC32C: sp.CRC32C, IfAbsent: true, ContentType: "application/x-ndjson"})

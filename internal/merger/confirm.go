@@ -80,7 +80,7 @@ func (m *Merger) writeListing(ctx context.Context, bucket, tid string, man *mess
 	if err != nil {
 		return fmt.Errorf("listing of transfer %s: %w", tid, err)
 	}
-	defer sp.Close()
+	defer func() { _ = sp.Close() }()
 	_, err = m.o.Store.Upload(ctx, bucket, message.ListingObject(tid), sp, gcs.UploadOptions{
 		Size: sp.Size, CRC32C: sp.CRC32C, ContentType: "application/x-ndjson", KMSKey: m.o.Buckets.KMSKey,
 		Metadata: map[string]string{message.MetaTransfer: tid},

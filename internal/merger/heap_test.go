@@ -62,7 +62,7 @@ func mergerHeap(t testing.TB, n int) float64 {
 	for _, e := range evs {
 		datas = append(datas, message.Encode(e))
 	}
-	man.Files, evs = nil, nil
+	man.Files = nil
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
