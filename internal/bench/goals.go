@@ -195,13 +195,7 @@ func WriteGoals(w io.Writer, gs []Goal) {
 // linkMBps: the link rate times f's own ratio of raw bytes to bytes sent.
 func idealGoal(name string, f Result, linkMBps float64) Goal {
 	raw := f.MBps()
-	ratio := f.Median(func(r Run) float64 {
-		if r.LinkBytes <= 0 {
-			return 0
-		}
-		return float64(r.Bytes) / float64(r.LinkBytes)
-	})
-	ideal := Ideal(ratio, linkMBps)
+	ideal := Ideal(linkRatio(f), linkMBps)
 	q := 0.0
 	if ideal > 0 {
 		q = raw / ideal

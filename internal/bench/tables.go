@@ -251,6 +251,17 @@ func SmallFilesTable(rs []Result, tier, gcloudMethod string) Table {
 	return t
 }
 
+// linkRatio is the median of raw bytes per byte sent over the link: what
+// compression bought on it.
+func linkRatio(g Result) float64 {
+	return g.Median(func(r Run) float64 {
+		if r.LinkBytes <= 0 {
+			return 0
+		}
+		return float64(r.Bytes) / float64(r.LinkBytes)
+	})
+}
+
 // Ideal is the best raw throughput a compressing method can have on a link:
 // its compression ratio times the link rate.
 func Ideal(ratio, linkMBps float64) float64 { return ratio * linkMBps }
@@ -284,13 +295,7 @@ func linkTable(rs []Result, linkMBps float64, title, linkNote string) Table {
 	}
 	for _, g := range rs {
 		raw := g.MBps()
-		ratio := g.Median(func(r Run) float64 {
-			if r.LinkBytes <= 0 {
-				return 0
-			}
-			return float64(r.Bytes) / float64(r.LinkBytes)
-		})
-		ideal := Ideal(ratio, linkMBps)
+		ideal := Ideal(linkRatio(g), linkMBps)
 		of := "-"
 		if ideal > 0 && raw > 0 {
 			of = ftoa(100*raw/ideal, 0) + "%"

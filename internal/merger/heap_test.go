@@ -4,11 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,49 +60,32 @@ func mergerHeap(t testing.TB, n int) float64 {
 		datas = append(datas, message.Encode(e))
 	}
 	man.Files = nil
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
 	done := &teststack.Recorder{}
 	sink, err := result.OpenFile(filepath.Join(t.TempDir(), "rows.ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := New(Options{Store: st, Done: done, Sink: sink, Version: "test"})
-	ctx := context.Background()
-	for i, d := range datas {
-		if err := m.Handle(ctx, queue.Message{ID: strconv.Itoa(i), Data: d}); err != nil {
-			t.Fatal(err)
-		}
+	var handleErr error
+	grew := teststack.HeapGrowth(func() { handleErr = handleAll(m, datas, man.TransferID) })
+	if handleErr != nil {
+		t.Fatal(handleErr)
 	}
-	sealed := message.Event{V: message.Version, Type: message.EventSealed, TransferID: man.TransferID, Bucket: "bkt", At: time.Now()}
-	if err := m.Handle(ctx, queue.Message{ID: "s", Data: message.Encode(sealed)}); err != nil {
-		t.Fatal(err)
-	}
-	close(stop)
-	wg.Wait()
 	var d message.Done
 	if msgs := done.Messages(); len(msgs) != 1 || message.Decode(msgs[0].Data, &d) != nil || d.Status != message.StatusOK || d.Files != n {
 		t.Fatalf("done events %d, last %+v; want one ok of %d files", len(msgs), d, n)
 	}
-	return float64(peak.Load() - base.HeapInuse)
+	return float64(grew)
+}
+
+// handleAll hands m every chunk event, then the seal.
+func handleAll(m *Merger, datas [][]byte, tid string) error {
+	ctx := context.Background()
+	for i, d := range datas {
+		if err := m.Handle(ctx, queue.Message{ID: strconv.Itoa(i), Data: d}); err != nil {
+			return err
+		}
+	}
+	sealed := message.Event{V: message.Version, Type: message.EventSealed, TransferID: tid, Bucket: "bkt", At: time.Now()}
+	return m.Handle(ctx, queue.Message{ID: "s", Data: message.Encode(sealed)})
 }

@@ -6,11 +6,11 @@
 package message
 
 import (
-	"io"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 

@@ -11,9 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -180,33 +178,11 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // submit's manifest and how far the heap grew above where it started.
 func heapGrowth(t *testing.T, submit func() (*message.Manifest, error)) (*message.Manifest, int64) {
 	t.Helper()
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
-	man, err := submit()
-	close(stop)
-	wg.Wait()
+	var man *message.Manifest
+	var err error
+	grew := teststack.HeapGrowth(func() { man, err = submit() })
 	if err != nil {
 		t.Fatal(err)
 	}
-	return man, int64(peak.Load()) - int64(base.HeapInuse)
+	return man, grew
 }
