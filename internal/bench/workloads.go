@@ -64,6 +64,12 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	vars = append(vars, o.env...)
 	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
 	var procs []*peer.Process
+	var logs []*os.File
+	defer func() {
+		for _, lf := range logs {
+			_ = lf.Close()
+		}
+	}()
 	stopAll := func() []Proc {
 		var used []Proc
 		for _, p := range procs {
@@ -78,7 +84,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		if err != nil {
 			return err
 		}
-		defer lf.Close() // the child has its own descriptor
+		logs = append(logs, lf) // open until the process ends: closed after stopAll
 		env := append(append([]string{}, vars...), extra...)
 		if e.ns != nil && o.workersInNS && strings.HasPrefix(name, "worker") {
 			argv, env = e.ns.wrap(argv), e.ns.rewrite(env)

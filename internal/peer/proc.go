@@ -36,11 +36,20 @@ type Spec struct {
 	Dir  string
 	// Stdout receives the standard output (nil: discarded); the last
 	// lines of the standard error are kept for error messages, and all of
-	// it goes to Log when set.
+	// it goes to Log when set, which should stay open until the process
+	// ends (what it cannot take is dropped; the process goes on).
 	Stdout io.Writer
 	Log    io.Writer
 	// Stdin, when set, is the standard input.
 	Stdin io.Reader
+}
+
+// forgiving is a writer whose errors are dropped.
+type forgiving struct{ w io.Writer }
+
+func (f forgiving) Write(p []byte) (int, error) {
+	_, _ = f.w.Write(p)
+	return len(p), nil
 }
 
 // Start starts s. ctx bounds its life: when ctx ends the process is killed.
@@ -56,7 +65,9 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	tb := &tailBuffer{max: 4 << 10}
 	cmd.Stderr = tb
 	if s.Log != nil {
-		cmd.Stderr = io.MultiWriter(tb, s.Log)
+		// A log that fails (closed too early, a full disk) must not fail
+		// the copy: the child would die of SIGPIPE at its next line.
+		cmd.Stderr = io.MultiWriter(tb, forgiving{s.Log})
 	}
 	// Its own process group, so a stop reaches its children too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

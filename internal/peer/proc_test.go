@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,22 @@ func TestMeasureReportsUseAndNamesFailures(t *testing.T) {
 	out, err := Output(ctx, nil, "sh", "-c", "echo hello")
 	if err != nil || string(out) != "hello\n" {
 		t.Fatalf("Output: %q, %v", out, err)
+	}
+}
+
+// A process whose log is closed while it runs goes on: what the log cannot
+// take is dropped, and the child does not die of SIGPIPE at its next line.
+func TestAClosedLogDoesNotKillTheProcess(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // closed before the child writes a line
+	p, err := Start(context.Background(), Spec{Name: "chatty", Argv: []string{"sh", "-c", "for i in 1 2 3; do echo line $i >&2; done; exit 0"}, Log: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatalf("a process logging to a closed file: %v", err)
 	}
 }
