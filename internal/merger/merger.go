@@ -152,6 +152,9 @@ type Merger struct {
 
 	mu   sync.Mutex
 	seen map[string]bool // buckets events named, swept when FERRY_BUCKETS is empty
+
+	// The handlers of each topic in their middleware (on), made once.
+	anyTopic, workers, control queue.Handler
 }
 
 // maxSeenBuckets bounds the buckets swept when FERRY_BUCKETS lists none.
@@ -160,13 +163,15 @@ const maxSeenBuckets = 1024
 // New returns a Merger.
 func New(o Options) *Merger {
 	o.applyDefaults()
-	return &Merger{o: o, log: logging.OrDiscard(o.Log), cache: newCache(o.CacheTransfers), seen: map[string]bool{}}
+	m := &Merger{o: o, log: logging.OrDiscard(o.Log), cache: newCache(o.CacheTransfers), seen: map[string]bool{}}
+	m.anyTopic, m.workers, m.control = m.on(""), m.on("workers"), m.on("control")
+	return m
 }
 
 // Handle is a queue.Handler for events of any kind; the merger's own
 // subscriptions use HandleEvents and HandleControl, which take only what
 // their topic's publishers may say.
-func (m *Merger) Handle(ctx context.Context, msg queue.Message) error { return m.on("")(ctx, msg) }
+func (m *Merger) Handle(ctx context.Context, msg queue.Message) error { return m.anyTopic(ctx, msg) }
 
 // on is the handler of topic's events ("" any): handle in what every
 // delivery gets (queue's middleware), panic recovery and the in-flight
@@ -181,7 +186,7 @@ func (m *Merger) on(topic string) queue.Handler {
 // workers may publish there, so what a submitter says (sealed, cancel, its
 // own failures) is refused on it.
 func (m *Merger) HandleEvents(ctx context.Context, msg queue.Message) error {
-	return m.on("workers")(ctx, msg)
+	return m.workers(ctx, msg)
 }
 
 // HandleControl is the queue.Handler of the control topic
@@ -189,7 +194,7 @@ func (m *Merger) HandleEvents(ctx context.Context, msg queue.Message) error {
 // producers, submitters and producer cancel. A chunk report there is
 // refused: it could only be forged.
 func (m *Merger) HandleControl(ctx context.Context, msg queue.Message) error {
-	return m.on("control")(ctx, msg)
+	return m.control(ctx, msg)
 }
 
 // allowedOn says which event types topic ("" any) carries.
@@ -292,6 +297,9 @@ func (m *Merger) staleRun(ctx context.Context, t *transfer, run string) (bool, e
 		}
 		if err != nil {
 			return false, fmt.Errorf("reading the current run of transfer %s: %w", t.id, err)
+		}
+		if !message.ValidRun(string(b)) {
+			return false, nil // not a run ferry wrote: it supersedes nothing
 		}
 		if t.run = string(b); t.run == run {
 			return false, nil

@@ -67,6 +67,8 @@ type Server struct {
 	o    Options
 	log  *slog.Logger
 
+	handler queue.Handler // handle in its middleware, made once
+
 	// The stall watch (Stalled): requests in flight, walk progress
 	// reports, and the progress last seen and when it last changed.
 	inflight, walked atomic.Int64
@@ -107,7 +109,9 @@ func (s *Server) Stalled(now time.Time, after time.Duration) error {
 // New returns a Server that runs requests on p and publishes the done events
 // of requests that cannot start to done.
 func New(p submitter, done publisher, o Options) *Server {
-	return &Server{p: p, done: done, o: o, log: logging.OrDiscard(o.Log)}
+	s := &Server{p: p, done: done, o: o, log: logging.OrDiscard(o.Log)}
+	s.handler = queue.Chain(s.handle, queue.Recover(s.log))
+	return s
 }
 
 // maxDestination bounds the destination a rejection echoes: gs://, the
@@ -119,7 +123,7 @@ var unsafeID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 // Handle runs one request message to the point where the fleet takes over;
 // a panic in it is recovered (queue.Recover), and the request comes back.
 func (s *Server) Handle(ctx context.Context, m queue.Message) error {
-	return queue.Chain(s.handle, queue.Recover(s.log))(ctx, m)
+	return s.handler(ctx, m)
 }
 
 func (s *Server) handle(ctx context.Context, m queue.Message) error {

@@ -81,6 +81,9 @@ func (c *doneCache) superseded(ctx context.Context, bucket, tid, run string, fre
 	case err != nil:
 		return false, fmt.Errorf("reading the current run of transfer %s: %w", tid, err)
 	}
+	if !message.ValidRun(string(b)) {
+		return false, nil // not a run ferry wrote: it supersedes nothing
+	}
 	e.run, e.runChecked = string(b), now
 	if e.run == run {
 		return false, nil
