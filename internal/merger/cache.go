@@ -22,7 +22,12 @@ type transfer struct {
 	checked  bool // done marker looked for
 	finished bool // ended (here or, as the done marker says, elsewhere)
 	refused  bool // names a bucket FERRY_BUCKETS does not allow; ended
+	// manifest is the sealed manifest's header; pages reads its files a
+	// page at a time. finals is what every final object's name starts
+	// with (the listing that confirms them).
 	manifest *message.Manifest
+	pages    *pages
+	finals   string
 	// prefix is the destination prefix a producer's failed event gave,
 	// for a transfer that ended before its manifest was sealed.
 	prefix string
@@ -34,12 +39,19 @@ type transfer struct {
 	run     string
 	oldRuns []string
 	need    int // chunks the manifest lists
+	have    int // of them known to be stored
 	scanned bool
 	// reported holds what workers said they stored before the manifest
-	// was read: unverified until the scan holds it against the manifest.
+	// was read, up to maxReported: unverified until the scan holds it
+	// against the manifest. Beyond it, the scan finds them in GCS.
 	reported map[chunkKey]stored
-	// present holds the chunks known to be stored with the size and
-	// CRC32C the manifest gives: one entry per manifest chunk at most.
+	// singles holds, by file, the one-chunk files known to be stored with
+	// the size and CRC32C the manifest gives: a bit a file, so a million
+	// files cost 125 KB; what GCS says of them is listed again at the end.
+	// present holds the same for the chunks of files of several chunks,
+	// whose number grows with bytes (a chunk is at least size/1000), not
+	// with files.
+	singles bitset
 	present map[chunkKey]stored
 	// lastEvent is when this process last handled an event of the
 	// transfer; progressAt when it last wrote the progress marker;
@@ -69,8 +81,9 @@ type stored struct {
 }
 
 // maxReported bounds the unverified reports one transfer keeps before its
-// manifest is read; beyond it, the scan finds the objects in GCS instead.
-const maxReported = 1 << 20
+// manifest is read; beyond it, the scan finds the objects in GCS instead
+// (one listing call per 1,000 files).
+const maxReported = 4 * message.PageFiles
 
 // cache holds the transfers in progress, bounded: when it is over its size,
 // the least recently used transfers nobody is handling are dropped, and

@@ -3,92 +3,172 @@ package merger
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/result"
 )
 
+// summary is what one pass over a finished transfer's files found: the
+// counts and the first objects of its done event, and, spooled to
+// temporary files rather than held, the listing and the chunk rows.
+type summary struct {
+	files       int
+	bytes, wire int64
+	objects     []message.DoneObject // the first MaxDoneInline
+	listing     *result.SpoolWriter[message.ListingEntry]
+	rows        *result.SpoolWriter[result.ChunkRow]
+	workers     map[string]bool // at most maxWorkers
+	first, last time.Time       // the first upload's start, the last chunk's creation
+	missing     int             // files the listing did not confirm
+	unconfirmed []int           // the first maxUnconfirmed of them
+}
+
+// Bounds of a summary, whatever the transfer's size.
+const (
+	maxWorkers     = 4096
+	maxUnconfirmed = message.PageFiles
+)
+
+func newSummary() (*summary, error) {
+	l, err := result.NewSpoolWriter[message.ListingEntry]()
+	if err != nil {
+		return nil, err
+	}
+	r, err := result.NewSpoolWriter[result.ChunkRow]()
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return &summary{listing: l, rows: r, workers: map[string]bool{}}, nil
+}
+
+// close removes the spooled files.
+func (s *summary) close() {
+	if s == nil {
+		return
+	}
+	_ = s.listing.Close()
+	_ = s.rows.Close()
+}
+
+// uploaded notes one stored chunk: its row, its worker and its times.
+func (s *summary) uploaded(tid string, f *message.File, j int, st stored) error {
+	c := f.Chunks[j]
+	r := result.ChunkRow{TransferID: tid, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
+		Worker: st.Worker, Attempts: st.Attempt, UploadedAt: st.Created}
+	if !st.Started.IsZero() && st.Created.After(st.Started) {
+		r.UploadMS = st.Created.Sub(st.Started).Milliseconds()
+	}
+	if st.Worker != "" && len(s.workers) < maxWorkers {
+		s.workers[st.Worker] = true
+	}
+	if !st.Started.IsZero() {
+		if s.first.IsZero() || st.Started.Before(s.first) {
+			s.first = st.Started
+		}
+		if st.Created.After(s.last) {
+			s.last = st.Created
+		}
+	}
+	return s.rows.Add(r)
+}
+
+// uploadMS is the upload stage: from the first chunk upload's start to the
+// last chunk object's creation.
+func (s *summary) uploadMS() int64 {
+	if s.first.IsZero() || s.last.Before(s.first) {
+		return 0
+	}
+	return s.last.Sub(s.first).Milliseconds()
+}
+
 // confirm asks GCS about every final object of t's manifest with one
-// listing of the destination prefix (1,000 objects per call), so that a
-// transfer ends ok only over bytes GCS itself holds: an object counts when
-// its name, size and CRC32C are the manifest's and its ferry-transfer
-// metadata is t's. An event is a claim, this is the proof; an object of
-// another transfer or an older version never counts.
+// listing of the destination prefix (1,000 objects per call), joined with
+// the manifest a page at a time, so that a transfer ends ok only over
+// bytes GCS itself holds: an object counts when its name, size and CRC32C
+// are the manifest's and its ferry-transfer metadata is t's. An event is a
+// claim, this is the proof; an object of another transfer or an older
+// version never counts.
 //
-// It returns the generation GCS reported for each file (by manifest index)
-// and the files it could not confirm. Memory is one index and one
-// generation per file, whatever the destination holds.
-func (m *Merger) confirm(ctx context.Context, t *transfer) (gens []int64, missing []int, err error) {
-	man := t.manifest
-	order := make([]int32, len(man.Files)) // file indexes sorted by object name
-	for i := range order {
-		order[i] = int32(i)
+// The same pass counts the transfer, spools its listing and its chunk rows
+// (a one-chunk file's from its final object's metadata, a composed file's
+// from its chunks), so memory does not grow with the file count.
+func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
+	sum, err := newSummary()
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(man.Files[a].Object, man.Files[b].Object) })
-	gens = make([]int64, len(man.Files))
-	if len(order) == 0 {
-		return gens, nil, nil
-	}
-	// The names all files share, from the first and last in order: a
-	// transfer into a prefix that holds years of other objects lists only
-	// the range its own objects can be in.
-	prefix := sharedPrefix(man.Files[order[0]].Object, man.Files[order[len(order)-1]].Object)
-	err = m.o.Store.List(ctx, t.bucket, prefix, func(a gcs.Attrs) error {
-		j, ok := slices.BinarySearchFunc(order, a.Name, func(i int32, name string) int { return strings.Compare(man.Files[i].Object, name) })
-		if !ok {
+	err = t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+		if a == nil || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
+			if sum.missing++; len(sum.unconfirmed) < maxUnconfirmed {
+				sum.unconfirmed = append(sum.unconfirmed, i)
+			}
 			return nil
 		}
-		f := &man.Files[order[j]]
-		if a.Size == f.WireSize && a.CRC32C == f.WireCRC32 && a.Metadata[message.MetaTransfer] == t.id {
-			gens[order[j]] = a.Generation
+		if sum.missing > 0 {
+			return nil // it will not end now: only count what is missing
+		}
+		sum.files++
+		sum.bytes += f.Size
+		sum.wire += f.WireSize
+		o := doneObject(t.bucket, f, a.Generation)
+		if len(sum.objects) < message.MaxDoneInline {
+			sum.objects = append(sum.objects, o)
+		}
+		if err := sum.listing.Add(message.ListingEntry{DoneObject: o}); err != nil {
+			return err
+		}
+		if len(f.Chunks) == 1 {
+			return sum.uploaded(t.id, f, 0, fromAttrs(*a))
+		}
+		for j := range f.Chunks {
+			if s, ok := t.present[chunkKey{i, j}]; ok {
+				if err := sum.uploaded(t.id, f, j, s); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("confirm the final objects: list gs://%s/%s: %w", t.bucket, prefix, err)
+		sum.close()
+		return nil, fmt.Errorf("confirm the final objects: list gs://%s/%s: %w", t.bucket, t.finals, err)
 	}
-	for i, g := range gens {
-		if g == 0 {
-			missing = append(missing, i)
-		}
-	}
-	return gens, missing, nil
+	return sum, nil
 }
 
-// writeListing writes the listing of a finished transfer: one
-// message.ListingEntry a line for every final object GCS confirmed (gens,
-// by manifest index; nil for none) and every skipped file. It is spooled
-// to a temporary file, not held in memory, so a million files cost the
-// merger disk, not RAM.
-func (m *Merger) writeListing(ctx context.Context, bucket, tid string, man *message.Manifest, gens []int64) error {
-	entries := func(yield func(message.ListingEntry) bool) {
-		for i, g := range gens {
-			if g != 0 && !yield(message.ListingEntry{DoneObject: doneObject(man.Bucket, &man.Files[i], g)}) {
-				return
-			}
-		}
-		for _, s := range man.Skipped {
-			if !yield(message.ListingEntry{DoneObject: message.DoneObject{Name: "gs://" + man.Bucket + "/" + s.Object}, Path: s.Path, Skipped: s.Reason}) {
-				return
-			}
-		}
-	}
-	sp, err := result.Spool(entries)
-	if err != nil {
-		return fmt.Errorf("listing of transfer %s: %w", tid, err)
-	}
-	defer func() { _ = sp.Close() }()
-	_, err = m.o.Store.Upload(ctx, bucket, message.ListingObject(tid), sp, gcs.UploadOptions{
-		Size: sp.Size, CRC32C: sp.CRC32C, ContentType: "application/x-ndjson", KMSKey: m.o.Buckets.KMSKey,
-		Metadata: map[string]string{message.MetaTransfer: tid},
+// writeListing writes the listing of an ended transfer: the final objects
+// sum confirmed (none for a transfer that did not end ok), then every
+// skipped file, one message.ListingEntry a line, through a temporary file,
+// so a million files cost the merger disk, not RAM. It reports whether
+// there was anything to list.
+func (m *Merger) writeListing(ctx context.Context, t *transfer, pg *pages, sum *summary) (bool, error) {
+	bucket := t.bucket
+	err := pg.skipped(ctx, func(s message.Skipped) error {
+		return sum.listing.Add(message.ListingEntry{DoneObject: message.DoneObject{Name: "gs://" + bucket + "/" + s.Object}, Path: s.Path, Skipped: s.Reason})
 	})
 	if err != nil {
-		return fmt.Errorf("write the listing of transfer %s: %w", tid, err)
+		return false, fmt.Errorf("listing of transfer %s: %w", t.id, err)
 	}
-	return nil
+	if sum.listing.Lines() == 0 {
+		return false, nil
+	}
+	sp, err := sum.listing.Finish()
+	if err != nil {
+		return false, fmt.Errorf("listing of transfer %s: %w", t.id, err)
+	}
+	defer func() { _ = sp.Close() }()
+	_, err = m.o.Store.Upload(ctx, bucket, message.ListingObject(t.id), sp, gcs.UploadOptions{
+		Size: sp.Size, CRC32C: sp.CRC32C, ContentType: "application/x-ndjson", KMSKey: m.o.Buckets.KMSKey,
+		Metadata: map[string]string{message.MetaTransfer: t.id},
+	})
+	if err != nil {
+		return false, fmt.Errorf("write the listing of transfer %s: %w", t.id, err)
+	}
+	return true, nil
 }
 
 // doneObject is file f's final object as the done event and listing name it.
@@ -108,16 +188,24 @@ func sharedPrefix(a, b string) string {
 	return a[:n]
 }
 
-// finalsPrefix is the prefix every final object of man shares (the
-// destination prefix, or more), for a listing that must see them all; ok
-// is false when man names no file.
-func finalsPrefix(man *message.Manifest) (prefix string, ok bool) {
-	if len(man.Files) == 0 {
-		return "", false
+// finalsPrefix is the prefix every final object of pg's files shares
+// (the destination prefix, or more), for a listing that must see them all;
+// ok is false when there is no file. It reads every page: a manifest that
+// ends a transfer before it was checked need not be in order.
+func finalsPrefix(ctx context.Context, pg *pages) (prefix string, ok bool, err error) {
+	var lo, hi string
+	err = pg.each(ctx, func(i int, f *message.File) error {
+		if !ok || f.Object < lo {
+			lo = strings.Clone(f.Object)
+		}
+		if !ok || f.Object > hi {
+			hi = strings.Clone(f.Object)
+		}
+		ok = true
+		return nil
+	})
+	if err != nil || !ok {
+		return "", false, err
 	}
-	lo, hi := man.Files[0].Object, man.Files[0].Object
-	for i := range man.Files {
-		lo, hi = min(lo, man.Files[i].Object), max(hi, man.Files[i].Object)
-	}
-	return sharedPrefix(lo, hi), true
+	return sharedPrefix(lo, hi), true, nil
 }

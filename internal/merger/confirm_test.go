@@ -130,7 +130,7 @@ func TestTwoHundredThousandFilesEndWithABoundedDoneEvent(t *testing.T) {
 		man.Files = append(man.Files, f)
 		st.put(obj, body, message.FinalMetadata(man.TransferID, f.Size, f.RawCRC32C, "none"))
 	}
-	st.put(message.ManifestObject(man.TransferID), message.Encode(man), nil)
+	putManifest(t, &man, st.memPut)
 	done := &teststack.Recorder{}
 	m := New(Options{Store: st, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: man.TransferID, Bucket: "bkt", At: time.Now()}

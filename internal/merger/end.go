@@ -14,30 +14,35 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // end ends a transfer failed or cancelled: the final objects it wrote
 // removed (when its destination is known: from the manifest, or from the
 // producer's failed event), staging removed, row and done event say why.
 func (m *Merger) end(ctx context.Context, t *transfer, status string, cause error, log *slog.Logger) error {
-	man := t.manifest
+	man, pg := t.manifest, t.pages
 	if man == nil {
 		// The producer may have failed before sealing, or the manifest
 		// was never read; if there is one, it still tells what the
 		// transfer was.
-		if b, err := m.o.Store.ReadAll(ctx, t.bucket, message.ManifestObject(t.id)); err == nil {
-			var mm message.Manifest
-			if message.Decode(b, &mm) == nil && mm.TransferID == t.id && mm.Bucket == t.bucket {
-				man = &mm
-			}
+		if mm, err := m.readManifest(ctx, t.bucket, t.id); err == nil && mm != nil && mm.TransferID == t.id && mm.Bucket == t.bucket && mm.CheckPages() == nil {
+			man = mm
 		}
 	}
 	if man == nil {
 		man = &message.Manifest{TransferID: t.id, Bucket: t.bucket}
+		man.Unpaged()
+	}
+	if pg == nil {
+		pg = newPages(m.o.Store, t.bucket, man)
 	}
 	// What to list for the objects this transfer wrote: what its
 	// manifest's objects share, or the prefix a failed event gave.
-	prefix, known := finalsPrefix(man)
+	prefix, known, err := finalsPrefix(ctx, pg)
+	if err != nil && !errors.Is(err, queue.ErrPermanent) {
+		return err
+	}
 	if !known && t.prefix != "" {
 		prefix, known = t.prefix+"/", true
 	}
@@ -50,46 +55,83 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 			log.Info("removed the final objects the transfer had written", "objects", n)
 		}
 	}
-	done := m.newDone(t, man, status, cause)
+	done, err := m.newDone(ctx, t, man, status, cause)
+	if err != nil {
+		return err
+	}
 	if status == message.StatusFailed {
 		log.Error("transfer failed", "err", cause)
 	} else {
 		log.Info("transfer "+status, "reason", cause)
 	}
-	return m.record(ctx, t, man, done, nil)
+	sum, err := newSummary()
+	if err != nil {
+		return err
+	}
+	defer sum.close()
+	// What workers stored of files of several chunks before the end.
+	for k, s := range t.present {
+		if f, err := pg.file(ctx, k.file); err == nil && f != nil && k.index < len(f.Chunks) {
+			if err := sum.uploaded(t.id, f, k.index, s); err != nil {
+				return err
+			}
+		}
+	}
+	t.manifest, t.pages = man, pg
+	return m.record(ctx, t, man, done, sum)
 }
 
-// newDone starts the done event of t.
-func (m *Merger) newDone(t *transfer, man *message.Manifest, status string, cause error) message.Done {
+// newDone starts the done event of t: the first skipped files come from
+// the manifest's first page of them.
+func (m *Merger) newDone(ctx context.Context, t *transfer, man *message.Manifest, status string, cause error) (message.Done, error) {
 	now := m.o.now().UTC()
 	d := message.Done{V: message.Version, TransferID: t.id, Status: status, Destination: destination(man),
-		StartedAt: man.StartedAt, FinishedAt: now, FilesSkipped: len(man.Skipped)}
+		StartedAt: man.StartedAt, FinishedAt: now, FilesSkipped: man.Totals.Skipped}
 	if cause != nil {
 		d.Error = message.Truncate(cause.Error(), message.MaxErrorBytes)
 	}
-	for _, s := range man.Skipped[:min(len(man.Skipped), message.MaxDoneInline)] {
-		d.Skipped = append(d.Skipped, "gs://"+man.Bucket+"/"+s.Object)
+	if man.Totals.Skipped > 0 && t.pages != nil {
+		err := t.pages.skipped(ctx, func(s message.Skipped) error {
+			if len(d.Skipped) == message.MaxDoneInline {
+				return errJoined
+			}
+			d.Skipped = append(d.Skipped, "gs://"+man.Bucket+"/"+s.Object)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errJoined) {
+			return d, err
+		}
 	}
 	if !man.StartedAt.IsZero() {
 		d.Timings.Total = now.Sub(man.StartedAt).Milliseconds()
 	}
-	return d
+	return d, nil
 }
 
 // record makes the end of a transfer durable and visible, in an order that
 // is safe to repeat: row (idempotent per transfer), listing, done event,
 // done marker, staging removed. A crash between two steps repeats the
 // earlier ones, so a done event may be published twice; batch systems
-// deduplicate done events by transfer_id. gens are the generations GCS
-// confirmed for the final objects of an ok transfer (nil otherwise).
-func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest, done message.Done, gens []int64) error {
-	if err := m.o.Sink.Write(ctx, Row(done, man, t.present, m.o.Version), ChunkRows(man, t.present)); err != nil {
+// deduplicate done events by transfer_id. sum holds the confirmed final
+// objects of an ok transfer (none otherwise) and the chunk rows.
+func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest, done message.Done, sum *summary) error {
+	rows, err := sum.rows.Finish()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	chunks, rowsErr := result.Lines[result.ChunkRow](rows)
+	if err := m.o.Sink.Write(ctx, Row(done, man, len(sum.workers), m.o.Version), chunks); err != nil {
 		return fmt.Errorf("write benchmark row: %w", err)
 	}
-	if len(man.Files)+len(man.Skipped) > 0 {
-		if err := m.writeListing(ctx, t.bucket, done.TransferID, man, gens); err != nil {
-			return err
-		}
+	if err := rowsErr(); err != nil {
+		return fmt.Errorf("write benchmark row: %w", err)
+	}
+	listed, err := m.writeListing(ctx, t, t.pages, sum)
+	if err != nil {
+		return err
+	}
+	if listed {
 		done.Listing = "gs://" + t.bucket + "/" + message.ListingObject(done.TransferID)
 	}
 	body := message.Encode(done)
@@ -133,9 +175,12 @@ func (m *Merger) refuse(ctx context.Context, ev message.Event, cause error) erro
 		return queue.Permanent(cause) // ended already
 	}
 	man := &message.Manifest{TransferID: ev.TransferID, Bucket: ev.Bucket}
-	done := m.newDone(t, man, message.StatusFailed, cause)
+	done, err := m.newDone(ctx, t, man, message.StatusFailed, cause)
+	if err != nil {
+		return err
+	}
 	done.StartedAt = done.FinishedAt
-	if err := m.o.Sink.Write(ctx, Row(done, man, nil, m.o.Version), nil); err != nil {
+	if err := m.o.Sink.Write(ctx, Row(done, man, 0, m.o.Version), nil); err != nil {
 		return fmt.Errorf("write benchmark row: %w", err)
 	}
 	if err := m.o.Done.Publish(ctx, message.Encode(done), map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {

@@ -20,48 +20,80 @@ import (
 )
 
 // checkManifest holds a sealed manifest to what the merger will act on:
-// it is this transfer's, every object name is the one ferry gives, and each
-// file's predicted size and CRC32C are what its chunks (and seek table)
-// combine to. A manifest that fails is never composed.
-func checkManifest(man *message.Manifest, bucket, tid string) error {
+// it is this transfer's, its pages add up to its header, its files are in
+// strictly increasing object order, every object name is the one ferry
+// gives, and each file's predicted size and CRC32C are what its chunks (and
+// seek table) combine to. It reads every page once, in order, and returns
+// the prefix all final objects share. A manifest that fails is never
+// composed.
+func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket, tid string) (string, error) {
+	where := fmt.Sprintf("manifest gs://%s/%s", bucket, message.ManifestObject(tid))
 	if man.TransferID != tid || man.Bucket != bucket {
-		return fmt.Errorf("written for transfer %.64q in bucket %.64q", man.TransferID, man.Bucket)
+		return "", queue.Permanent(fmt.Errorf("%s: written for transfer %.64q in bucket %.64q", where, man.TransferID, man.Bucket))
 	}
-	for i := range man.Files {
-		f := &man.Files[i]
-		if err := message.CheckObjectName(f.Object); err != nil {
-			return fmt.Errorf("file %.64q: %v", f.Path, err)
+	if err := man.CheckPages(); err != nil {
+		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
+	}
+	var first, last string
+	var bytes, wire int64
+	err := pg.each(ctx, func(i int, f *message.File) error {
+		if i > 0 && f.Object <= last {
+			return queue.Permanent(fmt.Errorf("%s: file %.64q: object %.64q does not come after %.64q (files are in object order)", where, f.Path, f.Object, last))
 		}
-		if strings.HasPrefix(f.Object, message.StagingRoot) || strings.HasPrefix(f.Object, message.DoneRoot) {
-			return fmt.Errorf("file %.64q: final object %.64q is under ferry's own prefixes", f.Path, f.Object)
+		if i == 0 {
+			first = f.Object
 		}
-		switch len(f.Chunks) {
-		case 0:
-			return fmt.Errorf("file %.64q has no chunks", f.Path)
-		case 1:
-			c := f.Chunks[0]
-			if c.Object != f.Object || c.WireSize != f.WireSize || c.WireCRC32C != f.WireCRC32 {
-				return fmt.Errorf("file %.64q of one chunk: the chunk (%s, %d bytes, crc32c %08x) is not the final object (%s, %d bytes, crc32c %08x)",
-					f.Path, c.Object, c.WireSize, c.WireCRC32C, f.Object, f.WireSize, f.WireCRC32)
-			}
-			continue
+		last = f.Object
+		bytes += f.Size
+		wire += f.WireSize
+		if err := checkFile(f, i, tid); err != nil {
+			return queue.Permanent(fmt.Errorf("%s: file %.64q: %v", where, f.Path, err))
 		}
-		for j, c := range f.Chunks {
-			if want := message.ChunkObject(tid, i, j); c.Object != want {
-				return fmt.Errorf("file %.64q chunk %d: object %.64q, want %s", f.Path, j, c.Object, want)
-			}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if !man.Inline() && (bytes != man.Totals.Bytes || wire != man.Totals.WireBytes) {
+		return "", queue.Permanent(fmt.Errorf("%s: files of %d bytes (%d stored), the totals say %d (%d)", where, bytes, wire, man.Totals.Bytes, man.Totals.WireBytes))
+	}
+	return sharedPrefix(first, last), nil
+}
+
+// checkFile holds file i of a manifest to the names and sizes ferry gives.
+func checkFile(f *message.File, i int, tid string) error {
+	if err := message.CheckObjectName(f.Object); err != nil {
+		return err
+	}
+	if strings.HasPrefix(f.Object, message.StagingRoot) || strings.HasPrefix(f.Object, message.DoneRoot) {
+		return fmt.Errorf("final object %.64q is under ferry's own prefixes", f.Object)
+	}
+	switch len(f.Chunks) {
+	case 0:
+		return errors.New("no chunks")
+	case 1:
+		c := f.Chunks[0]
+		if c.Object != f.Object || c.WireSize != f.WireSize || c.WireCRC32C != f.WireCRC32 {
+			return fmt.Errorf("of one chunk: the chunk (%s, %d bytes, crc32c %08x) is not the final object (%s, %d bytes, crc32c %08x)",
+				c.Object, c.WireSize, c.WireCRC32C, f.Object, f.WireSize, f.WireCRC32)
 		}
-		if err := checkFrames(f); err != nil {
-			return fmt.Errorf("file %.64q: %v", f.Path, err)
+		return nil
+	}
+	for j, c := range f.Chunks {
+		if want := message.ChunkObject(tid, i, j); c.Object != want {
+			return fmt.Errorf("chunk %d: object %.64q, want %s", j, c.Object, want)
 		}
-		// What the chunks and the seek table combine to, computed as the
-		// producer did (message.File.SealWire).
-		want := *f
-		want.SealWire()
-		if want.WireSize != f.WireSize || want.WireCRC32 != f.WireCRC32 {
-			return fmt.Errorf("file %.64q: its chunks and seek table make %d bytes with crc32c %08x, the manifest predicts %d bytes with crc32c %08x",
-				f.Path, want.WireSize, want.WireCRC32, f.WireSize, f.WireCRC32)
-		}
+	}
+	if err := checkFrames(f); err != nil {
+		return err
+	}
+	// What the chunks and the seek table combine to, computed as the
+	// producer did (message.File.SealWire).
+	want := *f
+	want.SealWire()
+	if want.WireSize != f.WireSize || want.WireCRC32 != f.WireCRC32 {
+		return fmt.Errorf("its chunks and seek table make %d bytes with crc32c %08x, the manifest predicts %d bytes with crc32c %08x",
+			want.WireSize, want.WireCRC32, f.WireSize, f.WireCRC32)
 	}
 	return nil
 }
@@ -106,54 +138,50 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	}
 	man := t.manifest
 	composeStart := time.Now()
-	composed, err := m.composeAll(ctx, t)
-	if errors.Is(err, gcs.ErrNotFound) {
+	err := m.composeAll(ctx, t)
+	var wrong *wrongFinal
+	switch {
+	case errors.As(err, &wrong):
+		return m.badFinal(ctx, t, wrong, log)
+	case errors.Is(err, gcs.ErrNotFound):
 		// A source is gone: another merger ended the transfer and removed
 		// its staging, or the staging was lost. Look again from GCS.
 		if done, merr := m.markerExists(ctx, t); done || merr != nil {
 			return merr
 		}
-		t.scanned, t.present = false, map[chunkKey]stored{}
+		t.reset()
+		t.scanned = false
 		return err
-	}
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	composeMS := time.Since(composeStart).Milliseconds()
 
-	// Verify: a composed object as GCS described it after the compose,
-	// then every final object as a listing of the destination shows it.
+	// Verify: every final object as a listing of the destination shows it
+	// (a composed one was also checked as GCS described it after its
+	// compose).
 	verifyStart := time.Now()
-	for i, f := range man.Files {
-		if a, ok := composed[i]; ok && (a.Size != f.WireSize || a.CRC32C != f.WireCRC32) {
-			return m.badFinal(ctx, t, &f, a, log)
-		}
-	}
-	gens, missing, err := m.confirm(ctx, t)
+	sum, err := m.confirm(ctx, t)
 	if err != nil {
 		return err
 	}
-	if len(missing) > 0 {
-		return m.unconfirmed(t, missing, log)
+	defer sum.close()
+	if sum.missing > 0 {
+		return m.unconfirmed(ctx, t, sum, log)
 	}
 	verifyMS := time.Since(verifyStart).Milliseconds()
 
-	done := m.newDone(t, man, message.StatusOK, nil)
-	for i := range man.Files {
-		f := &man.Files[i]
-		done.Files++
-		done.Bytes += f.Size
-		done.WireBytes += f.WireSize
-		if len(done.Objects) < message.MaxDoneInline {
-			done.Objects = append(done.Objects, doneObject(man.Bucket, f, gens[i]))
-		}
-	}
-	done.Timings = message.StageTimingMS{Compress: man.CompressMS, Upload: uploadMS(t.present), Compose: composeMS, Verify: verifyMS,
-		Total: done.FinishedAt.Sub(man.StartedAt).Milliseconds()}
-	if err := m.record(ctx, t, man, done, gens); err != nil {
+	done, err := m.newDone(ctx, t, man, message.StatusOK, nil)
+	if err != nil {
 		return err
 	}
-	log.Info("transfer done", "files", len(man.Files), "total_ms", done.Timings.Total)
+	done.Files, done.Bytes, done.WireBytes, done.Objects = sum.files, sum.bytes, sum.wire, sum.objects
+	done.Timings = message.StageTimingMS{Compress: man.CompressMS, Upload: sum.uploadMS(), Compose: composeMS, Verify: verifyMS,
+		Total: done.FinishedAt.Sub(man.StartedAt).Milliseconds()}
+	if err := m.record(ctx, t, man, done, sum); err != nil {
+		return err
+	}
+	log.Info("transfer done", "files", sum.files, "total_ms", done.Timings.Total)
 	return nil
 }
 
@@ -162,26 +190,45 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 // The transfer waits for real uploads (the recheck asks GCS again) and, if
 // none comes, ends failed at FERRY_TRANSFER_TIMEOUT. A composed file that
 // the listing does not show is retried.
-func (m *Merger) unconfirmed(t *transfer, missing []int, log *slog.Logger) error {
+func (m *Merger) unconfirmed(ctx context.Context, t *transfer, sum *summary, log *slog.Logger) error {
 	man := t.manifest
-	for _, i := range missing {
-		f := &man.Files[i]
+	if sum.missing > len(sum.unconfirmed) {
+		// More than a summary names: forget what was reported and look
+		// again at what GCS holds.
+		log.Warn("the listing of the destination does not show many reported final objects; looking again", "files", sum.missing)
+		t.reset()
+		return m.scan(ctx, t)
+	}
+	for _, i := range sum.unconfirmed {
+		f, err := t.pages.file(ctx, i)
+		if err != nil {
+			return err
+		}
 		if len(f.Chunks) > 1 {
 			return fmt.Errorf("file %s: composed object gs://%s/%s is not in the listing of the destination with its size, crc32c and transfer", f.Path, man.Bucket, f.Object)
 		}
-		k := chunkKey{i, 0}
-		s := t.present[k]
 		log.Warn("a report names a final object GCS does not hold as reported; not counted", "file", f.Path,
-			"object", "gs://"+man.Bucket+"/"+f.Object, "worker", s.Worker, "generation", s.Generation)
-		delete(t.present, k)
+			"object", "gs://"+man.Bucket+"/"+f.Object)
+		t.unmark(chunkKey{i, 0}, f)
 	}
 	return nil
 }
 
+// wrongFinal is a composed object that is not the one predicted.
+type wrongFinal struct {
+	f *message.File
+	a gcs.Attrs
+}
+
+func (e *wrongFinal) Error() string {
+	return fmt.Sprintf("file %s: final object %s has %d bytes with crc32c %08x, predicted %d bytes with crc32c %08x: %v",
+		e.f.Path, e.f.Object, e.a.Size, e.a.CRC32C, e.f.WireSize, e.f.WireCRC32, gcs.ErrChecksum)
+}
+
 // badFinal fails a transfer whose composed object is not the one predicted,
 // and removes that object: nothing wrong stays under a final name.
-func (m *Merger) badFinal(ctx context.Context, t *transfer, f *message.File, a gcs.Attrs, log *slog.Logger) error {
-	man := t.manifest
+func (m *Merger) badFinal(ctx context.Context, t *transfer, w *wrongFinal, log *slog.Logger) error {
+	man, f, a := t.manifest, w.f, w.a
 	if err := m.o.Store.Delete(ctx, man.Bucket, f.Object); err != nil {
 		return err
 	}
@@ -207,27 +254,48 @@ func (m *Merger) markerExists(ctx context.Context, t *transfer) (bool, error) {
 // tree is one file's way through the compose rounds.
 type tree struct {
 	file  int
+	f     *message.File
 	srcs  []string // this level's sources
 	table []byte   // seek table, the last component; nil for none
 	done  bool
 	attrs gcs.Attrs
 }
 
-// composeAll builds the final object of every file of several chunks and
-// returns each one's attributes as GCS reported them. The work runs in
-// rounds, each a batch of independent calls under one limit
-// (ComposeConcurrency) shared by all files: first the Attrs of each
-// destination and the upload of each seek table, then one level of every
-// file's compose tree per round.
-func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs, error) {
+// composeAll builds the final object of every file of several chunks, a
+// page of the manifest at a time (a page of one-chunk files only is not
+// read), and checks each against the size and CRC32C predicted: one that
+// differs is returned as a *wrongFinal.
+func (m *Merger) composeAll(ctx context.Context, t *transfer) error {
+	for k, p := range t.manifest.Pages {
+		if p.Chunks == p.Files {
+			continue
+		}
+		files, err := t.pages.page(ctx, k)
+		if err != nil {
+			return err
+		}
+		if err := m.composePage(ctx, t, files, p.First); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// composePage composes the files of several chunks among files (the
+// first of which is file first). The work runs in rounds, each a batch of
+// independent calls under one limit (ComposeConcurrency) shared by all
+// files: first the Attrs of each destination and the upload of each seek
+// table, then one level of every file's compose tree per round.
+func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.File, first int) error {
 	man := t.manifest
 	var trees []*tree
-	for i := range man.Files {
-		f := &man.Files[i]
+	for j := range files {
+		f := &files[j]
 		if len(f.Chunks) < 2 {
 			continue
 		}
-		tr := &tree{file: i}
+		i := first + j
+		tr := &tree{file: i, f: f}
 		for _, c := range f.Chunks {
 			tr.srcs = append(tr.srcs, c.Object)
 		}
@@ -238,7 +306,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 		trees = append(trees, tr)
 	}
 	if len(trees) == 0 {
-		return nil, nil
+		return nil
 	}
 
 	// fake-gcs-server ignores compose preconditions, so each destination
@@ -246,7 +314,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 	// enforces.
 	g, gctx := m.group(ctx)
 	for _, tr := range trees {
-		f := &man.Files[tr.file]
+		f := tr.f
 		g.Go(func() error {
 			a, err := m.o.Store.Attrs(gctx, man.Bucket, f.Object)
 			switch {
@@ -273,7 +341,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 		}
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return err
 	}
 
 	for level := 0; ; level++ {
@@ -299,7 +367,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 					})
 					countCompose(err)
 					if err != nil {
-						return fmt.Errorf("file %s: %w", man.Files[tr.file].Path, err)
+						return fmt.Errorf("file %s: %w", tr.f.Path, err)
 					}
 					return nil
 				})
@@ -310,20 +378,20 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) (map[int]gcs.Attrs
 			break
 		}
 		if err := g.Wait(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	out := make(map[int]gcs.Attrs, len(trees))
 	for _, tr := range trees {
-		out[tr.file] = tr.attrs
+		if a := tr.attrs; a.Size != tr.f.WireSize || a.CRC32C != tr.f.WireCRC32 {
+			return &wrongFinal{f: tr.f, a: a}
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // composeFinal composes at most 32 sources into tr's final object.
 func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error {
-	man := t.manifest
-	f := &man.Files[tr.file]
+	man, f := t.manifest, tr.f
 	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, gcs.ComposeOptions{
 		IfAbsent:    !man.Overwrite,
 		ContentType: man.ContentType,

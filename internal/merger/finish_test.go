@@ -3,6 +3,7 @@ package merger
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -297,5 +298,90 @@ func TestComposedObjectCarriesTheSourceMtime(t *testing.T) {
 		if a.Metadata[k] != v {
 			t.Errorf("metadata %s = %q, want %q (all: %v)", k, a.Metadata[k], v, a.Metadata)
 		}
+	}
+}
+
+// Issue 16 §2: a transfer of more files than a manifest page holds, with
+// composed files on its first and last page and more skipped files than a
+// done event names, ends ok from its pages: every object confirmed and
+// listed, the composed ones as predicted, the skipped ones counted.
+func TestPagedManifestEndsOK(t *testing.T) {
+	counts := make([]int, message.PageFiles+50)
+	for i := range counts {
+		counts[i] = 1
+	}
+	counts[0], counts[len(counts)-1] = 3, 4
+	s := newStaged(t, "m-paged", "zstd", counts...)
+	for i := range 150 {
+		s.man.Skipped = append(s.man.Skipped, message.Skipped{Path: fmt.Sprintf("old/%03d", i), Object: fmt.Sprintf("out/old/%03d.zst", i), Reason: "unchanged"})
+	}
+	done := &teststack.Recorder{}
+	rows := rowsPath(t)
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "test"})
+	s.finish(t, m)
+	if _, err := s.store.Attrs(context.Background(), s.bucket, message.ManifestPage(s.man.TransferID, 1)); err == nil {
+		t.Fatal("the manifest's pages outlived the transfer")
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Files != len(counts) || d[0].FilesSkipped != 150 || len(d[0].Skipped) != message.MaxDoneInline {
+		t.Fatalf("done events %+v", d)
+	}
+	body, err := s.store.ReadAll(context.Background(), s.bucket, message.ListingObject(s.man.TransferID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, skipped := 0, 0
+	for line := range strings.Lines(string(body)) {
+		var e message.ListingEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Skipped != "" {
+			skipped++
+			continue
+		}
+		objects++
+		if e.Generation == 0 {
+			t.Fatalf("listing entry without generation: %+v", e)
+		}
+	}
+	if objects != len(counts) || skipped != 150 {
+		t.Fatalf("listing names %d objects and %d skipped, want %d and 150", objects, skipped, len(counts))
+	}
+	for _, i := range []int{0, len(counts) - 1} {
+		f := s.man.Files[i]
+		a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
+		if err != nil || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 {
+			t.Fatalf("composed %s: %+v %v, want %d bytes crc32c %08x", f.Object, a, err, f.WireSize, f.WireCRC32)
+		}
+	}
+	r, err := result.ReadFile(rows)
+	if err != nil || len(r) != 1 || r[0].Files != len(counts) || r[0].Chunks != len(counts)+5 || r[0].FilesSkipped != 150 || r[0].Workers != 1 {
+		t.Fatalf("rows %+v %v", r, err)
+	}
+	chunks, err := result.ReadChunkFile(result.ChunksPath(rows))
+	if err != nil || len(chunks) != len(counts)+5 {
+		t.Fatalf("%d chunk rows (%v), want %d", len(chunks), err, len(counts)+5)
+	}
+}
+
+// A manifest whose files are not in object order cannot be joined with a
+// listing: it is refused, naming the file, and nothing is composed.
+func TestManifestOutOfObjectOrderIsRefused(t *testing.T) {
+	s := newStaged(t, "m-order", "none", 1, 1)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	evs := s.uploadAll()
+	s.man.Files[0], s.man.Files[1] = s.man.Files[1], s.man.Files[0]
+	header := s.man // putManifest would sort them back
+	if _, err := s.store.PutSmall(context.Background(), s.bucket, message.ManifestObject(s.man.TransferID), message.Encode(header), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range append(evs, s.event(message.EventSealed)) {
+		_ = handle(t, m, ev)
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, `object "out/dir/f00.csv" does not come after "out/dir/f01.csv"`) {
+		t.Fatalf("done events %+v", d)
 	}
 }

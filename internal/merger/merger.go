@@ -381,12 +381,12 @@ func (m *Merger) ended(ctx context.Context, t *transfer) (bool, error) {
 
 // end marks t finished and lets go of what it held.
 func (t *transfer) end() {
-	t.finished, t.manifest, t.present, t.reported = true, nil, nil, nil
+	t.finished, t.manifest, t.pages, t.singles, t.present, t.reported = true, nil, nil, nil, nil, nil
 }
 
 // reported takes in what a worker says it stored. Before the scan the
-// reports are kept as they are; after it, each is held against the
-// manifest, and GCS is asked about any that disagrees.
+// reports are kept as they are, up to maxReported; after it, each is held
+// against the manifest, and GCS is asked about any that disagrees.
 func (m *Merger) reported(ctx context.Context, t *transfer, ev message.Event) error {
 	for _, p := range ev.Parts {
 		s := stored{Object: p.Object, Size: p.Size, CRC32C: p.CRC32C, Generation: p.Generation, Transfer: ev.TransferID,
@@ -410,16 +410,20 @@ func (m *Merger) reported(ctx context.Context, t *transfer, ev message.Event) er
 // checked with GCS. A stored object that differs from the manifest fails
 // the transfer.
 func (m *Merger) take(ctx context.Context, t *transfer, k chunkKey, s stored, truth bool) error {
-	want, ok := t.chunk(k)
-	if !ok || s.Object != want.Object {
+	f, err := t.pages.file(ctx, k.file)
+	if err != nil {
+		return err
+	}
+	if f == nil || k.index >= len(f.Chunks) || s.Object != f.Chunks[k.index].Object {
 		m.log.Warn("event names an object the manifest does not", "transfer_id", t.id, "object", s.Object, "file", k.file, "chunk", k.index)
 		return nil
 	}
-	if _, ok := t.present[k]; ok && !truth {
+	want := f.Chunks[k.index]
+	if t.has(k, f) && !truth {
 		return nil
 	}
 	if s.Size == want.WireSize && s.CRC32C == want.WireCRC32C {
-		t.present[k] = s
+		t.mark(k, f, s)
 		return nil
 	}
 	if !truth {
@@ -432,17 +436,47 @@ func (m *Merger) take(ctx context.Context, t *transfer, k chunkKey, s stored, tr
 		}
 		return m.take(ctx, t, k, fromAttrs(a), true)
 	}
-	f := t.manifest.Files[k.file]
 	return queue.Permanent(fmt.Errorf("file %s chunk %d: object %s has %d bytes with crc32c %08x, the manifest says %d bytes with crc32c %08x: %w",
 		f.Path, k.index, s.Object, s.Size, s.CRC32C, want.WireSize, want.WireCRC32C, gcs.ErrChecksum))
 }
 
-// chunk returns the manifest's chunk k.
-func (t *transfer) chunk(k chunkKey) (message.ChunkInfo, bool) {
-	if t.manifest == nil || k.file >= len(t.manifest.Files) || k.index >= len(t.manifest.Files[k.file].Chunks) {
-		return message.ChunkInfo{}, false
+// reset forgets which chunks are stored.
+func (t *transfer) reset() {
+	t.have, t.present, t.singles = 0, map[chunkKey]stored{}, newBitset(t.manifest.Totals.Files)
+}
+
+// has reports whether chunk k of f is known to be stored.
+func (t *transfer) has(k chunkKey, f *message.File) bool {
+	if len(f.Chunks) == 1 {
+		return t.singles.has(k.file)
 	}
-	return t.manifest.Files[k.file].Chunks[k.index], true
+	_, ok := t.present[k]
+	return ok
+}
+
+// mark records chunk k of f as stored, as s describes it.
+func (t *transfer) mark(k chunkKey, f *message.File, s stored) {
+	if !t.has(k, f) {
+		t.have++
+	}
+	if len(f.Chunks) == 1 {
+		t.singles.set(k.file)
+		return
+	}
+	t.present[k] = s
+}
+
+// unmark takes back that chunk k of f is stored.
+func (t *transfer) unmark(k chunkKey, f *message.File) {
+	if !t.has(k, f) {
+		return
+	}
+	t.have--
+	if len(f.Chunks) == 1 {
+		t.singles.clear(k.file)
+		return
+	}
+	delete(t.present, k)
 }
 
 func fromAttrs(a gcs.Attrs) stored {
@@ -457,32 +491,18 @@ func fromAttrs(a gcs.Attrs) stored {
 // from GCS once, and finishes the transfer when every chunk is there.
 func (m *Merger) advance(ctx context.Context, t *transfer, log *slog.Logger) error {
 	if t.manifest == nil {
-		r, err := m.o.Store.NewReader(ctx, t.bucket, message.ManifestObject(t.id))
-		if errors.Is(err, gcs.ErrNotFound) {
-			return nil // not sealed yet; the sealed event will come
+		man, err := m.readManifest(ctx, t.bucket, t.id)
+		if err != nil || man == nil || !man.Sealed {
+			return err // not sealed yet; the sealed event will come
 		}
+		pg := newPages(m.o.Store, t.bucket, man)
+		finals, err := checkManifest(ctx, man, pg, t.bucket, t.id)
 		if err != nil {
 			return err
 		}
-		var man message.Manifest
-		err = message.DecodeFrom(r, &man)
-		_ = r.Close()
-		switch {
-		case errors.Is(err, message.ErrMalformed):
-			return queue.Permanent(fmt.Errorf("manifest: %w", err))
-		case err != nil:
-			return fmt.Errorf("manifest gs://%s/%s: %w", t.bucket, message.ManifestObject(t.id), err)
-		}
-		if !man.Sealed {
-			return nil
-		}
-		if err := checkManifest(&man, t.bucket, t.id); err != nil {
-			return queue.Permanent(fmt.Errorf("manifest gs://%s/%s: %w", t.bucket, message.ManifestObject(t.id), err))
-		}
-		t.manifest, t.need = &man, 0
-		for _, f := range man.Files {
-			t.need += len(f.Chunks)
-		}
+		t.manifest, t.pages, t.finals = man, pg, finals
+		t.need = man.Totals.Chunks
+		t.reset()
 	}
 	if !t.scanned {
 		if err := m.scan(ctx, t); err != nil {
@@ -490,28 +510,62 @@ func (m *Merger) advance(ctx context.Context, t *transfer, log *slog.Logger) err
 		}
 		t.scanned, t.reported = true, nil
 	}
-	if len(t.present) < t.need {
+	if t.have < t.need {
 		return nil
 	}
 	return m.finish(ctx, t, log)
 }
 
+// readManifest reads the header of t's manifest; nil when there is none.
+// Its files stay in their pages (an inline one's are made its one page).
+func (m *Merger) readManifest(ctx context.Context, bucket, tid string) (*message.Manifest, error) {
+	name := message.ManifestObject(tid)
+	r, err := m.o.Store.NewReader(ctx, bucket, name)
+	if errors.Is(err, gcs.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var man message.Manifest
+	err = message.DecodeFrom(r, &man)
+	_ = r.Close()
+	switch {
+	case errors.Is(err, message.ErrMalformed):
+		return nil, queue.Permanent(fmt.Errorf("manifest: %w", err))
+	case err != nil:
+		return nil, fmt.Errorf("manifest gs://%s/%s: %w", bucket, name, err)
+	}
+	man.Unpaged()
+	return &man, nil
+}
+
+// askMax is how many one-chunk files the scan asks GCS about one by one;
+// for more, one listing of the destination (1,000 objects a call) costs
+// fewer calls.
+const askMax = 64
+
 // scan fills in the chunks t does not yet know to be stored, from GCS and
 // the workers' reports: a listing of the staging chunks (the truth for files
 // of several chunks), the reports of one-chunk files that match the
-// manifest, and the attributes of the other one-chunk final objects, asked
-// in parallel. It runs when the manifest is first read, and again for a
-// quiet transfer that is still incomplete (recheck): the events of its
-// missing chunks may have gone to another merger.
+// manifest, and the other one-chunk final objects, asked one by one when
+// there are few and by a listing of the destination otherwise. It runs when
+// the manifest is first read, and again for a quiet transfer that is still
+// incomplete (recheck): the events of its missing chunks may have gone to
+// another merger.
 func (m *Merger) scan(ctx context.Context, t *transfer) error {
-	man := t.manifest
 	t.lastScan = m.o.now()
 	staged := false // a chunk of a file of several chunks is missing
-	var ask []int   // one-chunk files to ask GCS about
-	for i, f := range man.Files {
+	unknown := 0    // one-chunk files not known to be stored
+	type asked struct {
+		file   int
+		object string
+	}
+	var ask []asked
+	err := t.pages.each(ctx, func(i int, f *message.File) error {
 		for j := range f.Chunks {
 			k := chunkKey{i, j}
-			if _, ok := t.present[k]; ok {
+			if t.has(k, f) {
 				continue
 			}
 			if len(f.Chunks) > 1 {
@@ -519,20 +573,23 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 				continue
 			}
 			if s, ok := t.reported[k]; ok && s.Object == f.Object && s.Size == f.WireSize && s.CRC32C == f.WireCRC32 {
-				t.present[k] = s
+				t.mark(k, f, s)
 				continue
 			}
-			ask = append(ask, i)
+			if unknown++; len(ask) < askMax {
+				ask = append(ask, asked{i, f.Object})
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if staged {
 		var bad error
 		err := m.o.Store.List(ctx, t.bucket, message.ChunkPrefix(t.id), func(a gcs.Attrs) error {
 			k, ok := parseChunkObject(t.id, a.Name)
-			if !ok || k.file >= len(man.Files) || len(man.Files[k.file].Chunks) < 2 {
-				return nil
-			}
-			if _, ok := t.present[k]; ok {
+			if !ok || k.file >= t.manifest.Totals.Files {
 				return nil
 			}
 			if err := m.take(ctx, t, k, fromAttrs(a), true); err != nil && bad == nil {
@@ -547,12 +604,23 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 			return bad
 		}
 	}
+	if unknown > len(ask) {
+		// A final object another transfer (or a person) wrote is not
+		// this transfer's: its worker reports the conflict.
+		return t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+			k := chunkKey{i, 0}
+			if a == nil || len(f.Chunks) != 1 || t.has(k, f) || a.Metadata[message.MetaTransfer] != t.id {
+				return nil
+			}
+			return m.take(ctx, t, k, fromAttrs(*a), true)
+		})
+	}
 	found := make([]*gcs.Attrs, len(ask))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(m.o.ComposeConcurrency)
-	for j, i := range ask {
+	for j, q := range ask {
 		g.Go(func() error {
-			a, err := m.o.Store.Attrs(gctx, t.bucket, man.Files[i].Object)
+			a, err := m.o.Store.Attrs(gctx, t.bucket, q.object)
 			if errors.Is(err, gcs.ErrNotFound) {
 				return nil
 			}
@@ -566,11 +634,9 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	for j, i := range ask {
-		// A final object another transfer (or a person) wrote is not
-		// this transfer's: its worker reports the conflict.
+	for j, q := range ask {
 		if a := found[j]; a != nil && a.Metadata[message.MetaTransfer] == t.id {
-			if err := m.take(ctx, t, chunkKey{i, 0}, fromAttrs(*a), true); err != nil {
+			if err := m.take(ctx, t, chunkKey{q.file, 0}, fromAttrs(*a), true); err != nil {
 				return err
 			}
 		}

@@ -62,7 +62,7 @@ func (m *Merger) recheckOne(ctx context.Context, t *transfer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := m.o.now()
-	if t.finished || t.manifest == nil || !t.scanned || len(t.present) >= t.need ||
+	if t.finished || t.manifest == nil || !t.scanned || t.have >= t.need ||
 		now.Sub(t.lastEvent) < m.o.RecheckEvery || now.Sub(t.lastScan) < max(t.recheckWait, m.o.RecheckEvery) {
 		return
 	}
@@ -71,16 +71,16 @@ func (m *Merger) recheckOne(ctx context.Context, t *transfer) {
 	if done, err := m.markerExists(ctx, t); done || err != nil {
 		return
 	}
-	before := len(t.present)
+	before := t.have
 	err := m.scan(ctx, t)
-	if err == nil && len(t.present) == t.need {
+	if err == nil && t.have == t.need {
 		log.Info("a second look found every chunk: finishing", "chunks", t.need)
 		err = m.finish(ctx, t, log)
 	}
 	if err = m.failIfPermanent(ctx, t, err, log); err != nil {
 		log.Warn("recheck", "err", err)
 	}
-	if len(t.present) > before {
+	if t.have > before {
 		t.recheckWait = m.o.RecheckEvery
 	} else {
 		t.recheckWait = min(2*max(t.recheckWait, m.o.RecheckEvery), m.o.SweepEvery)
@@ -163,9 +163,7 @@ func stagingTransfer(name string) (string, bool) {
 	if !ok || !message.ValidTransferID(tid) {
 		return "", false
 	}
-	switch {
-	case kind == "manifest.json", kind == "progress",
-		strings.HasPrefix(kind, "c/"), strings.HasPrefix(kind, "i/"), strings.HasPrefix(kind, "s/"):
+	if kind == "progress" || message.TransferObject(kind) {
 		return tid, true
 	}
 	return "", false

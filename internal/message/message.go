@@ -99,6 +99,15 @@ type Manifest struct {
 	Symlinks string `json:"symlinks,omitempty"`
 	// Run is the producer's run that sealed this manifest (RunObject).
 	Run string `json:"run,omitempty"`
+	// Pages, when set, say where the files are: each page an object of
+	// its own (ManifestPage), and SkippedPages pages of skipped files
+	// (SkippedPage); Files and Skipped are then empty. Totals sum them.
+	// See pages.go.
+	Pages        []Page `json:"pages,omitempty"`
+	SkippedPages int    `json:"skipped_pages,omitempty"`
+	Totals       Totals `json:"totals"`
+
+	inline bool // set by Unpaged
 }
 
 // Skipped is a source file the producer skipped, and why.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,6 +43,21 @@ func ChunkPrefix(transferID string) string { return StagingPrefix(transferID) + 
 // IntermediateObject is a composite of the compose tree of file: group at level.
 func IntermediateObject(transferID string, file, level, group int) string {
 	return fmt.Sprintf("%si/%06d/%d-%05d", StagingPrefix(transferID), file, level, group)
+}
+
+// TransferObject reports whether rest, a name under a transfer's staging
+// prefix, is one of the objects a transfer itself has: its manifest and
+// manifest pages, chunks, composites and seek tables.
+func TransferObject(rest string) bool {
+	if rest == "manifest.json" {
+		return true
+	}
+	for _, kind := range []string{"c/", "i/", "s/", "m/", "k/"} {
+		if strings.HasPrefix(rest, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // DoneRoot is the prefix of done markers. It is not under StagingRoot: the

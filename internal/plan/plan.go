@@ -9,6 +9,8 @@ package plan
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 )
@@ -32,6 +34,7 @@ type Plan struct {
 	Dest  Destination
 	Codec codec.Codec
 	Level int
+	// Files are in the order of their final object names.
 	Files []File
 	// Skipped are what the walk found and did not take (links, FIFOs,
 	// sockets, devices, unreadable files), each with its final object's
@@ -106,6 +109,11 @@ func New(s Spec, l Limits) (*Plan, error) {
 		}
 		p.Files[i] = File{SourceFile: f, Object: obj, ChunkSize: size, Chunks: ChunkCount(f.Size, size)}
 	}
+	// Files go in final-object order, the order in which GCS lists them
+	// (not quite the walk's: "a.b.zst" sorts before "a.zst"), so that the
+	// merger joins a listing of the destination with the manifest one
+	// page at a time (message.PageFiles).
+	slices.SortFunc(p.Files, func(a, b File) int { return strings.Compare(a.Object, b.Object) })
 	return p, nil
 }
 

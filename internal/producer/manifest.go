@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
@@ -60,6 +62,16 @@ func (r *recorder) record(p *encodedPart) {
 	f.Chunks[p.index] = info
 }
 
+// pageWriters is how many manifest pages seal writes at once.
+const pageWriters = 8
+
+func (p *Producer) putPage(ctx context.Context, bucket, name string, v any) error {
+	if _, err := p.o.Store.PutSmall(ctx, bucket, name, message.Encode(v), false, "application/json"); err != nil {
+		return fmt.Errorf("write manifest page gs://%s/%s: %w", bucket, name, err)
+	}
+	return nil
+}
+
 // announceError: the manifest is sealed and written, but the sealed event
 // could not be published. The transfer is not failed for it: a later event
 // of the transfer still finds the manifest, though none may come.
@@ -84,7 +96,24 @@ func (p *Producer) seal(ctx context.Context, m *message.Manifest) error {
 		f.SealWire()
 	}
 	m.Sealed, m.SealedAt = true, time.Now().UTC()
-	if _, err := p.o.Store.PutSmall(ctx, m.Bucket, message.ManifestObject(m.TransferID), message.Encode(m), false, "application/json"); err != nil {
+	header, pages, skipped := m.Paginate()
+	// The pages first, the header last: the header is the seal.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(pageWriters)
+	for k, files := range pages {
+		g.Go(func() error {
+			return p.putPage(gctx, m.Bucket, message.ManifestPage(m.TransferID, k), &message.FilePage{V: message.Version, Files: files})
+		})
+	}
+	for k, s := range skipped {
+		g.Go(func() error {
+			return p.putPage(gctx, m.Bucket, message.SkippedPage(m.TransferID, k), &message.SkippedFiles{V: message.Version, Skipped: s})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if _, err := p.o.Store.PutSmall(ctx, m.Bucket, message.ManifestObject(m.TransferID), message.Encode(header), false, "application/json"); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: m.TransferID, Bucket: m.Bucket, Run: m.Run, At: m.SealedAt}

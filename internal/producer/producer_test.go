@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -250,5 +251,58 @@ func TestTransfersReuseRawBuffers(t *testing.T) {
 	must(t, err)
 	if first == 0 || p.bufsMade.Load() != first {
 		t.Fatalf("%d raw buffers made by the first transfer, %d by the second; want the second to reuse them all", first, p.bufsMade.Load()-first)
+	}
+}
+
+// Issue 16 §2: a transfer of more files than a page holds seals a paged
+// manifest: a header of bounded size, then pages whose files, in object
+// order, are every file of the tree.
+func TestSealWritesAPagedManifestInObjectOrder(t *testing.T) {
+	store := teststack.Bucket(t, "p-paged")
+	dir := filepath.Join(t.TempDir(), "tree")
+	const n = 2*message.PageFiles + 37
+	for i := range n {
+		// "a.b" before "a": the walk's order is not the objects'.
+		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%7))
+		must(t, os.MkdirAll(sub, 0o755))
+		name := fmt.Sprintf("f%d", i)
+		if i%2 == 0 {
+			name += ".b"
+		}
+		must(t, os.WriteFile(filepath.Join(sub, name), []byte(name), 0o644))
+	}
+	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), BundleMax: 1 << 20})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://p-paged/pre", ChunkSize: 1 << 20, Method: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := store.ReadAll(ctx, "p-paged", message.ManifestObject(man.TransferID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header message.Manifest
+	if err := message.Decode(b, &header); err != nil {
+		t.Fatal(err)
+	}
+	if !header.Paged() || len(header.Pages) != 3 || header.Totals.Files != n || header.CheckPages() != nil {
+		t.Fatalf("header: paged %v, %d pages, totals %+v, %v", header.Paged(), len(header.Pages), header.Totals, header.CheckPages())
+	}
+	last := ""
+	for k := range header.Pages {
+		b, err := store.ReadAll(ctx, "p-paged", message.ManifestPage(man.TransferID, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pg message.FilePage
+		if err := message.Decode(b, &pg); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range pg.Files {
+			if f.Object <= last {
+				t.Fatalf("page %d: %s after %s: not in object order", k, f.Object, last)
+			}
+			last = f.Object
+		}
 	}
 }

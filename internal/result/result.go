@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"iter"
 	"os"
@@ -283,28 +284,95 @@ func (s *Spooled) Close() error {
 // Spool writes rows as NDJSON to a temporary file, never holding them, and
 // returns it positioned at its start.
 func Spool[T any](rows iter.Seq[T]) (*Spooled, error) {
-	f, err := os.CreateTemp("", "ferry-rows-*.ndjson")
+	w, err := NewSpoolWriter[T]()
 	if err != nil {
 		return nil, err
 	}
-	s := &Spooled{File: f}
-	h := crc32c.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 64<<10)
-	if s.Lines, err = encodeLines(bw, rows); err == nil {
-		err = bw.Flush()
+	for r := range rows {
+		if err := w.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	return w.Finish()
+}
+
+// SpoolWriter is Spool for values that come one at a time from a loop
+// that fills more than one spool. Not safe for concurrent use.
+type SpoolWriter[T any] struct {
+	s   *Spooled
+	h   hash.Hash32
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+// NewSpoolWriter creates the temporary file.
+func NewSpoolWriter[T any]() (*SpoolWriter[T], error) {
+	f, err := os.CreateTemp("", "ferry-rows-*.ndjson")
+	if err != nil {
+		return nil, fmt.Errorf("spooling rows: %w", err)
+	}
+	w := &SpoolWriter[T]{s: &Spooled{File: f}, h: crc32c.New()}
+	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.h), 64<<10)
+	w.enc = json.NewEncoder(w.bw)
+	return w, nil
+}
+
+// Add writes v as one line.
+func (w *SpoolWriter[T]) Add(v T) error {
+	if err := w.enc.Encode(v); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("spooling rows: %w", err)
+	}
+	w.s.Lines++
+	return nil
+}
+
+// Lines counts what was added.
+func (w *SpoolWriter[T]) Lines() int { return w.s.Lines }
+
+// Finish returns what was written, positioned at its start; the writer is
+// then done with.
+func (w *SpoolWriter[T]) Finish() (*Spooled, error) {
+	s := w.s
+	err := w.bw.Flush()
+	if err == nil {
+		s.Size, err = s.Seek(0, io.SeekCurrent)
 	}
 	if err == nil {
-		s.Size, err = f.Seek(0, io.SeekCurrent)
-	}
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
+		_, err = s.Seek(0, io.SeekStart)
 	}
 	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("spooling rows: %w", err)
 	}
-	s.CRC32C = h.Sum32()
+	s.CRC32C = w.h.Sum32()
 	return s, nil
+}
+
+// Close removes the file of a writer that will not be finished.
+func (w *SpoolWriter[T]) Close() error { return w.s.Close() }
+
+// Lines yields the values of a spooled file of T from its start; err says
+// why it stopped early, if it did.
+func Lines[T any](s *Spooled) (rows iter.Seq[T], err func() error) {
+	var failed error
+	rows = func(yield func(T) bool) {
+		if _, failed = s.Seek(0, io.SeekStart); failed != nil {
+			return
+		}
+		dec := json.NewDecoder(bufio.NewReaderSize(s, 64<<10))
+		for n := 1; n <= s.Lines; n++ {
+			var v T
+			if failed = dec.Decode(&v); failed != nil {
+				failed = fmt.Errorf("spooled rows, line %d: %w", n, failed)
+				return
+			}
+			if !yield(v) {
+				return
+			}
+		}
+	}
+	return rows, func() error { return failed }
 }
 
 // ReadFile reads every row of an NDJSON results file; errors name the line.

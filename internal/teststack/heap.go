@@ -2,6 +2,8 @@ package teststack
 
 import (
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,4 +39,42 @@ func HeapGrowth(fn func()) int64 {
 	close(stop)
 	wg.Wait()
 	return int64(peak.Load()) - int64(base.HeapInuse)
+}
+
+// LiveGrowth runs fn and returns how far the live heap, as each garbage
+// collection during fn marked it, grew above the live heap before fn: what
+// fn holds at its peak, without the garbage a collector lets pile up in
+// proportion to everything else the test process holds (HeapGrowth counts
+// that too). It samples every 5 ms, with the collector set to run after
+// every 5 % of growth, so that many collections see fn's peak.
+func LiveGrowth(fn func()) int64 {
+	defer debug.SetGCPercent(debug.SetGCPercent(5))
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	live := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	runtime.GC()
+	base := live()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if v := live(); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	wg.Wait()
+	return int64(peak.Load()) - int64(base)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -176,6 +177,9 @@ func sealed(ctx context.Context, s objectStore, m message.Manifest) (Transfer, e
 		t.Destination += "/" + m.Prefix
 		prefix = m.Prefix + "/"
 	}
+	if m.Paged() {
+		return sealedPaged(ctx, s, m, t, prefix)
+	}
 	chunkRaw := map[string]int64{}
 	final := map[string]int{}
 	for i, f := range m.Files {
@@ -210,6 +214,32 @@ func sealed(ctx context.Context, s objectStore, m message.Manifest) (Transfer, e
 				t.BytesDone += chunkRaw[c.Object]
 			}
 		}
+	}
+	return t, nil
+}
+
+// sealedPaged is sealed for a manifest whose files are paged: it counts
+// from the header's totals and what the objects' metadata says, reading no
+// page, so a status costs a listing whatever the transfer's size. A file
+// of several chunks counts once composed; until then its staged chunks
+// show in ChunksStaged and WireStaged.
+func sealedPaged(ctx context.Context, s objectStore, m message.Manifest, t Transfer, prefix string) (Transfer, error) {
+	t.Files, t.Bytes = m.Totals.Files, m.Totals.Bytes
+	err := s.List(ctx, m.Bucket, prefix, func(a gcs.Attrs) error {
+		if a.Metadata[message.MetaTransfer] != m.TransferID || strings.HasPrefix(a.Name, message.StagingRoot) {
+			return nil
+		}
+		if raw, err := strconv.ParseInt(a.Metadata[message.MetaRawSize], 10, 64); err == nil {
+			t.FilesDone++
+			t.BytesDone += raw
+		}
+		return nil
+	})
+	if err != nil {
+		return t, err
+	}
+	if _, err := staged(ctx, s, m.Bucket, m.TransferID, &t); err != nil {
+		return t, err
 	}
 	return t, nil
 }
@@ -317,7 +347,7 @@ func List(ctx context.Context, s objectStore, bucket string, limit int) ([]Trans
 // isStaging reports whether rest (the part after .ferry/<id>/) is one of a
 // transfer's staging objects.
 func isStaging(rest string) bool {
-	return rest == "manifest.json" || strings.HasPrefix(rest, "c/") || strings.HasPrefix(rest, "i/") || strings.HasPrefix(rest, "s/")
+	return message.TransferObject(rest)
 }
 
 // Cancel asks the merger to end transfer id as cancelled: it publishes a
