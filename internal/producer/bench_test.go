@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // BenchmarkCompressVsZstdCLI runs the producer's pipeline (read, compress
@@ -120,4 +122,40 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkProducerHeap is the producer's live heap over one transfer of
+// many one-chunk files (FERRY_BENCH_FILES, default 100,000, in
+// directories of 1,000), per file: walk, plan, read, compress, publish and
+// seal, against stores that keep nothing.
+//
+//	go test -run '^$' -bench ProducerHeap -benchtime 1x ./internal/producer
+func BenchmarkProducerHeap(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("FERRY_BENCH_FILES"))
+	if n <= 0 {
+		n = 100_000
+	}
+	dir := filepath.Join(b.TempDir(), "tree")
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%04d", i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("file-%07d.txt", i)), []byte(strconv.Itoa(i)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range b.N {
+		p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, SpoolDir: b.TempDir(), BundleMax: 1 << 20})
+		var err error
+		live := teststack.LiveGrowth(func() {
+			_, err = p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bench/x", ChunkSize: 1 << 20})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(live)/float64(n), "live-B/file")
+	}
 }
