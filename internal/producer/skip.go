@@ -46,50 +46,53 @@ func (r Request) checkSkip() error {
 }
 
 // skip removes from pl the files whose final object is there already (as
-// req asks) and returns them, in plan order.
+// req asks) and returns them, in plan order. The plan's files are in
+// object order, as GCS lists, so one listing is joined with them as it
+// goes: nothing is held of the objects it shows.
 func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]message.Skipped, error) {
 	if (!req.NoClobber && !req.SkipUnchanged) || len(pl.Files) == 0 {
 		return nil, nil
 	}
-	want := make(map[string]int, len(pl.Files))
-	prefix := pl.Files[0].Object
-	for i, f := range pl.Files {
-		want[f.Object] = i
-		prefix = commonPrefix(prefix, f.Object)
-	}
-	found := make(map[int]gcs.Attrs)
-	err := p.o.Store.List(ctx, pl.Dest.Bucket, prefix, func(a gcs.Attrs) error {
-		if i, ok := want[a.Name]; ok {
-			found[i] = a
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("destination %s: looking for objects that exist: %w", pl.Dest, err)
-	}
+	prefix := commonPrefix(pl.Files[0].Object, pl.Files[len(pl.Files)-1].Object)
 	var skipped []message.Skipped
-	keep := make([]plan.File, 0, len(pl.Files))
+	keep := pl.Files[:0] // files before j are decided, and kept or not
 	settled := map[string]bool{}
-	for i, f := range pl.Files {
+	j := 0
+	err := p.o.Store.List(ctx, pl.Dest.Bucket, prefix, func(a gcs.Attrs) error {
+		for j < len(pl.Files) && pl.Files[j].Object < a.Name {
+			keep = append(keep, pl.Files[j])
+			j++
+		}
+		if j == len(pl.Files) || pl.Files[j].Object != a.Name {
+			return nil
+		}
+		f := pl.Files[j]
+		j++
+		ok, err := p.settled(ctx, pl.Dest.Bucket, a.Metadata[message.MetaTransfer], settled)
+		if err != nil {
+			return fmt.Errorf("object %s: %w", a.Name, err)
+		}
 		reason := ""
-		if a, ok := found[i]; ok {
-			ok, err := p.settled(ctx, pl.Dest.Bucket, a.Metadata[message.MetaTransfer], settled)
-			if err != nil {
-				return nil, fmt.Errorf("destination %s: object %s: %w", pl.Dest, a.Name, err)
-			}
-			if ok {
-				if reason, err = skipReason(&f, a, req); err != nil {
-					return nil, err
-				}
+		if ok {
+			if reason, err = skipReason(&f, a, req); err != nil {
+				return &SourceError{err}
 			}
 		}
 		if reason == "" {
 			keep = append(keep, f)
-			continue
+			return nil
 		}
 		skipped = append(skipped, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
+		return nil
+	})
+	var serr *SourceError
+	switch {
+	case errors.As(err, &serr):
+		return nil, serr.Err
+	case err != nil:
+		return nil, fmt.Errorf("destination %s: looking for objects that exist: %w", pl.Dest, err)
 	}
-	pl.Files = keep
+	pl.Files = append(keep, pl.Files[j:]...)
 	return skipped, nil
 }
 
