@@ -9,8 +9,8 @@ package plan
 
 import (
 	"fmt"
-	"slices"
-	"strings"
+	"os"
+	"path/filepath"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 )
@@ -34,7 +34,8 @@ type Plan struct {
 	Dest  Destination
 	Codec codec.Codec
 	Level int
-	// Files are in the order of their final object names.
+	// Files are in the order of their final object names (New fills
+	// them; Open leaves them to Walk).
 	Files []File
 	// Skipped are what the walk found and did not take (links, FIFOs,
 	// sockets, devices, unreadable files), each with its final object's
@@ -42,6 +43,11 @@ type Plan struct {
 	Skipped  []Skipped
 	Excluded int
 	Symlinks Symlinks
+
+	spec   Spec
+	limits Limits
+	conf   *confiner
+	stream bool // standard input: Files is its one file
 }
 
 // Skipped is one skipped file and the object it would have become.
@@ -68,8 +74,27 @@ const (
 )
 
 // New validates s and plans every file within l. Errors name the input at
-// fault; nothing outside the local file system is touched.
+// fault; nothing outside the local file system is touched. It holds every
+// file: a transfer walks with Open and Walk instead.
 func New(s Spec, l Limits) (*Plan, error) {
+	p, err := Open(s, l)
+	if err != nil || p.stream {
+		return p, err
+	}
+	err = p.Walk(func(f File) error {
+		p.Files = append(p.Files, f)
+		return nil
+	}, func(k Skipped) { p.Skipped = append(p.Skipped, k) })
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Open validates s within l and returns its plan without walking the
+// sources: Walk then yields the files. A plan of standard input has its
+// one file already.
+func Open(s Spec, l Limits) (*Plan, error) {
 	dest, err := ParseDestination(s.Destination)
 	if err != nil {
 		return nil, err
@@ -82,39 +107,83 @@ func New(s Spec, l Limits) (*Plan, error) {
 		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", s.ChunkSize)
 	}
 	if IsStdin(s.Sources) {
-		return streamPlan(s, l, c, level)
-	}
-	var conf *confiner
-	if len(s.Roots) > 0 {
-		if conf, err = newConfiner(s.Roots); err != nil {
-			return nil, err
+		p, err := streamPlan(s, l, c, level)
+		if p != nil {
+			p.stream = true
 		}
+		return p, err
 	}
-	w, err := walk(s.Sources, conf, s.Selection)
+	sel, err := checkSelection(s.Sources, s.Selection)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Dest: dest, Codec: c, Level: level, Files: make([]File, len(w.files)), Excluded: w.excluded, Symlinks: w.sel.Symlinks}
-	for _, k := range w.skipped {
-		p.Skipped = append(p.Skipped, Skipped{Skip: k, Object: dest.Object(k.Rel, c.Ext())})
-	}
-	for i, f := range w.files {
-		obj := dest.Object(f.Rel, c.Ext())
-		if err := checkName(obj); err != nil {
-			return nil, fmt.Errorf("source %s: object name: %w", f.Path, err)
+	s.Selection = sel
+	p := &Plan{Dest: dest, Codec: c, Level: level, Symlinks: sel.Symlinks, spec: s, limits: l}
+	if len(s.Roots) > 0 {
+		if p.conf, err = newConfiner(s.Roots); err != nil {
+			return nil, err
 		}
-		size, err := ChunkSize(f.Size, s.ChunkSize, c, l)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", f.Path, err)
-		}
-		p.Files[i] = File{SourceFile: f, Object: obj, ChunkSize: size, Chunks: ChunkCount(f.Size, size)}
 	}
-	// Files go in final-object order, the order in which GCS lists them
-	// (not quite the walk's: "a.b.zst" sorts before "a.zst"), so that the
-	// merger joins a listing of the destination with the manifest one
-	// page at a time (message.PageFiles).
-	slices.SortFunc(p.Files, func(a, b File) int { return strings.Compare(a.Object, b.Object) })
 	return p, nil
+}
+
+// ObjectsPrefix is a prefix every final object of the plan starts with:
+// the destination's, or, for one source, the source's own under it, so
+// that a listing of what is there sees only what the transfer may write.
+func (p *Plan) ObjectsPrefix() string {
+	prefix := p.Dest.Prefix
+	if prefix != "" {
+		prefix += "/"
+	}
+	if len(p.spec.Sources) != 1 {
+		return prefix
+	}
+	src := p.spec.Sources[0]
+	if p.stream {
+		return p.Files[0].Object
+	}
+	base := filepath.Base(filepath.Clean(src))
+	if base == "." || base == "/" || base == ".." {
+		return prefix
+	}
+	st, err := os.Stat(src)
+	switch {
+	case err != nil || p.conf != nil:
+		return prefix // the walk says why, or resolves it inside its root
+	case st.IsDir():
+		return p.Dest.Object(base, "") + "/"
+	}
+	return p.Dest.Object(base, p.Codec.Ext())
+}
+
+// Walk walks the plan's sources and calls fn with each file, in the order
+// of the final object names, as it finds it (a plan of standard input: its
+// one file), and skip with what the walk skips. It sets Excluded. Memory
+// does not grow with the number of files: the walk holds the entries of the
+// directories it is in.
+func (p *Plan) Walk(fn func(File) error, skip func(Skipped)) error {
+	if p.stream {
+		for _, f := range p.Files {
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ext := p.Codec.Ext()
+	excluded, err := walkOrdered(p.spec.Sources, p.conf, p.spec.Selection, ext, func(sf SourceFile) error {
+		obj := p.Dest.Object(sf.Rel, ext)
+		if err := checkName(obj); err != nil {
+			return fmt.Errorf("source %s: object name: %w", sf.Path, err)
+		}
+		size, err := ChunkSize(sf.Size, p.spec.ChunkSize, p.Codec, p.limits)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", sf.Path, err)
+		}
+		return fn(File{SourceFile: sf, Object: obj, ChunkSize: size, Chunks: ChunkCount(sf.Size, size)})
+	}, func(k Skip) { skip(Skipped{Skip: k, Object: p.Dest.Object(k.Rel, ext)}) })
+	p.Excluded = excluded
+	return err
 }
 
 func codecLevel(c codec.Codec, level int) (codec.Codec, int, error) {

@@ -85,9 +85,19 @@ type walker struct {
 	sel     Selection
 	files   []SourceFile
 	skipped []Skip
-	// excluded counts what the filters left out; bytes what files hold.
+	// excluded counts what the filters left out; bytes what files hold,
+	// found how many files were taken.
 	excluded int
 	bytes    int64
+	found    int
+	// ordered: each directory's entries are taken in the order of their
+	// object names, files named with ext appended; out is told of each
+	// file, and onSkip of each skip, as the walk finds them. Otherwise
+	// files and skipped collect them.
+	ordered bool
+	ext     string
+	out     func(SourceFile) error
+	onSkip  func(Skip)
 }
 
 // walk expands sources into files, sorted by relative path. A file keeps
@@ -97,34 +107,13 @@ type walker struct {
 // are skipped, never opened. With a confiner, every file's resolved path
 // must lie under one of its roots.
 func walk(sources []string, conf *confiner, sel Selection) (*walker, error) {
-	if len(sources) == 0 {
-		return nil, errors.New("no source given")
-	}
-	if sel.Symlinks == "" {
-		sel.Symlinks = SymlinksFiles
-	}
-	if len(sel.Filters) > MaxFilters {
-		return nil, fmt.Errorf("%d filters; %d at most", len(sel.Filters), MaxFilters)
+	sel, err := checkSelection(sources, sel)
+	if err != nil {
+		return nil, err
 	}
 	w := &walker{conf: conf, sel: sel}
-	if sel.FilesFrom != nil {
-		if len(sources) != 1 {
-			return nil, fmt.Errorf("--files-from takes one source directory, not %d sources", len(sources))
-		}
-		if err := w.listed(sources[0], sel.FilesFrom); err != nil {
-			return nil, err
-		}
-	}
-	for _, src := range sources {
-		if sel.FilesFrom != nil {
-			break
-		}
-		if err := w.source(src); err != nil {
-			return nil, err
-		}
-	}
-	if sel.Found != nil {
-		sel.Found(len(w.files), w.bytes)
+	if err := w.all(sources); err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(w.files, func(a, b SourceFile) int { return strings.Compare(a.Rel, b.Rel) })
 	for i := 1; i < len(w.files); i++ {
@@ -133,6 +122,109 @@ func walk(sources []string, conf *confiner, sel Selection) (*walker, error) {
 		}
 	}
 	return w, nil
+}
+
+func checkSelection(sources []string, sel Selection) (Selection, error) {
+	if len(sources) == 0 {
+		return sel, errors.New("no source given")
+	}
+	if sel.Symlinks == "" {
+		sel.Symlinks = SymlinksFiles
+	}
+	if len(sel.Filters) > MaxFilters {
+		return sel, fmt.Errorf("%d filters; %d at most", len(sel.Filters), MaxFilters)
+	}
+	return sel, nil
+}
+
+// walkOrdered is walk for a transfer: it tells out of each file in the
+// order of its object name (its relative path with ext appended, the order
+// in which GCS lists), and onSkip of each skip, as it finds them. It holds
+// no list of files, only the entries of the directories it is in. When the
+// sources cannot be walked one after the other in that order (--files-from,
+// two sources of one name, a source such as "." whose entries stand beside
+// other sources'), it collects them first, as walk does, and sorts them. It
+// returns how many entries the filters left out.
+func walkOrdered(sources []string, conf *confiner, sel Selection, ext string, out func(SourceFile) error, onSkip func(Skip)) (int, error) {
+	sel, err := checkSelection(sources, sel)
+	if err != nil {
+		return 0, err
+	}
+	if sel.FilesFrom == nil {
+		if sorted, ok := orderSources(sources, conf, ext); ok {
+			w := &walker{conf: conf, sel: sel, ordered: true, ext: ext, out: out, onSkip: onSkip}
+			err := w.all(sorted)
+			return w.excluded, err
+		}
+	}
+	w, err := walk(sources, conf, sel)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range w.skipped {
+		onSkip(k)
+	}
+	slices.SortStableFunc(w.files, func(a, b SourceFile) int { return strings.Compare(a.Rel+ext, b.Rel+ext) })
+	for _, f := range w.files {
+		if err := out(f); err != nil {
+			return w.excluded, err
+		}
+	}
+	return w.excluded, nil
+}
+
+// orderSources sorts sources by the object names they lead to; ok is false
+// when their objects would interleave.
+func orderSources(sources []string, conf *confiner, ext string) ([]string, bool) {
+	keys := map[string]string{}
+	probe := &walker{conf: conf}
+	for _, src := range sources {
+		_, fi, base, err := probe.open(src)
+		switch {
+		case err != nil:
+			return nil, false // the walk names the error
+		case base == "" && len(sources) > 1:
+			return nil, false
+		case fi.IsDir():
+			base += "/"
+		default:
+			base = filepath.Base(filepath.Clean(src)) + ext
+		}
+		for _, k := range keys {
+			if k == base {
+				return nil, false
+			}
+		}
+		keys[src] = base
+	}
+	sorted := slices.Clone(sources)
+	slices.SortStableFunc(sorted, func(a, b string) int { return strings.Compare(keys[a], keys[b]) })
+	return sorted, true
+}
+
+// all walks every source (or the --files-from list).
+func (w *walker) all(sources []string) error {
+	sel := w.sel
+	if sel.FilesFrom != nil {
+		if len(sources) != 1 {
+			return fmt.Errorf("--files-from takes one source directory, not %d sources", len(sources))
+		}
+		if err := w.listed(sources[0], sel.FilesFrom); err != nil {
+			return err
+		}
+	}
+	for _, src := range sources {
+		if sel.FilesFrom != nil {
+			break
+		}
+		if err := w.source(src); err != nil {
+			return err
+		}
+	}
+	if sel.Found != nil {
+		sel.Found(w.found, w.bytes)
+	}
+	return nil
 }
 
 // open resolves a source named by the user: the path to walk (with a
@@ -186,6 +278,9 @@ func (w *walker) dir(p, rel, inner string, ancestors []fileID) error {
 			return nil
 		}
 		return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
+	}
+	if w.ordered {
+		w.order(p, entries)
 	}
 	for _, e := range entries {
 		ep := filepath.Join(p, e.Name())
@@ -322,15 +417,45 @@ func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
 			return err
 		}
 	}
-	w.files = append(w.files, f)
-	if w.sel.Found != nil && len(w.files)%foundEvery == 0 {
-		w.sel.Found(len(w.files), w.bytes)
+	w.found++
+	if w.sel.Found != nil && w.found%foundEvery == 0 {
+		w.sel.Found(w.found, w.bytes)
 	}
+	if w.out != nil {
+		return w.out(f)
+	}
+	w.files = append(w.files, f)
 	return nil
 }
 
 func (w *walker) skip(p, rel, reason string) {
-	w.skipped = append(w.skipped, Skip{Path: p, Rel: rel, Reason: reason})
+	k := Skip{Path: p, Rel: rel, Reason: reason}
+	if w.onSkip != nil {
+		w.onSkip(k)
+		return
+	}
+	w.skipped = append(w.skipped, k)
+}
+
+// order sorts the entries of directory p by the object names they lead
+// to: a file's name with the walk's extension, a directory's (or a link to
+// one that -L follows) with "/", as GCS lists the objects.
+func (w *walker) order(p string, entries []fs.DirEntry) {
+	keys := make(map[string]string, len(entries))
+	for _, e := range entries {
+		dir := e.IsDir()
+		if e.Type()&fs.ModeSymlink != 0 && w.sel.Symlinks == SymlinksFollow {
+			if st, err := os.Stat(filepath.Join(p, e.Name())); err == nil {
+				dir = st.IsDir()
+			}
+		}
+		if dir {
+			keys[e.Name()] = e.Name() + "/"
+		} else {
+			keys[e.Name()] = e.Name() + w.ext
+		}
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(keys[a.Name()], keys[b.Name()]) })
 }
 
 // fileID is a directory's device and inode, what -L's loop check compares.

@@ -212,7 +212,11 @@ func TestOneBadFileFailsTheBundleClearly(t *testing.T) {
 	victim := filepath.Join(dir, "f007.csv")
 	spoolDir, events := t.TempDir(), &teststack.Recorder{}
 	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: events, SpoolDir: spoolDir, InlineMax: 1 << 10,
-		BundleMax: 64 << 10, FailGrace: time.Millisecond, Started: func(string) { must(t, os.Remove(victim)) }})
+		BundleMax: 64 << 10, FailGrace: time.Millisecond, planned: func(f *plan.File) {
+			if f.Path == victim {
+				must(t, os.Remove(victim))
+			}
+		}})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: 64 << 10})
 	if err == nil || !strings.Contains(err.Error(), victim) || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("Submit = %v, want an error naming %s", err, victim)

@@ -153,14 +153,14 @@ func (c *compressor) compress(j job) ([]encodedPart, error) {
 	frames, err := c.enc.Encode(c.srcs)
 	if err != nil {
 		pc := j.pieces[0]
-		return nil, fmt.Errorf("compress chunk %d of %s: %w", pc.index, c.pl.Files[pc.file].Path, err)
+		return nil, fmt.Errorf("compress chunk %d of %s: %w", pc.index, pc.f.Path, err)
 	}
 	c.parts = c.parts[:0]
 	for len(c.tables) < len(j.pieces) {
 		c.tables = append(c.tables, nil)
 	}
 	for i, pc := range j.pieces {
-		f := &c.pl.Files[pc.file]
+		f := pc.f
 		ep := encodedPart{file: pc.file, index: pc.index}
 		var raw, wire uint32
 		var wireSize int64

@@ -88,7 +88,7 @@ func TestOneChunkZstdPayloadEndsWithItsSeekTable(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(src)
 	c := &compressor{enc: newChunkEncoder(context.Background(), runEncoders(t, 2, codec.Zstd)), pl: pl, tid: "t1"}
-	parts, err := c.compress(job{pieces: []piece{{raw: raw, chunks: 1}}})
+	parts, err := c.compress(job{pieces: []piece{{f: &pl.Files[0], raw: raw, chunks: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

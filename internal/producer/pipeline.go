@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"io"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -12,10 +11,20 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 )
 
-// run reads, compresses, spools and publishes every chunk of pl, recording
-// each in m. All of its goroutines run in one errgroup: when run returns,
-// every stage has stopped.
-func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, stdin io.Reader) error {
+// planned is a file the walk planned, with its index in the manifest.
+type planned struct {
+	i int
+	f *plan.File
+}
+
+// run walks pl's sources (again: prepare walked them once to check them)
+// and reads, compresses, spools and publishes every chunk of the files it
+// finds, recording each in the manifest's pages as it goes: the walk, the
+// skip check and the pipeline run together, so the first chunks leave
+// before the walk ends and nothing holds the whole list of files. All of
+// its goroutines run in one errgroup: when run returns, every stage has
+// stopped.
+func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, req Request, c census, pg *pager) error {
 	// Buffer budget: raw buffers circulate between the reader and the
 	// compress goroutines, which also hold their job's compressed frames
 	// (about a third of the raw size for CSV, at worst as much). The CPU
@@ -26,7 +35,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	// With FERRY_TRANSPORT=pubsub, messages waiting for the publishers hold
 	// whole payloads: a quarter of the budget (at least two messages)
 	// bounds them.
-	bufSize := pl.MaxChunk()
+	bufSize := c.maxChunk
 	if p.o.BundleMax > 0 {
 		bufSize = max(bufSize, p.o.BundleMax)
 	}
@@ -56,15 +65,16 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	}
 	mem := semaphore.NewWeighted(msgBudget)
 
-	rec := &recorder{m: m}
 	g, ctx := errgroup.WithContext(ctx)
+	files := make(chan planned, walkAhead)
 	jobs := make(chan job)
 	frames := make(chan frameJob)
 	out := make(chan outMsg, p.o.Publishers)
 
-	rd := &reader{pl: pl, pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
-		made: &p.bufsMade, stdin: stdin, limits: p.limits()}
-	g.Go(func() error { return rd.run(ctx, jobs) })
+	g.Go(func() error { return p.walk(ctx, pl, req, pg, files) })
+	rd := &reader{pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
+		made: &p.bufsMade, stdin: req.Stdin, limits: p.limits()}
+	g.Go(func() error { return rd.run(ctx, files, jobs) })
 
 	for _, enc := range encs {
 		g.Go(func() error { runFrameEncoder(enc, pl.Codec, frames); return nil })
@@ -74,27 +84,93 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 		compressors.Add(1)
 		g.Go(func() error {
 			defer compressors.Done()
-			return p.compressStage(ctx, pl, rec, jobs, frames, pool, out, mem, msgBudget)
+			return p.compressStage(ctx, pl, m, pg, jobs, frames, pool, out, mem, msgBudget)
 		})
 	}
 	g.Go(func() error {
-		// Once no compressor is left, nothing sends frames or messages.
+		// Once no compressor is left, nothing sends frames, messages or
+		// pages.
 		compressors.Wait()
 		close(frames)
 		close(out)
+		close(pg.ready)
 		return nil
 	})
+	g.Go(func() error { return pg.writePages(ctx) })
 	for range p.o.Publishers {
 		g.Go(func() error { return p.publishStage(ctx, out, mem) })
 	}
 	return g.Wait()
 }
 
+// walkAhead is how many planned files the walk may be ahead of the reader.
+const walkAhead = 256
+
+// walk plans the files of pl in object order, leaves out what the skip
+// check skips, adds the rest to the manifest and hands them to the reader;
+// it closes files when it returns.
+func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pager, files chan<- planned) error {
+	defer close(files)
+	sk := p.newSkipper(ctx, pl, req)
+	defer sk.close()
+	var skipErr, cbErr error // what the callbacks met: not the walk's own
+	walkSkips := 0
+	err := pl.Walk(func(f plan.File) error {
+		cbErr = p.planFile(ctx, sk, pg, f, files)
+		return cbErr
+	}, func(k plan.Skipped) {
+		if walkSkips++; walkSkips == 1 {
+			p.o.Log.Warn("skipped what is not a regular file or cannot be read; the transfer's listing names each", "transfer_id", pg.m.TransferID,
+				"first", message.Truncate(k.Path, 256), "reason", k.Reason)
+		}
+		if skipErr == nil {
+			skipErr = pg.skip(ctx, message.Skipped{Path: k.Rel, Object: k.Object, Reason: k.Reason})
+		}
+	})
+	switch {
+	case cbErr != nil:
+		return cbErr
+	case err != nil:
+		// What the walk refuses (a name, a file it cannot read) is the
+		// source's fault, not the transport's.
+		return &SourceError{err}
+	}
+	return skipErr
+}
+
+// planFile leaves f out if the skip check says so, or adds it to the
+// manifest and hands it to the reader.
+func (p *Producer) planFile(ctx context.Context, sk *skipper, pg *pager, f plan.File, files chan<- planned) error {
+	reason, err := sk.check(ctx, &f)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return pg.skip(ctx, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
+	}
+	i, err := pg.add(ctx, &f)
+	if err != nil {
+		return err
+	}
+	p.planned.Add(f.Size)
+	if f.Stream != nil {
+		p.streams.Add(1)
+	}
+	if p.o.planned != nil {
+		p.o.planned(&f)
+	}
+	select {
+	case files <- planned{i, &f}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // compressStage is one compress goroutine: it turns jobs into chunk messages
 // for the publishers until jobs is closed.
-func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, rec *recorder, jobs <-chan job,
+func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, pg *pager, jobs <-chan job,
 	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, mem *semaphore.Weighted, memMax int64) error {
-	m := rec.m
 	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID}
 	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
 	for j := range jobs {
@@ -111,7 +187,9 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, rec *record
 			return err
 		}
 		for i := range parts {
-			rec.record(&parts[i])
+			if err := pg.record(ctx, &parts[i]); err != nil {
+				return err
+			}
 		}
 		msg.weight = min(int64(len(msg.data)), memMax)
 		if err := mem.Acquire(ctx, msg.weight); err != nil {

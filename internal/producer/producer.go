@@ -205,6 +205,9 @@ type Options struct {
 	Log     *slog.Logger
 
 	limiter ratelimit.Limiter // tests: replaces the one MaxRate makes
+	// planned, when set, is told of each file the transfer's walk plans,
+	// before the reader gets it (tests change files in between).
+	planned func(f *plan.File)
 }
 
 func (o *Options) applyDefaults() {
@@ -299,13 +302,14 @@ func (p *Producer) limits() plan.Limits {
 	return l
 }
 
-// Validate checks a request without touching GCS, with the default limits
-// (Submit applies this producer's); errors name the input.
+// Validate checks a request without touching GCS or walking its sources,
+// with the default limits (Submit applies this producer's and walks them);
+// errors name the input.
 func Validate(req Request) error {
 	if err := req.checkSkip(); err != nil {
 		return err
 	}
-	_, err := plan.New(req.spec(), plan.Limits{})
+	_, err := plan.Open(req.spec(), plan.Limits{})
 	return err
 }
 
@@ -335,11 +339,7 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 			return nil, err
 		}
 	}
-	skipped, err := p.skip(ctx, pl, req)
-	if err != nil {
-		return nil, err
-	}
-	return p.start(ctx, req, pl, skipped, started)
+	return p.start(ctx, req, pl, started)
 }
 
 // DryRun is what a transfer would send and skip.
@@ -351,11 +351,18 @@ type DryRun struct {
 }
 
 // DryRun walks, filters and checks the destination as Submit would, and
-// returns what it would send and skip. It publishes and writes nothing.
+// returns what it would send and skip. It publishes and writes nothing. It
+// holds every file: it is the list a person reads.
 func (p *Producer) DryRun(ctx context.Context, req Request) (*DryRun, error) {
 	pl, err := p.prepare(ctx, &req)
 	if err != nil {
 		return nil, err
+	}
+	if err := pl.Walk(func(f plan.File) error {
+		pl.Files = append(pl.Files, f)
+		return nil
+	}, func(k plan.Skipped) { pl.Skipped = append(pl.Skipped, k) }); err != nil {
+		return nil, &InputError{err}
 	}
 	skipped, err := p.skip(ctx, pl, req)
 	if err != nil {
@@ -364,10 +371,18 @@ func (p *Producer) DryRun(ctx context.Context, req Request) (*DryRun, error) {
 	return &DryRun{Plan: pl, Skipped: skipped}, nil
 }
 
+// census is what a first walk of a plan's sources counts: the files it
+// finds, their bytes, and the largest chunk any of them has.
+type census struct {
+	files    int
+	bytes    int64
+	maxChunk int64
+}
+
 // prepare plans req and checks it against this producer's configuration
 // and the destination bucket; it sets req.TransferID when empty.
 func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error) {
-	pl, err := plan.New(req.spec(), p.limits())
+	pl, err := plan.Open(req.spec(), p.limits())
 	if err != nil {
 		return nil, &InputError{err}
 	}
@@ -394,9 +409,36 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 	return pl, nil
 }
 
+// count walks pl once, holding nothing of what it finds: what the walk
+// refuses (a source that is missing, a name GCS or restore would refuse, a
+// file that cannot be read) is refused before anything is sent, and the
+// census sizes the pipeline's buffers. The transfer walks again as it
+// sends; a file that changes in between is caught by the read stage.
+func (p *Producer) count(pl *plan.Plan) (census, error) {
+	c := census{maxChunk: 1}
+	err := pl.Walk(func(f plan.File) error {
+		c.files++
+		c.bytes += f.Size
+		if f.Stream != nil {
+			c.maxChunk = max(c.maxChunk, f.Stream.Max)
+		} else {
+			c.maxChunk = max(c.maxChunk, min(f.ChunkSize, max(f.Size, 1)))
+		}
+		return nil
+	}, func(plan.Skipped) {})
+	if err != nil {
+		return c, &InputError{err}
+	}
+	return c, nil
+}
+
 // start runs a prepared transfer: chunks read, compressed and published,
 // manifest sealed.
-func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, skipped []message.Skipped, started time.Time) (*message.Manifest, error) {
+func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, started time.Time) (*message.Manifest, error) {
+	c, err := p.count(pl)
+	if err != nil {
+		return nil, err
+	}
 	tid := req.TransferID
 	if req.SkipUnchanged {
 		// What changed replaces its final object.
@@ -420,33 +462,20 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, skippe
 	if _, err := p.o.Store.PutSmall(ctx, pl.Dest.Bucket, message.RunObject(tid), []byte(m.Run), false, "text/plain"); err != nil {
 		return nil, fmt.Errorf("transfer %s: writing its run to gs://%s/%s: %w", tid, pl.Dest.Bucket, message.RunObject(tid), err)
 	}
-	for _, k := range pl.Skipped {
-		m.Skipped = append(m.Skipped, message.Skipped{Path: k.Rel, Object: k.Object, Reason: k.Reason})
-	}
-	m.Skipped = append(m.Skipped, skipped...)
-	for _, f := range pl.Files {
-		p.planned.Add(f.Size)
-		if f.Stream != nil {
-			p.streams.Add(1)
-		}
-	}
 	if p.o.Started != nil {
 		p.o.Started(tid)
 	}
-	if len(pl.Skipped) > 0 {
-		log.Warn("skipped what is not a regular file or cannot be read; the transfer's listing names each", "skipped", len(pl.Skipped),
-			"first", message.Truncate(pl.Skipped[0].Path, 256), "reason", pl.Skipped[0].Reason)
-	}
-	log.Info("transfer started", "files", len(pl.Files), "skipped", len(m.Skipped), "excluded", pl.Excluded, "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
+	log.Info("transfer started", "files", c.files, "bytes", c.bytes, "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
 		"transport", p.o.Transport)
+	pg := newPager(m, func(ctx context.Context, name string, v any) error { return p.putPage(ctx, m.Bucket, name, v) })
 
 	t0 := time.Now()
-	if err := p.run(ctx, pl, m, req.Stdin); err != nil {
+	if err := p.run(ctx, pl, m, req, c, pg); err != nil {
 		p.fail(ctx, m, err, log)
 		return nil, err
 	}
 	m.CompressMS = time.Since(t0).Milliseconds()
-	if err := p.seal(ctx, m); err != nil {
+	if err := p.seal(ctx, m, pg); err != nil {
 		var announce *announceError
 		if !errors.As(err, &announce) {
 			p.fail(ctx, m, err, log)
@@ -456,7 +485,7 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, skippe
 	if !p.pubsub() {
 		p.spool.removeTemps(tid)
 	}
-	log.Info("transfer sealed", "files", len(m.Files), "compress_ms", m.CompressMS)
+	log.Info("transfer sealed", "files", m.Totals.Files, "skipped", m.Totals.Skipped, "excluded", pl.Excluded, "pages", len(m.Pages), "compress_ms", m.CompressMS)
 	return m, nil
 }
 

@@ -31,12 +31,12 @@ type job struct {
 // chunk's part announces it.
 type piece struct {
 	file, index, chunks int
+	f                   *plan.File
 	offset              int64
 	raw                 []byte
 }
 
 type reader struct {
-	pl      *plan.Plan
 	pool    chan []byte // buffers of bufSize capacity, or nil to be made
 	bufSize int64
 	bundler *bundler // nil: no bundles
@@ -47,12 +47,13 @@ type reader struct {
 	limits plan.Limits
 }
 
-// run reads every file and sends its jobs; it closes jobs when it returns.
-func (r *reader) run(ctx context.Context, jobs chan<- job) error {
+// run reads every file the walk plans and sends its jobs; it closes jobs
+// when it returns.
+func (r *reader) run(ctx context.Context, files <-chan planned, jobs chan<- job) error {
 	defer close(jobs)
 	var open *job // the bundle being filled
-	for i := range r.pl.Files {
-		f := &r.pl.Files[i]
+	for pf := range files {
+		i, f := pf.i, pf.f
 		if f.Stream != nil {
 			if err := r.readStream(ctx, i, f, r.stdin, jobs); err != nil {
 				return err
@@ -130,7 +131,7 @@ func (r *reader) readWhole(fi int, f *plan.File, j *job) error {
 		return err
 	}
 	r.count(f.Size)
-	j.pieces = append(j.pieces, piece{file: fi, chunks: 1, raw: j.buf[start:len(j.buf):len(j.buf)]})
+	j.pieces = append(j.pieces, piece{file: fi, f: f, chunks: 1, raw: j.buf[start:len(j.buf):len(j.buf)]})
 	return nil
 }
 
@@ -154,7 +155,7 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 			return &SourceError{fmt.Errorf("source %s: read chunk %d: %w (did the file change while it was read?)", f.Path, idx, err)}
 		}
 		r.count(size)
-		if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, index: idx, chunks: f.Chunks, offset: off, raw: buf}}}); err != nil {
+		if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, f: f, index: idx, chunks: f.Chunks, offset: off, raw: buf}}}); err != nil {
 			r.pool <- buf
 			return err
 		}

@@ -23,10 +23,15 @@ func readAll(t *testing.T, pl *plan.Plan, bundleMax int64) ([]job, error) {
 	pool <- nil
 	pool <- nil
 	var read atomic.Int64
-	r := &reader{pl: pl, pool: pool, bufSize: max(pl.MaxChunk(), bundleMax), bundler: newBundler(p, pl, "t1", false), read: &read, made: new(atomic.Int64)}
+	r := &reader{pool: pool, bufSize: max(pl.MaxChunk(), bundleMax), bundler: newBundler(p, pl, "t1", false), read: &read, made: new(atomic.Int64)}
 	jobs := make(chan job)
 	errc := make(chan error, 1)
-	go func() { errc <- r.run(context.Background(), jobs) }()
+	files := make(chan planned, len(pl.Files))
+	for i := range pl.Files {
+		files <- planned{i, &pl.Files[i]}
+	}
+	close(files)
+	go func() { errc <- r.run(context.Background(), files, jobs) }()
 	var out []job
 	for j := range jobs {
 		c := job{}

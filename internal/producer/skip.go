@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"strconv"
 	"time"
 
@@ -45,54 +46,109 @@ func (r Request) checkSkip() error {
 	return nil
 }
 
-// skip removes from pl the files whose final object is there already (as
-// req asks) and returns them, in plan order. The plan's files are in
-// object order, as GCS lists, so one listing is joined with them as it
-// goes: nothing is held of the objects it shows.
+// skipper decides, file by file in object order, which files the skip
+// check leaves out: a listing of the destination, pulled as the files
+// come, in the same order, so that nothing is held of the objects it shows.
+// Not safe for concurrent use.
+type skipper struct {
+	p       *Producer
+	req     Request
+	bucket  string
+	next    func() (gcs.Attrs, error, bool)
+	stop    func()
+	cur     *gcs.Attrs
+	settled map[string]bool
+}
+
+// newSkipper lists what is under prefix (the destination's) as files are
+// checked; nil when req skips nothing. Call close when done.
+func (p *Producer) newSkipper(ctx context.Context, pl *plan.Plan, req Request) *skipper {
+	if !req.NoClobber && !req.SkipUnchanged {
+		return nil
+	}
+	prefix := pl.ObjectsPrefix()
+	listing := func(yield func(gcs.Attrs, error) bool) {
+		stopped := errors.New("stopped")
+		err := p.o.Store.List(ctx, pl.Dest.Bucket, prefix, func(a gcs.Attrs) error {
+			if !yield(a, nil) {
+				return stopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, stopped) {
+			yield(gcs.Attrs{}, fmt.Errorf("destination %s: looking for objects that exist: %w", pl.Dest, err))
+		}
+	}
+	next, stop := iter.Pull2(listing)
+	return &skipper{p: p, req: req, bucket: pl.Dest.Bucket, next: next, stop: stop, settled: map[string]bool{}}
+}
+
+func (s *skipper) close() {
+	if s != nil {
+		s.stop()
+	}
+}
+
+// check says why f is skipped, "" when it is sent. Files must come in
+// object order.
+func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
+	if s == nil {
+		return "", nil
+	}
+	for s.cur == nil || s.cur.Name < f.Object {
+		a, err, ok := s.next()
+		if !ok {
+			return "", nil // the listing ended
+		}
+		if err != nil {
+			return "", err
+		}
+		s.cur = &a
+	}
+	if s.cur.Name != f.Object {
+		return "", nil
+	}
+	a := *s.cur
+	ok, err := s.p.settled(ctx, s.bucket, a.Metadata[message.MetaTransfer], s.settled)
+	if err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("object %s: %w", a.Name, err)
+		}
+		return "", err
+	}
+	reason, err := skipReason(f, a, s.req)
+	if err != nil {
+		var serr *SourceError
+		if !errors.As(err, &serr) {
+			err = &SourceError{err}
+		}
+	}
+	return reason, err
+}
+
+// skip removes from pl (its files planned, in object order) the files
+// whose final object is there already (as req asks) and returns them, in
+// plan order: what a dry run shows.
 func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]message.Skipped, error) {
-	if (!req.NoClobber && !req.SkipUnchanged) || len(pl.Files) == 0 {
+	sk := p.newSkipper(ctx, pl, req)
+	defer sk.close()
+	if sk == nil {
 		return nil, nil
 	}
-	prefix := commonPrefix(pl.Files[0].Object, pl.Files[len(pl.Files)-1].Object)
 	var skipped []message.Skipped
-	keep := pl.Files[:0] // files before j are decided, and kept or not
-	settled := map[string]bool{}
-	j := 0
-	err := p.o.Store.List(ctx, pl.Dest.Bucket, prefix, func(a gcs.Attrs) error {
-		for j < len(pl.Files) && pl.Files[j].Object < a.Name {
-			keep = append(keep, pl.Files[j])
-			j++
-		}
-		if j == len(pl.Files) || pl.Files[j].Object != a.Name {
-			return nil
-		}
-		f := pl.Files[j]
-		j++
-		ok, err := p.settled(ctx, pl.Dest.Bucket, a.Metadata[message.MetaTransfer], settled)
+	keep := pl.Files[:0]
+	for _, f := range pl.Files {
+		reason, err := sk.check(ctx, &f)
 		if err != nil {
-			return fmt.Errorf("object %s: %w", a.Name, err)
-		}
-		reason := ""
-		if ok {
-			if reason, err = skipReason(&f, a, req); err != nil {
-				return &SourceError{err}
-			}
+			return nil, err
 		}
 		if reason == "" {
 			keep = append(keep, f)
-			return nil
+			continue
 		}
 		skipped = append(skipped, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
-		return nil
-	})
-	var serr *SourceError
-	switch {
-	case errors.As(err, &serr):
-		return nil, serr.Err
-	case err != nil:
-		return nil, fmt.Errorf("destination %s: looking for objects that exist: %w", pl.Dest, err)
 	}
-	pl.Files = append(keep, pl.Files[j:]...)
+	pl.Files = keep
 	return skipped, nil
 }
 

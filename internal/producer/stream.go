@@ -60,7 +60,7 @@ func (r *reader) readStream(ctx context.Context, fi int, f *plan.File, src io.Re
 			return st.TooLong(r.limits)
 		}
 		r.count(int64(n))
-		j := job{buf: buf, pieces: []piece{{file: fi, index: idx, offset: off, raw: buf, chunks: st.MaxChunks}}}
+		j := job{buf: buf, pieces: []piece{{file: fi, f: f, index: idx, offset: off, raw: buf, chunks: st.MaxChunks}}}
 		off += int64(n)
 		switch {
 		case idx == 0 && end:

@@ -153,11 +153,8 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	if err != nil {
 		return st.fail(ctx, err)
 	}
-	var raw int64
-	for _, mf := range man.Files {
-		raw += mf.Size
-	}
-	log.Info("all chunks published", "transfer_id", man.TransferID, "files", len(man.Files), "skipped", len(man.Skipped), "bytes", raw,
+	raw := man.Totals.Bytes
+	log.Info("all chunks published", "transfer_id", man.TransferID, "files", man.Totals.Files, "skipped", man.Totals.Skipped, "bytes", raw,
 		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
 	if !o.Wait {
 		return nil
