@@ -28,13 +28,14 @@ var version = "dev"
 
 const about = `bench — ferry beside its peers, in one run on one machine.
 
-Workloads: 1 large-file, 2 small-files, 3 shaped-link, 4 codecs, 5 restore.
+Workloads: 1 large-file, 2 small-files, 3 shaped-link, 4 codecs, 5 restore,
+6 kernel-link, 7 big-tree (100,000 small files; 1,000,000 with BENCH_FULL).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
 
 Environment: BENCH_QUICK=1 (small data: a smoke test), BENCH_FULL=1 (adds
-the 1.2 GB tier), BENCH_REPEATS (default 3; 2 with BENCH_QUICK),
+the 1.2 GB tier and a tree of a million files), BENCH_REPEATS (default 3; 2 with BENCH_QUICK),
 BENCH_WORKLOADS (e.g. "1,3" or "large-file,shaped-link"), BENCH_LINK_MBPS
 (default 7). Flags override them.
 
@@ -233,7 +234,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink}
+var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink, bench.BigTree}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {
@@ -254,7 +255,7 @@ func parseWorkloads(s string) ([]string, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("workload %q: want 1-5 or one of %s", w, strings.Join(workloadNames, ", "))
+			return nil, fmt.Errorf("workload %q: want 1-%d or one of %s", w, len(workloadNames), strings.Join(workloadNames, ", "))
 		}
 	}
 	return out, nil

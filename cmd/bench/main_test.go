@@ -8,14 +8,14 @@ import (
 )
 
 func TestParseWorkloads(t *testing.T) {
-	got, err := parseWorkloads("1, shaped-link,5")
-	if err != nil || !reflect.DeepEqual(got, []string{"large-file", "shaped-link", "restore"}) {
+	got, err := parseWorkloads("1, shaped-link,5,7")
+	if err != nil || !reflect.DeepEqual(got, []string{"large-file", "shaped-link", "restore", "big-tree"}) {
 		t.Errorf("parseWorkloads = %v, %v", got, err)
 	}
 	if got, err := parseWorkloads(""); err != nil || got != nil {
 		t.Errorf("empty: %v, %v; want all (nil)", got, err)
 	}
-	if _, err := parseWorkloads("7"); err == nil || !strings.Contains(err.Error(), `workload "7"`) {
+	if _, err := parseWorkloads("8"); err == nil || !strings.Contains(err.Error(), `workload "8"`) {
 		t.Errorf("unknown workload: %v", err)
 	}
 }

@@ -28,21 +28,32 @@ type Sizes struct {
 	ShapedSize int64
 	// CodecTier and RestoreTier pick the file of those workloads.
 	CodecTier, RestoreTier string
+	// Trees are the sizes of workload 7's trees of small files.
+	Trees []TreeSize
+}
+
+// TreeSize is one tree of workload 7: its number of files, and whether
+// gcloud storage cp -r runs beside ferry (at 119 files/s it needs 14
+// minutes for 100,000 files, so only BENCH_FULL and BENCH_QUICK run it).
+type TreeSize struct {
+	Files  int
+	Gcloud bool
 }
 
 // Plain is make bench: the seeds' 10 MB and 200 MB tiers, 5,000 small
 // files and 100 × 10 MB, 100 MB over the shaped link.
 var Plain = Sizes{Tiers: []string{"small", "medium"}, SmallFiles: 5000, BigFiles: 100, BigEach: 10_000_000,
-	ShapedSize: 100_000_000, CodecTier: "medium", RestoreTier: "medium"}
+	ShapedSize: 100_000_000, CodecTier: "medium", RestoreTier: "medium", Trees: []TreeSize{{Files: 100_000}}}
 
 // Full adds the 1.2 GB tier, and uses it for codecs and restore.
 var Full = Sizes{Tiers: []string{"small", "medium", "large"}, SmallFiles: 5000, BigFiles: 100, BigEach: 10_000_000,
-	ShapedSize: 100_000_000, CodecTier: "large", RestoreTier: "large"}
+	ShapedSize: 100_000_000, CodecTier: "large", RestoreTier: "large",
+	Trees: []TreeSize{{Files: 100_000, Gcloud: true}, {Files: 1_000_000}}}
 
 // Quick proves the bench works end to end in a few minutes: small data,
 // figures that mean little.
 var Quick = Sizes{Tiers: []string{"small"}, SmallFiles: 200, BigFiles: 10, BigEach: 1_000_000,
-	ShapedSize: 10_000_000, CodecTier: "small", RestoreTier: "small"}
+	ShapedSize: 10_000_000, CodecTier: "small", RestoreTier: "small", Trees: []TreeSize{{Files: 2_000, Gcloud: true}}}
 
 // File is one source file and its CRC32C (for checking what a peer stored).
 type File struct {
@@ -67,6 +78,9 @@ type Data struct {
 	Small  Tree
 	Big    Tree
 	Shaped File
+	// Trees are workload 7's, made when it runs (a million files take a
+	// while to write).
+	Trees []Tree
 }
 
 func (d *Data) smallTier() string { return d.Small.Name }
@@ -184,6 +198,36 @@ func sourceTree(dir string, n int) (Tree, error) {
 		}
 		if err != nil {
 			return Tree{}, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return treeOf(dir)
+}
+
+// tinyTree writes n files of 100 to 1,100 bytes, 1,000 to a directory
+// under 100 top directories: a tree whose cost is its file count.
+func tinyTree(dir string, n int) (Tree, error) {
+	if t, err := treeOf(dir); err == nil && t.Files == n {
+		return t, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return Tree{}, err
+	}
+	line := []byte("0123456789,abcdefghij,ABCDEFGHIJ,0.25,2026-12-02T00:00:00Z,ferry\n")
+	buf := make([]byte, 0, 1200)
+	for i := range n {
+		d := filepath.Join(dir, fmt.Sprintf("top%02d", i/1000%100), fmt.Sprintf("dir%04d", i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return Tree{}, err
+			}
+		}
+		buf = buf[:0]
+		for len(buf) < 100+i%1000 {
+			buf = append(buf, line...)
+		}
+		buf = strconv.AppendInt(buf[:100+i%1000], int64(i), 10)
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%07d.csv", i)), buf, 0o644); err != nil {
+			return Tree{}, err
 		}
 	}
 	return treeOf(dir)

@@ -120,6 +120,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{Codecs, b.codecs},
 		{Restore, b.restore},
 		{KernelLink, b.kernelLink},
+		{BigTree, b.bigTree},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -159,6 +160,9 @@ func (b *Bench) Print(w io.Writer) {
 	}
 	for _, tier := range Tiers(rs, KernelLink) {
 		KernelTable(rs, tier, KernelRate(tier)).Write(w)
+	}
+	if trees := Tiers(rs, BigTree); len(trees) > 0 {
+		BigTreeTable(rs, trees).Write(w)
 	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
@@ -228,6 +232,16 @@ type plan struct {
 	// kernel, when positive, runs each method's submitting side in a
 	// network namespace whose link sends at this rate (bytes per second).
 	kernel int64
+	// repeats, when positive, replaces Config.Repeats (a workload whose
+	// one run takes minutes).
+	repeats int
+}
+
+func (b *Bench) repeats(p plan) int {
+	if p.repeats > 0 {
+		return min(p.repeats, b.cfg.Repeats)
+	}
+	return b.cfg.Repeats
 }
 
 // runPlan runs every method of p, each in a fresh localstack, each repeat
@@ -283,7 +297,7 @@ func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
 	if err != nil {
 		// The stack is the bench's, not the method's: still a failed row,
 		// so the table shows it.
-		for rep := 1; rep <= b.cfg.Repeats; rep++ {
+		for rep := 1; rep <= b.repeats(p); rep++ {
 			if rerr := b.record(b.failed(p, m, rep, err)); rerr != nil {
 				return rerr
 			}
@@ -297,7 +311,7 @@ func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
 			return err
 		}
 	}
-	for rep := 1; rep <= b.cfg.Repeats; rep++ {
+	for rep := 1; rep <= b.repeats(p); rep++ {
 		r := b.runRepeat(ctx, p, m, st, dir, logDir, boto, rep)
 		if err := b.record(r); err != nil {
 			return err

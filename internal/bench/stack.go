@@ -164,8 +164,13 @@ func (s *Stack) Reset(ctx context.Context) error {
 // List lists the objects under prefix.
 func (s *Stack) List(ctx context.Context, bucket, prefix string) ([]gcs.Attrs, error) {
 	var all []gcs.Attrs
-	err := s.store.List(ctx, bucket, prefix, func(a gcs.Attrs) error { all = append(all, a); return nil })
+	err := s.Each(ctx, bucket, prefix, func(a gcs.Attrs) error { all = append(all, a); return nil })
 	return all, err
+}
+
+// Each calls fn with every object under prefix, in name order, holding none.
+func (s *Stack) Each(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error {
+	return s.store.List(ctx, bucket, prefix, fn)
 }
 
 // Stats reads the shim's counters.

@@ -15,6 +15,7 @@ const (
 	Codecs     = "codecs"
 	Restore    = "restore"
 	KernelLink = "kernel-link"
+	BigTree    = "big-tree"
 )
 
 // Result is one method's repeats on one workload and tier.
@@ -407,4 +408,69 @@ func ProcessPeaks(rs []Result) []string {
 		out = append(out, fmt.Sprintf("%s %.0f MiB", n, float64(peak[n])/1024))
 	}
 	return out
+}
+
+// BigTreeTable is workload 7: a tree of many small files at each size run
+// (100,000; 1,000,000 with BENCH_FULL), with the peak RSS of each of
+// ferry's processes, so that memory that grows with the file count shows.
+func BigTreeTable(rs []Result, tiers []string) Table {
+	t := Table{
+		Title: "Workload 7: a tree of many small files (issue 16: memory independent of the file count)",
+		Header: []string{"tree", "method", "runs", "wall s min / med / max", "files/s", "vs " + GcloudRecurse,
+			"producer MiB", "merger MiB", "worker MiB", "merger CPU s / 1,000 files"},
+	}
+	for _, tier := range tiers {
+		sel := Select(rs, BigTree, tier)
+		ref, ok := Find(sel, GcloudRecurse)
+		ok = ok && len(ref.OK) > 0
+		for _, g := range sel {
+			vs := "-"
+			if ok && len(g.OK) > 0 {
+				vs = fmtX(Speedup(ref.Wall.Median, g.Wall.Median))
+			}
+			row := []string{tier, g.Method, runsCell(g), spread(g.Wall), fmtRate(g.FilesPerSec()), vs}
+			if g.Role == Ferry {
+				row = append(row, procRSS(g, "producer"), procRSS(g, "merger"), procRSS(g, "worker"), mergerCPU(g))
+			} else {
+				row = append(row, "-", "-", rssCell(g), "-")
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		t.Notes = append(t.Notes, failureNotes(sel)...)
+	}
+	t.Notes = append(t.Notes, "RSS is each process's peak (wait4), MiB; worker: the larger of the workers'.")
+	return t
+}
+
+// procRSS is the largest peak RSS, over g's runs, of its processes whose
+// name starts with name.
+func procRSS(g Result, name string) string {
+	v := g.MaxOf(func(r Run) float64 {
+		var m int64
+		for _, p := range r.Procs {
+			if strings.HasPrefix(p.Name, name) {
+				m = max(m, p.MaxRSSKB)
+			}
+		}
+		return float64(m)
+	})
+	if v <= 0 {
+		return "-"
+	}
+	return ftoa(v/1024, 0)
+}
+
+// mergerCPU is the merger's median CPU seconds per 1,000 files.
+func mergerCPU(g Result) string {
+	if len(g.OK) == 0 {
+		return "-"
+	}
+	return ftoa(g.Median(func(r Run) float64 {
+		for _, p := range r.Procs {
+			if p.Name == "merger" && r.Files > 0 {
+				return p.CPU.Seconds() / float64(r.Files) * 1000
+			}
+		}
+		return 0
+	}), 3)
 }

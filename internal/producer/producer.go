@@ -302,15 +302,18 @@ func (p *Producer) limits() plan.Limits {
 	return l
 }
 
-// Validate checks a request without touching GCS or walking its sources,
-// with the default limits (Submit applies this producer's and walks them);
-// errors name the input.
+// Validate checks a request without touching GCS, with the default limits
+// (Submit applies this producer's); errors name the input. It walks the
+// sources holding nothing of them.
 func Validate(req Request) error {
 	if err := req.checkSkip(); err != nil {
 		return err
 	}
-	_, err := plan.Open(req.spec(), plan.Limits{})
-	return err
+	pl, err := plan.Open(req.spec(), plan.Limits{})
+	if err != nil {
+		return err
+	}
+	return pl.Walk(func(plan.File) error { return nil }, func(plan.Skipped) {})
 }
 
 // Submit runs a request to the point where the fleet takes over: every chunk
