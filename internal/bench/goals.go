@@ -148,6 +148,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 		}
 	}
 
+	out = append(out, treeGoals(rs)...)
 	if peaks := ProcessPeaks(rs); len(peaks) > 0 {
 		out = append(out, Goal{Name: "memory: peak RSS per ferry process", Target: "producer <= 512 MiB, worker <= 128 MiB at defaults",
 			Measured: strings.Join(peaks, ", "), State: memoryState(rs)})
@@ -201,4 +202,66 @@ func idealGoal(name string, f Result, linkMBps float64) Goal {
 		q = raw / ideal
 	}
 	return goal(name, ">= 0.90", fmt.Sprintf("%.2f (%.1f of %.1f MB/s)", q, raw, ideal), q >= 0.9, ideal > 0)
+}
+
+// treeGoals are issue 16's memory goals on workload 7: at its largest tree,
+// producer and merger within 256 MiB and workers within 128 MiB, and no
+// process's peak more than 10 % above its peak at the smallest tree.
+func treeGoals(rs []Result) []Goal {
+	tiers := Tiers(rs, BigTree)
+	peak := func(tier, name string) (float64, bool) {
+		f, ok := Find(Select(rs, BigTree, tier), "ferry-2w")
+		if !ok || len(f.OK) == 0 {
+			return 0, false
+		}
+		return f.MaxOf(func(r Run) float64 {
+			var m int64
+			for _, p := range r.Procs {
+				if strings.HasPrefix(p.Name, name) {
+					m = max(m, p.MaxRSSKB)
+				}
+			}
+			return float64(m) / 1024
+		}), true
+	}
+	var out []Goal
+	if len(tiers) == 0 {
+		return nil
+	}
+	big := tiers[len(tiers)-1]
+	for _, tr := range tiers {
+		if len(tr) > len(big) || (len(tr) == len(big) && tr > big) {
+			big = tr // "files-1000000" is the largest
+		}
+	}
+	p, okP := peak(big, "producer")
+	m, okM := peak(big, "merger")
+	w, okW := peak(big, "worker")
+	out = append(out, goal("tree "+big+": peak RSS producer / merger / worker", "<= 256 / 256 / 128 MiB",
+		fmt.Sprintf("%.0f / %.0f / %.0f MiB", p, m, w), p <= 256 && m <= 256 && w <= 128, okP && okM && okW))
+	small := tiers[0]
+	for _, tr := range tiers {
+		if len(tr) < len(small) || (len(tr) == len(small) && tr < small) {
+			small = tr
+		}
+	}
+	if small == big {
+		return out
+	}
+	var worst float64
+	var who string
+	known := true
+	for _, name := range []string{"producer", "merger", "worker"} {
+		a, okA := peak(small, name)
+		b, okB := peak(big, name)
+		if !okA || !okB || a <= 0 {
+			known = false
+			continue
+		}
+		if g := b/a - 1; g > worst || who == "" {
+			worst, who = g, name
+		}
+	}
+	return append(out, goal("tree: growth of a process's peak RSS, "+small+" to "+big, "<= 10 %",
+		fmt.Sprintf("%+.0f %% (%s)", 100*worst, who), worst <= 0.10, known))
 }

@@ -104,6 +104,9 @@ type stackOptions struct {
 	bundleMax int64
 	// pubsub runs FERRY_TRANSPORT=pubsub: workers have no spool at all.
 	pubsub bool
+	// gcs, when set, is the fake-gcs-server every part of the stack uses
+	// instead of the shared one (a filesystem backend, say).
+	gcs *localstack.GCS
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -124,8 +127,17 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err := localstack.Provision(ctx, s.q, s.ps); err != nil {
 		t.Fatal(err)
 	}
-	fakeGCS.CreateBucket(s.bucket)
-	if s.store, err = gcs.New(ctx); err != nil {
+	var storeOpts []option.ClientOption
+	if o.gcs != nil {
+		o.gcs.CreateBucket(s.bucket)
+		storeOpts = append(storeOpts, option.WithEndpoint("http://"+o.gcs.Host+"/storage/v1/"))
+		if o.workerEndpoint == "" {
+			o.workerEndpoint = "http://" + o.gcs.Host + "/storage/v1/"
+		}
+	} else {
+		fakeGCS.CreateBucket(s.bucket)
+	}
+	if s.store, err = gcs.New(ctx, storeOpts...); err != nil {
 		t.Fatal(err)
 	}
 	events := counting{s.q.Publisher(s.ps.EventsTopic), &s.eventsPublished}

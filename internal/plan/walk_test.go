@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -156,5 +157,76 @@ func TestWalkReportsWhatItFound(t *testing.T) {
 	}
 	if !slices.Equal(calls, []int{256, 512, 600}) || last != 3000 {
 		t.Fatalf("Found called with %v, last %d bytes; want 256, 512, then 600 files and 3000 bytes", calls, last)
+	}
+}
+
+// Issue 16 §2: Walk yields files in the order of their final object names,
+// the order in which GCS lists them, which is not the walk's own
+// ("a.b.zst" < "a.c/x.zst" < "a.zst"), also across sources and through a
+// link -L follows; sources whose objects would interleave are collected
+// and sorted instead.
+func TestWalkYieldsObjectOrder(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "t")
+	for _, f := range []string{"a", "a.b", "a-", "a.c/x", "ab/y", "ab/y.z/q", "b/0", "real/k"} {
+		p := filepath.Join(tree, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("real", filepath.Join(tree, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(root, "other", "s")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twin := filepath.Join(root, "twin", "t") // a second source named t
+	if err := os.MkdirAll(twin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(twin, "a.a"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		sources []string
+		links   Symlinks
+		codec   codec.Codec
+	}{
+		{"one tree, zstd", []string{tree}, SymlinksFiles, codec.Zstd},
+		{"one tree, none", []string{tree}, SymlinksFiles, codec.None},
+		{"-L", []string{tree}, SymlinksFollow, codec.Zstd},
+		{"two sources", []string{other, tree}, SymlinksFiles, codec.Gzip},
+		{"sources that interleave", []string{tree, twin}, SymlinksFiles, codec.Zstd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := Spec{Sources: tc.sources, Destination: "gs://bkt/p", Codec: tc.codec, ChunkSize: 1 << 20, Selection: Selection{Symlinks: tc.links}}
+			p, err := Open(spec, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if err := p.Walk(func(f File) error { got = append(got, f.Object); return nil }, func(Skipped) {}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.IsSorted(got) || len(got) < 8 {
+				t.Fatalf("objects not in name order: %q", got)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i] == got[i-1] {
+					t.Fatalf("object %s twice", got[i])
+				}
+			}
+			if tc.links == SymlinksFollow && !slices.Contains(got, "p/t/linked/k"+tc.codec.Ext()) {
+				t.Fatalf("-L did not follow the link: %q", got)
+			}
+		})
 	}
 }
