@@ -35,7 +35,7 @@ func BenchmarkMergerHeap(b *testing.B) {
 }
 
 func mergerHeap(t testing.TB, n int) (heap, live float64) {
-	st := newMemStore()
+	st := newMemStoreFor(n)
 	man := message.Manifest{V: message.Version, TransferID: "tid-mem", Sealed: true, Bucket: "bkt", Prefix: "tree", Method: "test",
 		Codec: "none", ChunkSize: 1 << 20, StartedAt: time.Now().UTC()}
 	bodies := map[string][]byte{}
