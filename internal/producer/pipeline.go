@@ -146,13 +146,13 @@ func (p *Producer) planFile(ctx context.Context, sk *skipper, pg *pager, f plan.
 		return err
 	}
 	if reason != "" {
+		p.planned.Add(-f.Size) // counted by the first walk
 		return pg.skip(ctx, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
 	}
 	i, err := pg.add(ctx, &f)
 	if err != nil {
 		return err
 	}
-	p.planned.Add(f.Size)
 	if f.Stream != nil {
 		p.streams.Add(1)
 	}

@@ -442,6 +442,9 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	if err != nil {
 		return nil, err
 	}
+	// The progress bar's total is known before the first byte is read;
+	// files the skip check leaves out come off it as the walk meets them.
+	p.planned.Add(c.bytes)
 	tid := req.TransferID
 	if req.SkipUnchanged {
 		// What changed replaces its final object.

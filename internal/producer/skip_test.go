@@ -215,6 +215,10 @@ func TestSkipDecidesFromOneListing(t *testing.T) {
 			if len(man.Files)+len(man.Skipped) != len(files) || len(sent) != len(man.Files) {
 				t.Fatalf("%d files sent (%v) and %d skipped, of %d", len(man.Files), sent, len(man.Skipped), len(files))
 			}
+			// The progress bar's total: what is sent, skipped files off.
+			if p.Planned() != man.Totals.Bytes {
+				t.Fatalf("Planned() = %d, want the %d bytes sent", p.Planned(), man.Totals.Bytes)
+			}
 		})
 	}
 }
