@@ -5,7 +5,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -13,32 +12,11 @@ import (
 // far the heap in use grew above where it was before fn (after a GC): a
 // peak, not a total, so that memory tests see what bounds a process.
 func HeapGrowth(fn func()) int64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	return growth(fn, func() uint64 {
 		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	wg.Wait()
-	return int64(peak.Load()) - int64(base.HeapInuse)
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	})
 }
 
 // LiveGrowth runs fn and returns how far the live heap, as each garbage
@@ -50,13 +28,19 @@ func HeapGrowth(fn func()) int64 {
 func LiveGrowth(fn func()) int64 {
 	defer debug.SetGCPercent(debug.SetGCPercent(5))
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	live := func() uint64 {
+	return growth(fn, func() uint64 {
 		metrics.Read(sample)
 		return sample[0].Value.Uint64()
-	}
+	})
+}
+
+// growth runs fn while it reads a measure every 5 ms, and returns the
+// measure's peak during fn less its value before fn (after a GC).
+func growth(fn func(), read func() uint64) int64 {
 	runtime.GC()
-	base := live()
-	var peak atomic.Uint64
+	base := read()
+	var mu sync.Mutex
+	peak := base
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -68,13 +52,14 @@ func LiveGrowth(fn func()) int64 {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			if v := live(); v > peak.Load() {
-				peak.Store(v)
-			}
+			v := read()
+			mu.Lock()
+			peak = max(peak, v)
+			mu.Unlock()
 		}
 	}()
 	fn()
 	close(stop)
 	wg.Wait()
-	return int64(peak.Load()) - int64(base)
+	return int64(peak) - int64(base)
 }
