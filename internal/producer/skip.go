@@ -244,14 +244,3 @@ func fileCRC32C(f *plan.File) (uint32, error) {
 	}
 	return h.Sum32(), nil
 }
-
-// commonPrefix is the longest prefix a and b share.
-func commonPrefix(a, b string) string {
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return a[:i]
-		}
-	}
-	return a[:n]
-}
