@@ -31,6 +31,9 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 	if man.TransferID != tid || man.Bucket != bucket {
 		return "", queue.Permanent(fmt.Errorf("%s: written for transfer %.64q in bucket %.64q", where, man.TransferID, man.Bucket))
 	}
+	if man.Run != "" && !message.ValidRun(man.Run) {
+		return "", queue.Permanent(fmt.Errorf("%s: run %.64q is not one ferry makes", where, man.Run))
+	}
 	if err := man.CheckPages(); err != nil {
 		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
 	}

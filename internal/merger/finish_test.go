@@ -319,7 +319,7 @@ func TestPagedManifestEndsOK(t *testing.T) {
 	rows := rowsPath(t)
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "test"})
 	s.finish(t, m)
-	if _, err := s.store.Attrs(context.Background(), s.bucket, message.ManifestPage(s.man.TransferID, 1)); err == nil {
+	if _, err := s.store.Attrs(context.Background(), s.bucket, message.ManifestPage(s.man.TransferID, s.man.Run, 1)); err == nil {
 		t.Fatal("the manifest's pages outlived the transfer")
 	}
 	d := dones(t, done)

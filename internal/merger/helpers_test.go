@@ -258,12 +258,12 @@ func putManifest(t testing.TB, man *message.Manifest, put func(name string, body
 	sort.SliceStable(man.Files, func(i, j int) bool { return man.Files[i].Object < man.Files[j].Object })
 	header, pages, skipped := man.Paginate()
 	for k, files := range pages {
-		if err := put(message.ManifestPage(man.TransferID, k), message.Encode(message.FilePage{V: message.Version, Files: files})); err != nil {
+		if err := put(message.ManifestPage(man.TransferID, man.Run, k), message.Encode(message.FilePage{V: message.Version, Files: files})); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for k, s := range skipped {
-		if err := put(message.SkippedPage(man.TransferID, k), message.Encode(message.SkippedFiles{V: message.Version, Skipped: s})); err != nil {
+		if err := put(message.SkippedPage(man.TransferID, man.Run, k), message.Encode(message.SkippedFiles{V: message.Version, Skipped: s})); err != nil {
 			t.Fatal(err)
 		}
 	}

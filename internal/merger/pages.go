@@ -84,14 +84,14 @@ func (p *pages) page(ctx context.Context, k int) ([]message.File, error) {
 	case len(p.sums) == k:
 		p.sums = append(p.sums, sum) // the first read, in order
 	case k < len(p.sums) && p.sums[k] != sum:
-		return nil, queue.Permanent(fmt.Errorf("manifest page gs://%s/%s changed after the merger checked it", p.bucket, message.ManifestPage(p.man.TransferID, k)))
+		return nil, queue.Permanent(fmt.Errorf("manifest page gs://%s/%s changed after the merger checked it", p.bucket, message.ManifestPage(p.man.TransferID, p.man.Run, k)))
 	}
 	p.cache[lru] = cachedPage{k: k, files: files, used: p.tick}
 	return files, nil
 }
 
 func (p *pages) read(ctx context.Context, k int) ([]message.File, uint32, error) {
-	name := message.ManifestPage(p.man.TransferID, k)
+	name := message.ManifestPage(p.man.TransferID, p.man.Run, k)
 	b, err := p.store.ReadAll(ctx, p.bucket, name)
 	if errors.Is(err, gcs.ErrNotFound) {
 		return nil, 0, queue.Permanent(fmt.Errorf("manifest page gs://%s/%s: %w", p.bucket, name, err))
@@ -157,7 +157,7 @@ func (p *pages) skipped(ctx context.Context, fn func(s message.Skipped) error) e
 	}
 	n := 0
 	for k := range p.man.SkippedPages {
-		name := message.SkippedPage(p.man.TransferID, k)
+		name := message.SkippedPage(p.man.TransferID, p.man.Run, k)
 		b, err := p.store.ReadAll(ctx, p.bucket, name)
 		if err != nil {
 			return fmt.Errorf("skipped files gs://%s/%s: %w", p.bucket, name, err)

@@ -53,14 +53,24 @@ type SkippedFiles struct {
 func (p *FilePage) version() int     { return p.V }
 func (p *SkippedFiles) version() int { return p.V }
 
-// ManifestPage is page k of a paged manifest's files.
-func ManifestPage(transferID string, k int) string {
-	return fmt.Sprintf("%sm/%07d.json", StagingPrefix(transferID), k)
+// ManifestPage is page k of the files of a paged manifest that run sealed.
+// Each run writes pages of its own: a resubmission never mixes its pages
+// with those of an earlier run's header.
+func ManifestPage(transferID, run string, k int) string {
+	return fmt.Sprintf("%sm/%s%07d.json", StagingPrefix(transferID), runDir(run), k)
 }
 
-// SkippedPage is page k of a paged manifest's skipped files.
-func SkippedPage(transferID string, k int) string {
-	return fmt.Sprintf("%sk/%07d.json", StagingPrefix(transferID), k)
+// SkippedPage is page k of the skipped files of a paged manifest that run
+// sealed.
+func SkippedPage(transferID, run string, k int) string {
+	return fmt.Sprintf("%sk/%s%07d.json", StagingPrefix(transferID), runDir(run), k)
+}
+
+func runDir(run string) string {
+	if run == "" {
+		return ""
+	}
+	return run + "/"
 }
 
 // Paged reports whether m's files live in pages of their own.

@@ -127,7 +127,7 @@ func (g *pager) skip(ctx context.Context, s message.Skipped) error {
 // skippedPage takes the skipped files noted so far as the next page. g.mu
 // is held.
 func (g *pager) skippedPage() *pageWrite {
-	w := &pageWrite{name: message.SkippedPage(g.m.TransferID, g.skippedPages), v: &message.SkippedFiles{V: message.Version, Skipped: g.skipped}}
+	w := &pageWrite{name: message.SkippedPage(g.m.TransferID, g.m.Run, g.skippedPages), v: &message.SkippedFiles{V: message.Version, Skipped: g.skipped}}
 	g.skippedPages++
 	g.m.Totals.Skipped += len(g.skipped)
 	g.skipped = nil
@@ -181,7 +181,7 @@ func (g *pager) sendPage(ctx context.Context, pg *page) error {
 		return nil
 	}
 	g.sealFiles(pg.files)
-	return g.send(ctx, pageWrite{name: message.ManifestPage(g.m.TransferID, pg.k), v: &message.FilePage{V: message.Version, Files: pg.files}})
+	return g.send(ctx, pageWrite{name: message.ManifestPage(g.m.TransferID, g.m.Run, pg.k), v: &message.FilePage{V: message.Version, Files: pg.files}})
 }
 
 func (g *pager) send(ctx context.Context, w pageWrite) error {
@@ -250,7 +250,7 @@ func (g *pager) finish(ctx context.Context) error {
 	if pg := g.open; len(pg.files) > 0 || len(g.header) == 0 {
 		g.header = append(g.header, message.Page{First: pg.first, Files: len(pg.files), Chunks: pg.chunks})
 		g.sealFiles(pg.files)
-		if err := g.write(ctx, message.ManifestPage(m.TransferID, pg.k), &message.FilePage{V: message.Version, Files: pg.files}); err != nil {
+		if err := g.write(ctx, message.ManifestPage(m.TransferID, m.Run, pg.k), &message.FilePage{V: message.Version, Files: pg.files}); err != nil {
 			return err
 		}
 	}

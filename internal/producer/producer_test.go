@@ -290,7 +290,7 @@ func TestSealWritesAPagedManifestInObjectOrder(t *testing.T) {
 	}
 	last := ""
 	for k := range header.Pages {
-		b, err := store.ReadAll(ctx, "p-paged", message.ManifestPage(man.TransferID, k))
+		b, err := store.ReadAll(ctx, "p-paged", message.ManifestPage(man.TransferID, header.Run, k))
 		if err != nil {
 			t.Fatal(err)
 		}
