@@ -52,10 +52,13 @@ type shim struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// lists are the listings being paged (see list), by token.
+	lists   map[string]*pagedList
+	listSeq int64
 }
 
 func newShim(fake *fakestorage.Server, fast bool) *shim {
-	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, stats: Stats{FastCompose: fast}}
+	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{}}
 }
 
 // Stats returns a snapshot of the counters.
@@ -87,6 +90,10 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		return
 	}
+	if isListPath(r) {
+		s.list(w, r)
+		return
+	}
 	if r.Method == http.MethodDelete && isObjectPath(r) {
 		rec := httptest.NewRecorder()
 		s.next.ServeHTTP(rec, r)
@@ -98,6 +105,116 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.next.ServeHTTP(w, r)
+}
+
+// listPage is how many objects a listing response holds when the client
+// asks for no page size, as on GCS; also the most it holds.
+const listPage = 1000
+
+// listTokenPrefix marks the shim's own page tokens.
+const listTokenPrefix = "ferry-shim-"
+
+// pagedList is a listing the shim is paging: the objects not yet served.
+type pagedList struct {
+	items   []json.RawMessage
+	created time.Time
+}
+
+// listResponse is the part of a listing response the shim pages.
+type listResponse struct {
+	Kind          string            `json:"kind"`
+	Items         []json.RawMessage `json:"items"`
+	Prefixes      []string          `json:"prefixes,omitempty"`
+	NextPageToken string            `json:"nextPageToken,omitempty"`
+}
+
+// list answers a listing in pages of at most listPage objects, as GCS
+// does. fake-gcs-server answers a listing that names no page size with
+// every object at once (a million objects in one response, which the
+// client then decodes whole), and a paged one by loading every object of
+// the bucket again for each page. So the shim asks the fake once, without
+// a page size, and serves that answer's pages from memory under tokens of
+// its own: one load of the bucket per listing, and a client that decodes
+// 1,000 objects at a time. A listing with a delimiter, versions or a token
+// of the fake's own goes to the fake unchanged.
+func (s *shim) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	size := listPage
+	if v := q.Get("maxResults"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			s.next.ServeHTTP(w, r)
+			return
+		}
+		size = min(n, listPage)
+	}
+	if tok := q.Get("pageToken"); strings.HasPrefix(tok, listTokenPrefix) {
+		s.mu.Lock()
+		l := s.lists[tok]
+		delete(s.lists, tok)
+		s.mu.Unlock()
+		if l == nil {
+			http.Error(w, `{"error":{"code":400,"message":"page token unknown or already used"}}`, http.StatusBadRequest)
+			return
+		}
+		s.servePage(w, l, size)
+		return
+	}
+	if q.Get("pageToken") != "" || q.Get("delimiter") != "" || q.Get("versions") == "true" {
+		s.next.ServeHTTP(w, r)
+		return
+	}
+	q.Del("maxResults")
+	whole := r.Clone(r.Context())
+	whole.URL.RawQuery = q.Encode()
+	rec := httptest.NewRecorder()
+	s.next.ServeHTTP(rec, whole)
+	var resp listResponse
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &resp) != nil || resp.NextPageToken != "" || len(resp.Prefixes) > 0 {
+		copyResponse(w, rec)
+		return
+	}
+	s.servePage(w, &pagedList{items: resp.Items, created: time.Now()}, size)
+}
+
+// servePage writes the next page of l, keeping the rest under a new token.
+func (s *shim) servePage(w http.ResponseWriter, l *pagedList, size int) {
+	resp := listResponse{Kind: "storage#objects", Items: l.items}
+	if len(l.items) > size {
+		resp.Items = l.items[:size]
+		s.mu.Lock()
+		s.listSeq++
+		resp.NextPageToken = fmt.Sprintf("%s%d", listTokenPrefix, s.listSeq)
+		for tok, old := range s.lists {
+			if time.Since(old.created) > listTTL {
+				delete(s.lists, tok) // a client that stopped paging
+			}
+		}
+		s.lists[resp.NextPageToken] = &pagedList{items: l.items[size:], created: l.created}
+		s.mu.Unlock()
+	}
+	if resp.Items == nil {
+		resp.Items = []json.RawMessage{}
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// listTTL is how long a listing's remaining pages are kept.
+const listTTL = 10 * time.Minute
+
+// isListPath matches GET /storage/v1/b/BUCKET/o: a listing of objects.
+func isListPath(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	p := r.URL.EscapedPath()
+	b, ok := strings.CutPrefix(p, apiPrefix)
+	if !ok {
+		return false
+	}
+	b, ok = strings.CutSuffix(b, "/o")
+	return ok && b != "" && !strings.Contains(b, "/")
 }
 
 // statusRecorder remembers the status written through it.

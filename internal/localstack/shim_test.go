@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,6 +18,8 @@ import (
 	"testing"
 
 	"cloud.google.com/go/storage"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -311,5 +314,48 @@ func BenchmarkUploadIntoAFullBucket(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "uploads/s")
 		})
+	}
+}
+
+// A listing that names no page size comes in pages of 1,000, as from GCS,
+// not as fake-gcs-server's one response of every object: every object,
+// in name order, and one request a page.
+func TestListingsArePaged(t *testing.T) {
+	for _, o := range []GCSOptions{{}, {StorageRoot: t.TempDir()}} {
+		g, c := startGCS(t, o)
+		const n = 2100
+		for i := range n {
+			g.srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: fmt.Sprintf("p/%05d", i)}, Content: []byte("x")})
+		}
+		g.srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: "q/other"}, Content: []byte("x")})
+		resp, err := http.Get("http://" + g.Host + "/storage/v1/b/b/o?prefix=p/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page listResponse
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		_ = resp.Body.Close()
+		if err != nil || len(page.Items) != listPage || !strings.HasPrefix(page.NextPageToken, listTokenPrefix) {
+			t.Fatalf("first page: %d objects, token %q (%v); want %d and a token", len(page.Items), page.NextPageToken, err, listPage)
+		}
+		before := g.shim.Stats().Requests
+		it := c.Bucket("b").Objects(context.Background(), &storage.Query{Prefix: "p/"})
+		i := 0
+		for {
+			a, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("p/%05d", i); a.Name != want {
+				t.Fatalf("object %d is %s, want %s", i, a.Name, want)
+			}
+			i++
+		}
+		if calls := g.shim.Stats().Requests - before; i != n || calls != 3 {
+			t.Fatalf("listed %d objects in %d requests; want %d in 3", i, calls, n)
+		}
 	}
 }
