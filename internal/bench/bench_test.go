@@ -185,3 +185,21 @@ func TestKernelLinkRewritesTheStacksAddresses(t *testing.T) {
 		t.Errorf("KernelRate(kernel-7MBps) = %v", r)
 	}
 }
+
+// Workload 7's goals compare the largest tree with the smallest by their
+// file counts, not their names' order ("files-1000000" sorts before
+// "files-200000").
+func TestTreeGoalsCompareTreesByFileCount(t *testing.T) {
+	tree := func(tier string, producerMiB int64) func(*Run) {
+		return func(r *Run) {
+			r.Workload, r.Tier = BigTree, tier
+			r.Procs = []Proc{{Name: "producer", MaxRSSKB: producerMiB << 10}, {Name: "merger", MaxRSSKB: 80 << 10}, {Name: "worker-1", MaxRSSKB: 90 << 10}}
+		}
+	}
+	rs := Group([]Run{run("ferry-2w", Ferry, 900, tree("files-1000000", 100)), run("ferry-2w", Ferry, 90, tree("files-200000", 95))})
+	g := treeGoals(rs)
+	if len(g) != 2 || !strings.Contains(g[0].Name, "files-1000000") || g[0].State != "met" ||
+		!strings.Contains(g[1].Name, "files-200000 to files-1000000") || g[1].State != "met" || !strings.Contains(g[1].Measured, "+5 %") {
+		t.Fatalf("goals %+v", g)
+	}
+}

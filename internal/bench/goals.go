@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -228,23 +231,14 @@ func treeGoals(rs []Result) []Goal {
 	if len(tiers) == 0 {
 		return nil
 	}
-	big := tiers[len(tiers)-1]
-	for _, tr := range tiers {
-		if len(tr) > len(big) || (len(tr) == len(big) && tr > big) {
-			big = tr // "files-1000000" is the largest
-		}
-	}
+	// Tiers are named files-N: the smallest and largest tree by N.
+	slices.SortFunc(tiers, func(a, b string) int { return cmp.Compare(treeFiles(a), treeFiles(b)) })
+	small, big := tiers[0], tiers[len(tiers)-1]
 	p, okP := peak(big, "producer")
 	m, okM := peak(big, "merger")
 	w, okW := peak(big, "worker")
 	out = append(out, goal("tree "+big+": peak RSS producer / merger / worker", "<= 256 / 256 / 128 MiB",
 		fmt.Sprintf("%.0f / %.0f / %.0f MiB", p, m, w), p <= 256 && m <= 256 && w <= 128, okP && okM && okW))
-	small := tiers[0]
-	for _, tr := range tiers {
-		if len(tr) < len(small) || (len(tr) == len(small) && tr < small) {
-			small = tr
-		}
-	}
 	if small == big {
 		return out
 	}
@@ -264,4 +258,10 @@ func treeGoals(rs []Result) []Goal {
 	}
 	return append(out, goal("tree: growth of a process's peak RSS, "+small+" to "+big, "<= 10 %",
 		fmt.Sprintf("%+.0f %% (%s)", 100*worst, who), worst <= 0.10, known))
+}
+
+// treeFiles is the file count a workload 7 tier names ("files-100000").
+func treeFiles(tier string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(tier, "files-"))
+	return n
 }
