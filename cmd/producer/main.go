@@ -13,7 +13,8 @@ import (
 const about = `producer — hand files to the ferry fleet, and follow them.
 
 submit cuts each file into chunks, compresses each chunk as an independent
-frame (zstd level 3 by default) and publishes it to the chunks topic; workers
+frame (zstd; by default each chunk's level adapts to what waits, the
+compressor or the link) and publishes it to the chunks topic; workers
 upload them and the merger composes the final objects
 gs://BUCKET/PREFIX/<relative path>.zst, which stock zstd -d reads.
 

@@ -5,15 +5,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/level"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
@@ -81,7 +84,7 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 	const chunk = 64 << 10
 	writeCSV(t, src, 3_000_000, 1) // 46 chunks: more than one compose of 32
 	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/bench",
-		Codec: codec.Zstd, ChunkSize: chunk, Method: "e2e"})
+		Codec: codec.Zstd, Level: 3, ChunkSize: chunk, Method: "e2e"}) // a fixed level: predictWire's
 	if err != nil || done.Status != message.StatusOK {
 		t.Fatalf("transfer: %v, done %+v", err, done)
 	}
@@ -111,6 +114,39 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 	if row.Status != "ok" || row.Chunks != chunks || row.SizeBytes < 3_000_000 || row.WireBytes != wantSize || row.Workers < 1 {
 		t.Fatalf("benchmark row %+v", row)
 	}
+	if want := []result.LevelUse{{Level: 3, Chunks: chunks, Bytes: row.SizeBytes}}; row.Level != 3 || !slices.Equal(row.Levels, want) {
+		t.Fatalf("row level %d, levels %+v; want 3, and %+v", row.Level, row.Levels, want)
+	}
+}
+
+// TestAdaptiveLevelsReachTheRow: with no level asked for, each chunk's
+// level adapts; the object still reads back as the file, and the row says
+// which levels its chunks used, adding up to the transfer.
+func TestAdaptiveLevelsReachTheRow(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
+	src := filepath.Join(t.TempDir(), "adaptive.csv")
+	writeCSV(t, src, 2_000_000, 4)
+	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/adaptive",
+		ChunkSize: 64 << 10, Method: "e2e-adaptive"})
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	if _, err := verify.Object(context.Background(), s.store, s.bucket, "adaptive/adaptive.csv.zst", codec.Zstd, src); err != nil {
+		t.Fatal(err)
+	}
+	row := s.row(done.TransferID)
+	chunks, bytes := 0, int64(0)
+	for _, u := range row.Levels {
+		if !slices.Contains(level.Steps, u.Level) {
+			t.Fatalf("levels %+v: level %d is not a step of %v", row.Levels, u.Level, level.Steps)
+		}
+		chunks += u.Chunks
+		bytes += u.Bytes
+	}
+	if row.Level != 0 || chunks != row.Chunks || bytes != row.SizeBytes {
+		t.Fatalf("row level %d, levels %+v: want 0 (adaptive), levels adding up to %d chunks of %d bytes", row.Level, row.Levels, row.Chunks, row.SizeBytes)
+	}
+	t.Logf("levels %+v", row.Levels)
 }
 
 func TestDirectoryOfSmallFilesAndAnEmptyFile(t *testing.T) {

@@ -51,7 +51,8 @@ func testGCSFault(t *testing.T, fault faultproxy.Fault) {
 	writeCSV(t, small, 40_000, 62) // one chunk: the worker writes the final object itself
 	prefix := "faults"
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://bucket-set-below/" + prefix,
-		Codec: codec.Zstd, ChunkSize: chunk, Method: "e2e-gcs-faults"}
+		Codec: codec.Zstd, Level: 3, ChunkSize: chunk, Method: "e2e-gcs-faults"} // a fixed level: predictWire's
+
 	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)
 	if err != nil {
 		t.Fatal(err)

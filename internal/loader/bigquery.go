@@ -61,7 +61,8 @@ func (b *BigQuery) JobState(ctx context.Context, id string) (JobState, error) {
 }
 
 // Load runs load job id: the NDJSON objects uris appended to table, which is
-// created with schema if it does not exist. It waits for the job.
+// created with schema if it does not exist, and given the columns of schema
+// it lacks. It waits for the job.
 func (b *BigQuery) Load(ctx context.Context, id, table string, uris []string, schema []result.Field) error {
 	ref := bigquery.NewGCSReference(uris...)
 	ref.SourceFormat = bigquery.JSON
@@ -70,6 +71,9 @@ func (b *BigQuery) Load(ctx context.Context, id, table string, uris []string, sc
 	ld.JobID = id
 	ld.WriteDisposition = bigquery.WriteAppend
 	ld.CreateDisposition = bigquery.CreateIfNeeded
+	// A table made by an earlier ferry lacks the columns added since
+	// (levels): the load adds them instead of failing.
+	ld.SchemaUpdateOptions = []string{"ALLOW_FIELD_ADDITION"}
 	job, err := ld.Run(ctx)
 	if err != nil {
 		return err

@@ -100,6 +100,9 @@ func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
 		if cfg["sourceFormat"] != "NEWLINE_DELIMITED_JSON" || cfg["writeDisposition"] != "WRITE_APPEND" || cfg["createDisposition"] != "CREATE_IF_NEEDED" {
 			t.Errorf("load config %v", cfg)
 		}
+		if opts, _ := cfg["schemaUpdateOptions"].([]any); len(opts) != 1 || opts[0] != "ALLOW_FIELD_ADDITION" {
+			t.Errorf("schemaUpdateOptions %v: want ALLOW_FIELD_ADDITION, so a table of an earlier ferry gains new columns", cfg["schemaUpdateOptions"])
+		}
 		dest := cfg["destinationTable"].(map[string]any)
 		if dest["projectId"] != "proj" || dest["datasetId"] != "ferry" || dest["tableId"] != table {
 			t.Errorf("destination %v", dest)

@@ -60,6 +60,9 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 	if !man.Inline() && (bytes != man.Totals.Bytes || wire != man.Totals.WireBytes) {
 		return "", queue.Permanent(fmt.Errorf("%s: files of %d bytes (%d stored), the totals say %d (%d)", where, bytes, wire, man.Totals.Bytes, man.Totals.WireBytes))
 	}
+	if err := man.CheckLevels(); err != nil {
+		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
+	}
 	return sharedPrefix(first, last), nil
 }
 

@@ -30,6 +30,9 @@ func Row(done message.Done, man *message.Manifest, workers int, version string) 
 		r.RawMBps = result.Float(result.MBps(r.SizeBytes, r.TotalMS))
 		r.WireMBps = result.Float(result.MBps(r.WireBytes, r.UploadMS))
 	}
+	for _, u := range man.Levels {
+		r.Levels = append(r.Levels, result.LevelUse{Level: u.Level, Chunks: u.Chunks, Bytes: u.Bytes})
+	}
 	for k, v := range man.Labels {
 		r.Labels = append(r.Labels, result.Label{Key: k, Value: v})
 	}

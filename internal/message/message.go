@@ -71,25 +71,28 @@ type EventPart struct {
 
 // Manifest is what the producer read, written once it has read everything.
 type Manifest struct {
-	V           int               `json:"v"`
-	TransferID  string            `json:"transfer_id"`
-	Sealed      bool              `json:"sealed"`
-	Bucket      string            `json:"bucket"`
-	Prefix      string            `json:"prefix"`
-	Sources     []string          `json:"sources"`
-	Method      string            `json:"method"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Codec       string            `json:"codec"`
-	Level       int               `json:"level"`
-	ChunkSize   int64             `json:"chunk_size"`
-	Overwrite   bool              `json:"overwrite,omitempty"`
-	Files       []File            `json:"files"`
-	StartedAt   time.Time         `json:"started_at"`
-	SealedAt    time.Time         `json:"sealed_at"`
-	CompressMS  int64             `json:"compress_ms"`
-	ProducerID  string            `json:"producer,omitempty"`
-	FerryVer    string            `json:"ferry_version,omitempty"`
-	ContentType string            `json:"content_type"`
+	V          int               `json:"v"`
+	TransferID string            `json:"transfer_id"`
+	Sealed     bool              `json:"sealed"`
+	Bucket     string            `json:"bucket"`
+	Prefix     string            `json:"prefix"`
+	Sources    []string          `json:"sources"`
+	Method     string            `json:"method"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Codec      string            `json:"codec"`
+	// Level is the transfer's fixed level, or 0 when zstd's adapted per
+	// chunk (package level); Levels are the levels its chunks used.
+	Level       int        `json:"level"`
+	Levels      []LevelUse `json:"levels,omitempty"`
+	ChunkSize   int64      `json:"chunk_size"`
+	Overwrite   bool       `json:"overwrite,omitempty"`
+	Files       []File     `json:"files"`
+	StartedAt   time.Time  `json:"started_at"`
+	SealedAt    time.Time  `json:"sealed_at"`
+	CompressMS  int64      `json:"compress_ms"`
+	ProducerID  string     `json:"producer,omitempty"`
+	FerryVer    string     `json:"ferry_version,omitempty"`
+	ContentType string     `json:"content_type"`
 	// Skipped are the files the producer did not send: their final object
 	// was there already (-n/--no-clobber) or unchanged (--skip-unchanged),
 	// or the walk skipped them (a link, a FIFO, a socket, a device, an
@@ -108,6 +111,15 @@ type Manifest struct {
 	Totals       Totals `json:"totals"`
 
 	inline bool // set by Unpaged
+}
+
+// LevelUse is how many chunks, of how many raw bytes, the producer
+// compressed at one level. A manifest holds at most one per level the
+// codec has (zstd's 22), so it does not grow with the transfer.
+type LevelUse struct {
+	Level  int   `json:"level"`
+	Chunks int   `json:"chunks"`
+	Bytes  int64 `json:"bytes"`
 }
 
 // Skipped is a source file the producer skipped, and why.

@@ -162,3 +162,21 @@ func (m *Manifest) CheckPages() error {
 	}
 	return nil
 }
+
+// CheckLevels holds the levels a manifest records to what a producer
+// writes: levels of 0 to 22 in ascending order, each used by at least one
+// chunk, together no more chunks and bytes than the totals.
+func (m *Manifest) CheckLevels() error {
+	chunks, bytes := 0, int64(0)
+	for i, u := range m.Levels {
+		if u.Level < 0 || u.Level > 22 || (i > 0 && u.Level <= m.Levels[i-1].Level) || u.Chunks < 1 || u.Bytes < 0 {
+			return fmt.Errorf("levels: entry %d (level %d, %d chunks, %d bytes) is not one a producer writes", i, u.Level, u.Chunks, u.Bytes)
+		}
+		chunks += u.Chunks
+		bytes += u.Bytes
+	}
+	if chunks > m.Totals.Chunks || bytes > m.Totals.Bytes {
+		return fmt.Errorf("levels count %d chunks of %d bytes; the transfer has %d of %d", chunks, bytes, m.Totals.Chunks, m.Totals.Bytes)
+	}
+	return nil
+}

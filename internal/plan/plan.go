@@ -20,7 +20,7 @@ type Spec struct {
 	Sources     []string
 	Destination string      // gs://BUCKET[/PREFIX]
 	Codec       codec.Codec // "" means zstd
-	Level       int         // 0 means the codec's default
+	Level       int         // 0: zstd adapts each chunk's level; gzip 6
 	ChunkSize   int64       // requested; grows or is capped per file (ChunkSize)
 	// Roots, when set, confine the sources: every file's resolved path
 	// (links and ".." followed) must lie under one of them.
@@ -33,6 +33,8 @@ type Spec struct {
 type Plan struct {
 	Dest  Destination
 	Codec codec.Codec
+	// Level is fixed, or 0 for zstd: each chunk's level adapts to what
+	// waits, the compressor or the link (package level).
 	Level int
 	// Files are in the order of their final object names (New fills
 	// them; Open leaves them to Walk).
@@ -192,6 +194,9 @@ func codecLevel(c codec.Codec, level int) (codec.Codec, int, error) {
 	}
 	if _, err := codec.Parse(string(c)); err != nil {
 		return "", 0, err
+	}
+	if level == 0 && c == codec.Zstd {
+		return c, 0, nil // each chunk's level adapts (package level)
 	}
 	if level == 0 {
 		level = c.DefaultLevel()

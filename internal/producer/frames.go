@@ -27,30 +27,53 @@ type frame struct {
 }
 
 type frameJob struct {
-	src  []byte
-	out  *frame
-	done chan<- error
+	src   []byte
+	level int
+	out   *frame
+	done  chan<- error
 }
 
-// newFrameEncoders returns n encoders of c at level, one per goroutine of
-// runFrameEncoder.
-func newFrameEncoders(n int, c codec.Codec, level int) ([]codec.Encoder, error) {
-	encs := make([]codec.Encoder, n)
-	for i := range encs {
-		var err error
-		if encs[i], err = codec.NewEncoder(c, level); err != nil {
+// frameEncoders are one goroutine's encoders of a codec, one per level: an
+// adaptive transfer moves between levels (package level), and each zstd
+// level is an encoder of its own. All are made at the start, so that the
+// memory they hold does not depend on how far a transfer's level moved.
+type frameEncoders map[int]codec.Encoder
+
+func newFrameEncoders(c codec.Codec, levels []int) (frameEncoders, error) {
+	e := frameEncoders{}
+	var zeros, out []byte
+	if len(levels) > 1 {
+		zeros = make([]byte, 128<<10) // a block: enough for the tables
+	}
+	for _, l := range levels {
+		enc, err := codec.NewEncoder(c, l)
+		if err != nil {
 			return nil, err
 		}
+		if zeros != nil {
+			// An encoder allocates its tables on first use: a
+			// frame now, so that what the transfer holds does not
+			// grow as its level moves.
+			if out, err = enc.Encode(out[:0], zeros); err != nil {
+				return nil, err
+			}
+		}
+		e[l] = enc
 	}
-	return encs, nil
+	return e, nil
 }
 
-// runFrameEncoder compresses frames until jobs is closed. Every job is
-// answered on its done channel, also when its context is cancelled, so a
-// chunkEncoder waiting for its frames always gets them back; the pipeline
-// closes jobs once no chunkEncoder is left.
-func runFrameEncoder(enc codec.Encoder, c codec.Codec, jobs <-chan frameJob) {
+// runFrameEncoder compresses frames with encs until jobs is closed. Every
+// job is answered on its done channel, also when its context is cancelled,
+// so a chunkEncoder waiting for its frames always gets them back; the
+// pipeline closes jobs once no chunkEncoder is left.
+func runFrameEncoder(c codec.Codec, encs frameEncoders, jobs <-chan frameJob) {
 	for j := range jobs {
+		enc, ok := encs[j.level]
+		if !ok {
+			j.done <- fmt.Errorf("no %s encoder of level %d", c, j.level)
+			continue
+		}
 		dst := j.out.wire[:0]
 		if need := c.Bound(int64(len(j.src))); int64(cap(dst)) < need {
 			// Room for the worst case up front: an encoder that
@@ -77,9 +100,9 @@ func newChunkEncoder(ctx context.Context, jobs chan<- frameJob) *chunkEncoder {
 	return &chunkEncoder{ctx: ctx, jobs: jobs, done: make(chan error, 1)}
 }
 
-// Encode compresses each piece into consecutive frames and returns them per
-// piece. The result is valid until the next call.
-func (e *chunkEncoder) Encode(pieces [][]byte) ([][]frame, error) {
+// Encode compresses each piece at level into consecutive frames and
+// returns them per piece. The result is valid until the next call.
+func (e *chunkEncoder) Encode(pieces [][]byte, level int) ([][]frame, error) {
 	n := 0
 	for _, p := range pieces {
 		n += plan.Frames(int64(len(p)))
@@ -97,7 +120,7 @@ func (e *chunkEncoder) Encode(pieces [][]byte) ([][]frame, error) {
 		first := k
 		for off := 0; err == nil && (off < len(p) || off == 0); off += codec.FrameSize {
 			select {
-			case e.jobs <- frameJob{src: p[off:min(off+codec.FrameSize, len(p))], out: &e.frames[k], done: e.done}:
+			case e.jobs <- frameJob{src: p[off:min(off+codec.FrameSize, len(p))], level: level, out: &e.frames[k], done: e.done}:
 				sent++
 				k++
 			case <-e.ctx.Done():
@@ -143,14 +166,14 @@ type compressor struct {
 	seek   []seektable.Frame
 }
 
-// compress turns a job into its parts. The result is valid until the next
-// call; it holds no reference to the job's raw buffer.
-func (c *compressor) compress(j job) ([]encodedPart, error) {
+// compress turns a job into its parts, compressed at level. The result is
+// valid until the next call; it holds no reference to the job's raw buffer.
+func (c *compressor) compress(j job, level int) ([]encodedPart, error) {
 	c.srcs = c.srcs[:0]
 	for _, pc := range j.pieces {
 		c.srcs = append(c.srcs, pc.raw)
 	}
-	frames, err := c.enc.Encode(c.srcs)
+	frames, err := c.enc.Encode(c.srcs, level)
 	if err != nil {
 		pc := j.pieces[0]
 		return nil, fmt.Errorf("compress chunk %d of %s: %w", pc.index, pc.f.Path, err)

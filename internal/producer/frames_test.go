@@ -21,18 +21,18 @@ import (
 // runEncoders starts n frame encoders for a test and stops them at its end.
 func runEncoders(t *testing.T, n int, c codec.Codec) chan<- frameJob {
 	t.Helper()
-	encs, err := newFrameEncoders(n, c, c.DefaultLevel())
-	if err != nil {
-		t.Fatal(err)
-	}
 	jobs := make(chan frameJob)
 	done := make(chan struct{})
-	for _, enc := range encs {
-		go func() { runFrameEncoder(enc, c, jobs); done <- struct{}{} }()
+	for range n {
+		encs, err := newFrameEncoders(c, []int{c.DefaultLevel()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { runFrameEncoder(c, encs, jobs); done <- struct{}{} }()
 	}
 	t.Cleanup(func() {
 		close(jobs)
-		for range encs {
+		for range n {
 			<-done
 		}
 	})
@@ -47,7 +47,7 @@ func TestChunkEncoderCutsFramesWithTheirCRCs(t *testing.T) {
 	jobs := runEncoders(t, 2, codec.Zstd)
 	enc := newChunkEncoder(context.Background(), jobs)
 	pieces := [][]byte{bytes.Repeat([]byte("ferry,"), (codec.FrameSize+100)/6), nil, []byte("one small file")}
-	out, err := enc.Encode(pieces)
+	out, err := enc.Encode(pieces, codec.Zstd.DefaultLevel())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestOneChunkZstdPayloadEndsWithItsSeekTable(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(src)
 	c := &compressor{enc: newChunkEncoder(context.Background(), runEncoders(t, 2, codec.Zstd)), pl: pl, tid: "t1"}
-	parts, err := c.compress(job{pieces: []piece{{f: &pl.Files[0], raw: raw, chunks: 1}}})
+	parts, err := c.compress(job{pieces: []piece{{f: &pl.Files[0], raw: raw, chunks: 1}}}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,13 @@ package producer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/level"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 )
@@ -59,11 +62,15 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 			}
 		}
 	}()
-	encs, err := newFrameEncoders(p.o.Concurrency, pl.Codec, pl.Level)
-	if err != nil {
-		return err
+	ad := p.adapter(pl, bufSize)
+	encs := make([]frameEncoders, p.o.Concurrency)
+	for i := range encs {
+		var err error
+		if encs[i], err = newFrameEncoders(pl.Codec, ad.Levels()); err != nil {
+			return err
+		}
 	}
-	mem := semaphore.NewWeighted(msgBudget)
+	ob := &outbox{mem: semaphore.NewWeighted(msgBudget), max: msgBudget}
 
 	g, ctx := errgroup.WithContext(ctx)
 	files := make(chan planned, walkAhead)
@@ -76,15 +83,15 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 		made: &p.bufsMade, stdin: req.Stdin, limits: p.limits()}
 	g.Go(func() error { return rd.run(ctx, files, jobs) })
 
-	for _, enc := range encs {
-		g.Go(func() error { runFrameEncoder(enc, pl.Codec, frames); return nil })
+	for _, encs := range encs {
+		g.Go(func() error { runFrameEncoder(pl.Codec, encs, frames); return nil })
 	}
 	var compressors sync.WaitGroup
 	for range workers {
 		compressors.Add(1)
 		g.Go(func() error {
 			defer compressors.Done()
-			return p.compressStage(ctx, pl, m, pg, jobs, frames, pool, out, mem, msgBudget)
+			return p.compressStage(ctx, pl, m, pg, jobs, frames, pool, out, ob, ad)
 		})
 	}
 	g.Go(func() error {
@@ -98,9 +105,49 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	})
 	g.Go(func() error { return pg.writePages(ctx) })
 	for range p.o.Publishers {
-		g.Go(func() error { return p.publishStage(ctx, out, mem) })
+		g.Go(func() error { return p.publishStage(ctx, out, ob) })
 	}
-	return g.Wait()
+	err := g.Wait()
+	m.Levels = levelUses(ad)
+	return err
+}
+
+// outbox bounds, and counts, the bytes of the chunk messages waiting for
+// the publishers.
+type outbox struct {
+	mem  *semaphore.Weighted
+	max  int64
+	held atomic.Int64
+}
+
+// adapter chooses the level of each job of pl: zstd with no level set
+// adapts (package level), starting at level.Start; any other is fixed. A
+// backlog of less than two chunk buffers is taken for chunks in flight.
+func (p *Producer) adapter(pl *plan.Plan, bufSize int64) *level.Adapter {
+	if pl.Codec == codec.Zstd && pl.Level == 0 {
+		return level.New(level.Steps, level.Start, 2*bufSize)
+	}
+	return level.Fixed(pl.Level)
+}
+
+// backlog is what this producer has handed on and the link has not taken
+// yet, in wire bytes: messages waiting for the publishers and, with the
+// spool transport, spool files the workers have not removed.
+func (p *Producer) backlog(ob *outbox) int64 {
+	b := ob.held.Load()
+	if !p.pubsub() {
+		b += p.spool.backlog()
+	}
+	return b
+}
+
+// levelUses are ad's levels as the manifest records them.
+func levelUses(ad *level.Adapter) []message.LevelUse {
+	var u []message.LevelUse
+	for _, x := range ad.Uses() {
+		u = append(u, message.LevelUse{Level: x.Level, Chunks: x.Chunks, Bytes: x.Bytes})
+	}
+	return u
 }
 
 // walkAhead is how many planned files the walk may be ahead of the reader.
@@ -170,17 +217,23 @@ func (p *Producer) planFile(ctx context.Context, sk *skipper, pg *pager, f plan.
 // compressStage is one compress goroutine: it turns jobs into chunk messages
 // for the publishers until jobs is closed.
 func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, pg *pager, jobs <-chan job,
-	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, mem *semaphore.Weighted, memMax int64) error {
+	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, ob *outbox, ad *level.Adapter) error {
 	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID}
 	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
 	for j := range jobs {
-		parts, err := c.compress(j)
+		lvl := ad.Level()
+		parts, err := c.compress(j, lvl)
 		pool <- j.buf[:0] // the parts do not refer to the raw bytes
 		if err != nil {
 			return err
 		}
+		var raw, wire int64
 		for _, pc := range j.pieces {
-			p.doneBytes.Add(int64(len(pc.raw)))
+			raw += int64(len(pc.raw))
+		}
+		p.doneBytes.Add(raw)
+		for i := range parts {
+			wire += parts[i].part.WireSize
 		}
 		msg, err := k.pack(ctx, parts)
 		if err != nil {
@@ -191,18 +244,40 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.
 				return err
 			}
 		}
-		msg.weight = min(int64(len(msg.data)), memMax)
-		if err := mem.Acquire(ctx, msg.weight); err != nil {
+		blocked, err := handOn(ctx, msg, out, ob)
+		if err != nil {
 			return err
 		}
-		select {
-		case out <- msg:
-		case <-ctx.Done():
-			mem.Release(msg.weight)
-			return ctx.Err()
-		}
+		ad.Observe(level.Observation{Level: lvl, Chunks: len(j.pieces), Raw: raw, Wire: wire, Backlog: p.backlog(ob),
+			Blocked: blocked || msg.waited})
 	}
 	return nil
+}
+
+// handOn queues msg for the publishers within the outbox's bound; blocked
+// says whether it had to wait for room.
+func handOn(ctx context.Context, msg outMsg, out chan<- outMsg, ob *outbox) (blocked bool, err error) {
+	msg.weight = min(int64(len(msg.data)), ob.max)
+	if !ob.mem.TryAcquire(msg.weight) {
+		blocked = true
+		if err := ob.mem.Acquire(ctx, msg.weight); err != nil {
+			return blocked, err
+		}
+	}
+	ob.held.Add(msg.weight)
+	select {
+	case out <- msg:
+		return blocked, nil
+	default:
+	}
+	select {
+	case out <- msg:
+		return true, nil
+	case <-ctx.Done():
+		ob.held.Add(-msg.weight)
+		ob.mem.Release(msg.weight)
+		return true, ctx.Err()
+	}
 }
 
 // msgBudget is the part of FERRY_PRODUCER_MEMORY that chunk messages

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
@@ -23,6 +21,8 @@ type outMsg struct {
 	tid    string
 	where  string
 	weight int64 // what it holds of the message budget
+	// waited: writing its spool file waited for room (package level).
+	waited bool
 }
 
 // packer builds chunk messages for one transfer.
@@ -53,13 +53,15 @@ func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) 
 		where = fmt.Sprintf("bundle of %d files from %s to %s", len(parts), parts[0].part.Path, parts[len(parts)-1].part.Path)
 	}
 	var data []byte
+	var waited bool
+	var err error
 	if k.p.pubsub() || wire <= k.p.o.InlineMax {
 		data = message.EncodeChunk(c, k.segs)
 	} else {
 		// The spool file's name is relative to the spool directory: a
 		// worker resolves it inside its own.
 		c.Spool = spoolName(k.tid, parts[0].file, parts[0].index)
-		if err := k.p.spool.write(ctx, c.Spool, k.segs, wire); err != nil {
+		if waited, err = k.p.spool.write(ctx, c.Spool, k.segs, wire); err != nil {
 			return outMsg{}, fmt.Errorf("spool %s: %w", where, err)
 		}
 		data = message.EncodeChunk(c, nil)
@@ -69,12 +71,12 @@ func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) 
 		return outMsg{}, fmt.Errorf("%s: chunk message of %d bytes exceeds FERRY_MESSAGE_MAX=%d", where, len(data), k.p.o.MessageMax)
 	}
 	metrics.BytesCompressed.Add(float64(wire))
-	return outMsg{data: data, tid: k.tid, where: where}, nil
+	return outMsg{data: data, tid: k.tid, where: where, waited: waited}, nil
 }
 
 // publishStage publishes messages from out until it is closed. Once the
 // pipeline has failed, it drops what is left instead of publishing it.
-func (p *Producer) publishStage(ctx context.Context, out <-chan outMsg, mem *semaphore.Weighted) error {
+func (p *Producer) publishStage(ctx context.Context, out <-chan outMsg, ob *outbox) error {
 	for msg := range out {
 		err := ctx.Err()
 		if err == nil && p.o.limiter != nil {
@@ -83,7 +85,8 @@ func (p *Producer) publishStage(ctx context.Context, out <-chan outMsg, mem *sem
 		if err == nil {
 			err = p.o.Chunks.Publish(ctx, msg.data, map[string]string{"transfer_id": msg.tid})
 		}
-		mem.Release(msg.weight)
+		ob.held.Add(-msg.weight)
+		ob.mem.Release(msg.weight)
 		if ctx.Err() != nil {
 			continue
 		}

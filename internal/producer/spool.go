@@ -136,9 +136,10 @@ type spool struct {
 	max int64
 	log *slog.Logger
 
-	mu    sync.Mutex
-	used  int64     // bytes reserved or written and not yet seen removed
-	files []spooled // written, oldest first
+	mu     sync.Mutex
+	used   int64     // bytes reserved or written and not yet seen removed
+	files  []spooled // written, oldest first
+	looked time.Time // when backlog last looked for removed files
 }
 
 type spooled struct {
@@ -153,28 +154,30 @@ func newSpool(fs spoolFS, max int64, log *slog.Logger) *spool {
 	return &spool{fs: fs, max: max, log: log}
 }
 
-// write waits for room for size bytes, then writes segs as name.
-func (s *spool) write(ctx context.Context, name string, segs [][]byte, size int64) error {
-	if err := s.reserve(ctx, size); err != nil {
-		return err
+// write waits for room for size bytes, then writes segs as name. waited
+// says whether it had to wait: the workers are behind.
+func (s *spool) write(ctx context.Context, name string, segs [][]byte, size int64) (waited bool, err error) {
+	if waited, err = s.reserve(ctx, size); err != nil {
+		return waited, err
 	}
 	if err := s.fs.WriteFile(name, segs); err != nil {
 		s.mu.Lock()
 		s.used -= size
 		s.mu.Unlock()
-		return err
+		return waited, err
 	}
 	s.mu.Lock()
 	s.files = append(s.files, spooled{name, size})
 	s.mu.Unlock()
-	return nil
+	return waited, nil
 }
 
 // reserve waits until size more bytes fit the bound (or the spool holds
-// nothing of this producer's) and counts them.
-func (s *spool) reserve(ctx context.Context, size int64) error {
+// nothing of this producer's) and counts them; waited says whether it
+// waited.
+func (s *spool) reserve(ctx context.Context, size int64) (waited bool, err error) {
 	wait, logged := 5*time.Millisecond, false
-	for {
+	for ; ; waited = true {
 		s.mu.Lock()
 		if s.used > 0 && s.used+size > s.max {
 			s.reclaimLocked()
@@ -182,7 +185,7 @@ func (s *spool) reserve(ctx context.Context, size int64) error {
 		if s.used == 0 || s.used+size <= s.max {
 			s.used += size
 			s.mu.Unlock()
-			return nil
+			return waited, nil
 		}
 		used := s.used
 		s.mu.Unlock()
@@ -194,7 +197,7 @@ func (s *spool) reserve(ctx context.Context, size int64) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return waited, ctx.Err()
 		case <-t.C:
 		}
 		wait = min(2*wait, spoolPoll)
@@ -213,6 +216,22 @@ func (s *spool) reclaimLocked() {
 	}
 	s.files = kept
 }
+
+// backlog reports the bytes of spool files the workers have not removed
+// yet, looking for removed files at most every backlogLook (a stat per
+// file).
+func (s *spool) backlog() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); now.Sub(s.looked) >= backlogLook {
+		s.reclaimLocked()
+		s.looked = now
+	}
+	return s.used
+}
+
+// backlogLook bounds how often backlog stats the spool files.
+const backlogLook = 10 * time.Millisecond
 
 // usage reports the bytes counted against the bound.
 func (s *spool) usage() int64 {

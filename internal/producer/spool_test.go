@@ -24,9 +24,17 @@ func TestSpoolWaitsWhileFull(t *testing.T) {
 	s := newSpool(fs, 100, nil)
 	s.log = discard()
 	ctx := context.Background()
-	must(t, s.write(ctx, "t-a", [][]byte{make([]byte, 60)}, 60))
+	if waited, err := s.write(ctx, "t-a", [][]byte{make([]byte, 60)}, 60); err != nil || waited {
+		t.Fatalf("first write: waited %v, %v; want no wait in an empty spool", waited, err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- s.write(ctx, "t-b", [][]byte{make([]byte, 60)}, 60) }()
+	go func() {
+		waited, err := s.write(ctx, "t-b", [][]byte{make([]byte, 60)}, 60)
+		if err == nil && !waited {
+			err = errors.New("the write into a full spool says it did not wait")
+		}
+		done <- err
+	}()
 	teststack.Until(t, 30*time.Second, "the writer to look at the spool twice while it is full", func() bool {
 		fs.mu.Lock()
 		defer fs.mu.Unlock()
@@ -44,6 +52,10 @@ func TestSpoolWaitsWhileFull(t *testing.T) {
 	}
 	if u := s.usage(); u != 60 {
 		t.Fatalf("spool usage %d, want 60", u)
+	}
+	must(t, fs.Remove("t-b"))
+	if b := s.backlog(); b != 0 {
+		t.Fatalf("backlog %d once the workers removed every file, want 0", b)
 	}
 }
 

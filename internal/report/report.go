@@ -73,8 +73,11 @@ type codecLevel struct {
 
 // Label names the group as the scatter chart labels its point.
 func (c codecLevel) Label() string {
-	if c.Codec == "none" || c.Codec == none {
+	switch {
+	case c.Codec == "none" || c.Codec == none:
 		return c.Codec
+	case c.Level == 0:
+		return c.Codec + " adaptive" // each chunk's level adapted (row.levels)
 	}
 	return c.Codec + " " + strconv.Itoa(c.Level)
 }

@@ -55,16 +55,40 @@ func rate(bytes, ms int64) string {
 // throughput per stage, then sizes and ratio.
 func StageTable(w io.Writer, r Row) {
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", "step", "time", "throughput")
-	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("compress (%s %d)", r.Codec, r.Level), FormatMS(r.CompressMS), rate(r.SizeBytes, r.CompressMS))
+	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("compress (%s)", CodecText(r)), FormatMS(r.CompressMS), rate(r.SizeBytes, r.CompressMS))
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("upload (%s)", Count(r.Workers, "worker")), FormatMS(r.UploadMS), rate(r.WireBytes, r.UploadMS))
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", fmt.Sprintf("compose (%s)", Count(r.Chunks, "chunk")), FormatMS(r.ComposeMS), rate(r.WireBytes, r.ComposeMS))
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", "verify (crc32c)", FormatMS(r.VerifyMS), "")
 	fmt.Fprintf(w, "  %-24s %10s %14s\n", "TOTAL", FormatMS(r.TotalMS), rate(r.SizeBytes, r.TotalMS))
 	fmt.Fprintf(w, "  Original: %s  Wire: %s  Ratio: %.2fx  Files: %d  Status: %s\n",
 		FormatBytes(float64(r.SizeBytes)), FormatBytes(float64(r.WireBytes)), r.Ratio, r.Files, r.Status)
+	if r.Level == 0 && len(r.Levels) > 0 {
+		fmt.Fprintf(w, "  Levels (chunks):")
+		for _, u := range r.Levels {
+			fmt.Fprintf(w, " %d: %d", u.Level, u.Chunks)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "  Error: %s\n", r.Error)
 	}
+}
+
+// CodecText names a row's codec and level: "zstd 3" for a fixed level,
+// "zstd 1-6" for the range an adaptive transfer used ("zstd adaptive"
+// before it compressed anything), "none".
+func CodecText(r Row) string {
+	switch {
+	case r.Codec == "none":
+		return r.Codec
+	case r.Level != 0:
+		return fmt.Sprintf("%s %d", r.Codec, r.Level)
+	case len(r.Levels) == 0:
+		return r.Codec + " adaptive"
+	case len(r.Levels) == 1:
+		return fmt.Sprintf("%s %d", r.Codec, r.Levels[0].Level)
+	}
+	return fmt.Sprintf("%s %d-%d", r.Codec, r.Levels[0].Level, r.Levels[len(r.Levels)-1].Level)
 }
 
 // Summary is the spread of repeated measurements.

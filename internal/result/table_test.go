@@ -27,6 +27,11 @@ func TestCountAgrees(t *testing.T) {
 	if out := b.String(); !strings.Contains(out, "upload (1 worker)") || !strings.Contains(out, "compose (1 chunk)") || !strings.Contains(out, "Original: 10.0 MB") {
 		t.Errorf("stage table:\n%s", out)
 	}
+	b.Reset()
+	StageTable(&b, Row{Workers: 1, Chunks: 7, Codec: "zstd", Levels: []LevelUse{{1, 2, 10}, {3, 4, 20}, {6, 1, 5}}, Status: "ok"})
+	if out := b.String(); !strings.Contains(out, "compress (zstd 1-6)") || !strings.Contains(out, "Levels (chunks): 1: 2 3: 4 6: 1") {
+		t.Errorf("stage table of an adaptive transfer:\n%s", out)
+	}
 }
 
 // Summarize is the spread bench tables and report medians share: min,
