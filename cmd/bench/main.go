@@ -53,6 +53,7 @@ type benchFlags struct {
 	runDir, rows, bin, workloads string
 	quick, full                  bool
 	repeats                      int
+	budget                       time.Duration
 	link                         float64
 	gcs                          string
 }
@@ -75,6 +76,7 @@ func command() *cobra.Command {
 	fs.BoolVar(&f.quick, "quick", false, "small data, to prove the bench works (figures mean little; BENCH_QUICK)")
 	fs.BoolVar(&f.full, "full", false, "add the 1.2 GB tier (BENCH_FULL)")
 	fs.IntVar(&f.repeats, "repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
+	fs.DurationVar(&f.budget, "method-budget", 30*time.Second, "a method repeats only while its runs together took less than this, so a slow peer runs once; 0: every repeat, as --full does (BENCH_METHOD_BUDGET)")
 	fs.StringVar(&f.workloads, "workloads", "", "comma-separated workloads by number or name (default all; BENCH_WORKLOADS)")
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
@@ -149,6 +151,12 @@ func (f *benchFlags) fromConfig(cmd *cobra.Command, c config.Bench) {
 	if !set("repeats") {
 		f.repeats = c.Repeats
 	}
+	if !set("method-budget") {
+		f.budget = c.MethodBudget
+		if f.full {
+			f.budget = 0
+		}
+	}
 	if !set("workloads") {
 		f.workloads = c.Workloads
 	}
@@ -212,7 +220,7 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 		return cli.Usagef("--gcs %q (BENCH_GCS): want fs or memory", f.gcs)
 	}
 	cfg := bench.Config{
-		Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, Sizes: sizes, Workloads: wl,
+		Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, MethodBudget: f.budget, Sizes: sizes, Workloads: wl,
 		LinkMBps: f.link, GCSRoot: gcsRoot, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: cmd.ErrOrStderr(),
 	}
 	fmt.Fprintf(stdout, "make bench %s: %d repeats per method, tiers %s, %d cores; every method on its own fresh fake-gcs-server (%s); load average %s; started %s\n",

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 func TestSpeedupAndRates(t *testing.T) {
@@ -201,5 +203,55 @@ func TestTreeGoalsCompareTreesByFileCount(t *testing.T) {
 	if len(g) != 2 || !strings.Contains(g[0].Name, "files-1000000") || g[0].State != "met" ||
 		!strings.Contains(g[1].Name, "files-200000 to files-1000000") || g[1].State != "met" || !strings.Contains(g[1].Measured, "+5 %") {
 		t.Fatalf("goals %+v", g)
+	}
+}
+
+// Issue 19's compression goals: on loopback, ferry (its level adapting)
+// against go_simple and against --codec none; on random bytes, zstd's CPU
+// and wall time against --codec none.
+func TestFreeLinkGoals(t *testing.T) {
+	codecs := func(tier string, cpu time.Duration) func(*Run) {
+		return func(r *Run) {
+			r.Workload, r.Tier = Codecs, tier
+			r.Procs = []Proc{{Name: "producer", CPU: cpu}}
+		}
+	}
+	rs := Group([]Run{
+		run("ferry-2w", Ferry, 3), run("go_simple", Peer, 4),
+		run(FerryAdapt, Ferry, 2.5, codecs("medium", 0)), run(FerryNone, Ferry, 3.6, codecs("medium", 0)),
+		run(FerryAdapt, Ferry, 3.2, codecs(RandomTier, 5*time.Second)), run(FerryNone, Ferry, 3.0, codecs(RandomTier, 3*time.Second)),
+	})
+	want := map[string]string{
+		"free link 200 MB: ferry-2w wall time / go_simple's":                      "met",
+		"codecs medium (free link): ferry zstd adaptive wall time / --codec none": "met",
+		"incompressible 1 file, 200.0 MB: zstd CPU / --codec none":                "not met",
+		"incompressible 1 file, 200.0 MB: zstd wall time / --codec none":          "met",
+	}
+	got := map[string]string{}
+	for _, g := range freeLinkGoals(rs) {
+		got[g.Name] = g.State
+	}
+	for name, state := range want {
+		if got[name] != state {
+			t.Errorf("goal %q: %q, want %q (all: %v)", name, got[name], state, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("goals %v, want %d", got, len(want))
+	}
+}
+
+// levelNotes sum each adaptive ferry method's chunks per level over its
+// runs; fixed levels and peers get no note.
+func TestLevelNotes(t *testing.T) {
+	lv := func(l ...result.LevelUse) func(*Run) { return func(r *Run) { r.Codec, r.Levels = "zstd", l } }
+	rs := Group([]Run{
+		run("ferry-2w", Ferry, 3, lv(result.LevelUse{Level: 1, Chunks: 2}, result.LevelUse{Level: 6, Chunks: 3})),
+		run("ferry-2w", Ferry, 3, lv(result.LevelUse{Level: 6, Chunks: 4})),
+		run("ferry-zstd3", Ferry, 3, lv(result.LevelUse{Level: 3, Chunks: 9}), func(r *Run) { r.Level = 3 }),
+	})
+	notes := levelNotes(rs)
+	if len(notes) != 1 || !strings.Contains(notes[0], "ferry-2w") || !strings.HasSuffix(notes[0], "over 2 runs: 1: 2 6: 7") {
+		t.Fatalf("notes %q", notes)
 	}
 }

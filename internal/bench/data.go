@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"io/fs"
@@ -30,6 +31,8 @@ type Sizes struct {
 	CodecTier, RestoreTier string
 	// Trees are the sizes of workload 7's trees of small files.
 	Trees []TreeSize
+	// RandomSize is workload 4's file of random bytes (incompressible).
+	RandomSize int64
 }
 
 // TreeSize is one tree of workload 7: its number of files, and whether
@@ -43,17 +46,17 @@ type TreeSize struct {
 // Plain is make bench: the seeds' 10 MB and 200 MB tiers, 5,000 small
 // files and 100 × 10 MB, 100 MB over the shaped link.
 var Plain = Sizes{Tiers: []string{"small", "medium"}, SmallFiles: 5000, BigFiles: 100, BigEach: 10_000_000,
-	ShapedSize: 100_000_000, CodecTier: "medium", RestoreTier: "medium", Trees: []TreeSize{{Files: 100_000}}}
+	ShapedSize: 100_000_000, CodecTier: "medium", RestoreTier: "medium", Trees: []TreeSize{{Files: 100_000}}, RandomSize: 200_000_000}
 
 // Full adds the 1.2 GB tier, and uses it for codecs and restore.
 var Full = Sizes{Tiers: []string{"small", "medium", "large"}, SmallFiles: 5000, BigFiles: 100, BigEach: 10_000_000,
 	ShapedSize: 100_000_000, CodecTier: "large", RestoreTier: "large",
-	Trees: []TreeSize{{Files: 100_000, Gcloud: true}, {Files: 1_000_000}}}
+	Trees: []TreeSize{{Files: 100_000, Gcloud: true}, {Files: 1_000_000}}, RandomSize: 200_000_000}
 
 // Quick proves the bench works end to end in a few minutes: small data,
 // figures that mean little.
 var Quick = Sizes{Tiers: []string{"small"}, SmallFiles: 200, BigFiles: 10, BigEach: 1_000_000,
-	ShapedSize: 10_000_000, CodecTier: "small", RestoreTier: "small", Trees: []TreeSize{{Files: 2_000, Gcloud: true}}}
+	ShapedSize: 10_000_000, CodecTier: "small", RestoreTier: "small", Trees: []TreeSize{{Files: 2_000, Gcloud: true}}, RandomSize: 10_000_000}
 
 // File is one source file and its CRC32C (for checking what a peer stored).
 type File struct {
@@ -78,6 +81,8 @@ type Data struct {
 	Small  Tree
 	Big    Tree
 	Shaped File
+	// Random is incompressible: random bytes.
+	Random File
 	// Trees are workload 7's, made when it runs (a million files take a
 	// while to write).
 	Trees []Tree
@@ -107,6 +112,9 @@ func PrepareData(ctx context.Context, bin, dir string, s Sizes) (*Data, error) {
 	}
 	var err error
 	if d.Shaped, err = csvFile(filepath.Join(dir, "shaped_upload.csv"), s.ShapedSize, 3); err != nil {
+		return nil, err
+	}
+	if d.Random, err = randomFile(filepath.Join(dir, fmt.Sprintf("random-%s.bin", mbName(s.RandomSize))), s.RandomSize); err != nil {
 		return nil, err
 	}
 	if d.Small, err = sourceTree(filepath.Join(dir, fmt.Sprintf("tree-%d", s.SmallFiles)), s.SmallFiles); err != nil {
@@ -153,6 +161,32 @@ func csvFile(path string, size int64, seed int64) (File, error) {
 		}
 		if err := f.Close(); err != nil {
 			return File{}, err
+		}
+	}
+	return checksumFile(path)
+}
+
+// randomFile writes size random bytes (a fixed seed) to path unless it is
+// there already, and returns it with its CRC32C.
+func randomFile(path string, size int64) (File, error) {
+	if st, err := os.Stat(path); err != nil || st.Size() != size {
+		f, err := os.Create(path)
+		if err != nil {
+			return File{}, err
+		}
+		r := rand.New(rand.NewPCG(17, 19))
+		buf := make([]byte, 1<<20)
+		for left := size; left > 0 && err == nil; left -= int64(len(buf)) {
+			for i := 0; i < len(buf); i += 8 {
+				binary.LittleEndian.PutUint64(buf[i:], r.Uint64())
+			}
+			_, err = f.Write(buf[:min(left, int64(len(buf)))])
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return File{}, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	return checksumFile(path)

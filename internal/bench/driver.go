@@ -25,7 +25,10 @@ type Config struct {
 	RunDir  string // data, logs and scratch (.run/bench)
 	Rows    string // NDJSON file the rows are appended to
 	Repeats int
-	Sizes   Sizes
+	// MethodBudget, when positive, ends a method's repeats once its runs
+	// together took this long (at least one runs).
+	MethodBudget time.Duration
+	Sizes        Sizes
 	// Workloads to run, by name; empty: all.
 	Workloads []string
 	LinkMBps  float64
@@ -311,6 +314,7 @@ func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
 			return err
 		}
 	}
+	var spent time.Duration
 	for rep := 1; rep <= b.repeats(p); rep++ {
 		r := b.runRepeat(ctx, p, m, st, dir, logDir, boto, rep)
 		if err := b.record(r); err != nil {
@@ -318,6 +322,11 @@ func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if spent += r.Wall; b.cfg.MethodBudget > 0 && spent >= b.cfg.MethodBudget && rep < b.repeats(p) {
+			b.logf("%s %s %s: %d of %d repeats, its runs took %s (budget %s)", p.workload, p.tier, m.name, rep, b.repeats(p),
+				spent.Round(time.Second), b.cfg.MethodBudget)
+			break
 		}
 	}
 	return nil

@@ -20,7 +20,11 @@ const (
 	FerryRestore   = "ferry_restore"
 	GcloudDownZstd = "gcloud_cp_zstd_d"
 	FerryZstd3     = "ferry-zstd3"
-	CodecZstdCLI   = "zstd_cli_3_T2"
+	FerryAdapt     = "ferry-zstd-adapt" // zstd, its level adapting (the default)
+	FerryNone      = "ferry-none"
+	// RandomTier is workload 4's tier of random bytes.
+	RandomTier   = "random"
+	CodecZstdCLI = "zstd_cli_3_T2"
 )
 
 // Goal is one goal of issues 10–12 beside what the run measured. Goals are
@@ -106,8 +110,8 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 			if okG {
 				// As the table's column: median wall times, same files.
 				q := Speedup(g.Wall.Median, f.Wall.Median)
-				out = append(out, goal("small files: ferry files/s / gcloud storage cp -r", ">= 3.0",
-					fmt.Sprintf("%.2f (%.0f vs %.0f files/s)", q, fps, g.FilesPerSec()), q >= 3, true))
+				out = append(out, goal("small files: ferry files/s / gcloud storage cp -r", ">= 5.0",
+					fmt.Sprintf("%.2f (%.0f vs %.0f files/s)", q, fps, g.FilesPerSec()), q >= 5, true))
 			}
 		}
 	}
@@ -132,6 +136,8 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 				fmt.Sprintf("%.3f (%.2f vs %.2f)", rq, f.Median(ratio), z.Median(ratio)), rq >= 0.98, true))
 		}
 	}
+
+	out = append(out, freeLinkGoals(rs)...)
 
 	for _, tier := range Tiers(rs, Restore) {
 		sel := Select(rs, Restore, tier)
@@ -193,6 +199,46 @@ func WriteGoals(w io.Writer, gs []Goal) {
 		t.Rows = append(t.Rows, []string{g.Name, g.Target, g.Measured, g.State})
 	}
 	t.Write(w)
+}
+
+// freeLinkGoals are issue 19's compression goals: on loopback, where
+// bandwidth is free, ferry (its level adapting) is never slower than a
+// plain single-stream upload (go_simple, workload 1's 200 MB tier) nor
+// than ferry with no codec (workload 4); and on random bytes zstd costs
+// at most 1.3x the CPU and 1.1x the wall time of no codec.
+func freeLinkGoals(rs []Result) []Goal {
+	var out []Goal
+	wall := func(g Result) string { return secs(g.Wall.Median) }
+	if sel := Select(rs, LargeFile, "medium"); len(sel) > 0 {
+		f, okF := Find(sel, "ferry-2w")
+		g, okG := Find(sel, "go_simple")
+		if okF && okG && len(f.OK) > 0 && len(g.OK) > 0 {
+			q := f.Wall.Median / g.Wall.Median
+			out = append(out, goal("free link 200 MB: ferry-2w wall time / go_simple's", "<= 1.00",
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, wall(f), wall(g)), q <= 1, true))
+		}
+	}
+	for _, tier := range Tiers(rs, Codecs) {
+		sel := Select(rs, Codecs, tier)
+		a, okA := Find(sel, FerryAdapt)
+		n, okN := Find(sel, FerryNone)
+		if !okA || !okN || len(a.OK) == 0 || len(n.OK) == 0 {
+			continue
+		}
+		q := a.Wall.Median / n.Wall.Median
+		if tier != RandomTier {
+			out = append(out, goal("codecs "+tier+" (free link): ferry zstd adaptive wall time / --codec none", "<= 1.00",
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, wall(a), wall(n)), q <= 1, true))
+			continue
+		}
+		cpu := func(r Run) float64 { return r.CPU().Seconds() }
+		c := a.Median(cpu) / n.Median(cpu)
+		out = append(out, goal("incompressible "+sizeOf([]Result{a})+": zstd CPU / --codec none", "<= 1.30",
+			fmt.Sprintf("%.2f (%.1f vs %.1f s)", c, a.Median(cpu), n.Median(cpu)), c <= 1.3, true))
+		out = append(out, goal("incompressible "+sizeOf([]Result{a})+": zstd wall time / --codec none", "<= 1.10",
+			fmt.Sprintf("%.2f (%s s vs %s s)", q, wall(a), wall(n)), q <= 1.1, true))
+	}
+	return out
 }
 
 // idealGoal is f's raw throughput as a share of the ideal on a link of

@@ -40,6 +40,8 @@ type Run struct {
 	Wire  int64 // bytes stored (or sent over the shaped link)
 	Codec string
 	Level int
+	// Levels are the levels ferry's producer compressed at (its row's).
+	Levels []result.LevelUse
 	// Workers is the number of ferry workers; 0 for the peers.
 	Workers int
 
@@ -100,6 +102,7 @@ func (r Run) Row(runID, version string) result.Row {
 		WireBytes:    r.Wire,
 		Codec:        r.Codec,
 		Level:        r.Level,
+		Levels:       r.Levels,
 		Workers:      r.Workers,
 		CompressMS:   r.CompressMS,
 		UploadMS:     r.UploadMS,

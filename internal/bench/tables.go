@@ -2,9 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // Workload names, as they appear in rows (label "workload") and tables.
@@ -192,6 +196,32 @@ func settingNotes(rs []Result) []string {
 			notes = append(notes, fmt.Sprintf("%-20s %s", g.Method, g.Setting))
 		}
 	}
+	return append(notes, levelNotes(rs)...)
+}
+
+// levelNotes say, for each ferry method whose level adapted, how many
+// chunks its repeats compressed at each level.
+func levelNotes(rs []Result) []string {
+	var notes []string
+	for _, g := range rs {
+		used := map[int]int{}
+		for _, r := range g.OK {
+			if g.Role != Ferry || r.Level != 0 || r.Codec != "zstd" {
+				continue
+			}
+			for _, u := range r.Levels {
+				used[u.Level] += u.Chunks
+			}
+		}
+		if len(used) == 0 {
+			continue
+		}
+		var b strings.Builder
+		for _, l := range slices.Sorted(maps.Keys(used)) {
+			fmt.Fprintf(&b, " %d: %d", l, used[l])
+		}
+		notes = append(notes, fmt.Sprintf("%-20s adaptive zstd, chunks at each level over %d runs:%s", g.Method, len(g.OK), b.String()))
+	}
 	return notes
 }
 
@@ -306,6 +336,7 @@ func linkTable(rs []Result, linkMBps float64, title, linkNote string) Table {
 			fmtRate(g.Median(func(r Run) float64 { return r.LinkMBps })), fmtRate(ideal), of})
 	}
 	t.Notes = append(t.Notes, "ideal = (raw bytes / bytes sent over the link) x link rate; "+linkNote)
+	t.Notes = append(t.Notes, levelNotes(rs)...)
 	t.Notes = append(t.Notes, failureNotes(rs)...)
 	return t
 }
@@ -324,7 +355,7 @@ func CodecTable(rs []Result, tier string) Table {
 		r0 := g.Runs[0]
 		codec := r0.Codec
 		if codec != "none" && codec != "" {
-			codec += " " + itoa(r0.Level)
+			codec = result.CodecText(result.Row{Codec: r0.Codec, Level: r0.Level, Levels: r0.Levels})
 		}
 		ratio := g.Median(func(r Run) float64 {
 			if r.Wire <= 0 {

@@ -39,8 +39,12 @@ type ferryOpts struct {
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
 // and the merger, all started inside the clock.
 func (b *Bench) ferryMethod(name string, workers int, codec string, level int, sources func() []string) method {
+	lv := fmt.Sprintf("--level %d", level)
+	if level == 0 && codec == "zstd" {
+		lv = "(its level adapting, the default)"
+	}
 	return method{name: name, role: Ferry, workers: workers, codec: codec, level: level,
-		setting: fmt.Sprintf("producer submit --wait --codec %s --level %d, %d workers, merger; all started inside the clock", codec, level, workers),
+		setting: fmt.Sprintf("producer submit --wait --codec %s %s, %d workers, merger; all started inside the clock", codec, lv, workers),
 		run: func(ctx context.Context, e *env) (Run, error) {
 			return b.runFerry(ctx, e, ferryOpts{workers: workers, codec: codec, level: level, sources: sources(),
 				prefix: "ferry", method: name, tier: e.tier})
@@ -145,7 +149,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	}
 	r.Files, r.Bytes, r.Wire = row.Files, row.SizeBytes, row.WireBytes
 	r.CompressMS, r.UploadMS, r.ComposeMS, r.VerifyMS = row.CompressMS, row.UploadMS, row.ComposeMS, row.VerifyMS
-	r.Codec, r.Level = row.Codec, row.Level
+	r.Codec, r.Level, r.Levels = row.Codec, row.Level, row.Levels
 	if row.Status != "ok" {
 		return r, fmt.Errorf("transfer %s: merger row status %s: %s", id, row.Status, row.Error)
 	}
@@ -307,9 +311,9 @@ func (b *Bench) largeFile(ctx context.Context) error {
 		f := b.data.Tier[tier]
 		src := func() []string { return []string{f.Path} }
 		ms := []method{
-			b.ferryMethod("ferry-1w", 1, "zstd", 3, src),
-			b.ferryMethod("ferry-2w", 2, "zstd", 3, src),
-			b.ferryMethod("ferry-4w", 4, "zstd", 3, src),
+			b.ferryMethod("ferry-1w", 1, "zstd", 0, src),
+			b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
+			b.ferryMethod("ferry-4w", 4, "zstd", 0, src),
 		}
 		ms = append(ms, b.uploadPeers(f)...)
 		ms = append(ms, b.zstdCeiling(ZstdCLI, f))
@@ -327,7 +331,7 @@ func (b *Bench) smallFiles(ctx context.Context) error {
 		base := filepath.Base(dir)
 		src := func() []string { return []string{dir} }
 		ms := []method{
-			b.ferryMethod("ferry-2w", 2, "zstd", 3, src),
+			b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
 			b.cliMethod("gsutil_m_cp_r", Peer, "gsutil -m cp -r DIR (HTTPS to the server)", true, "none", 0, nil,
 				func(e *env) []string { return []string{"gsutil", "-m", "cp", "-r", dir, gsURL(e, "peer/")} }),
 			b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
@@ -359,7 +363,7 @@ func (b *Bench) bigTree(ctx context.Context) error {
 		b.data.Trees = append(b.data.Trees, t)
 		dir := t.Dir
 		src := func() []string { return []string{dir} }
-		ms := []method{b.ferryMethod("ferry-2w", 2, "zstd", 3, src)}
+		ms := []method{b.ferryMethod("ferry-2w", 2, "zstd", 0, src)}
 		if size.Gcloud {
 			ms = append(ms, b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
 				func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }))
@@ -377,7 +381,7 @@ func (b *Bench) shapedLink(ctx context.Context) error {
 	base := filepath.Base(f.Path)
 	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
 	ms := []method{
-		b.ferryMethod("ferry-2w", 2, "zstd", 3, src),
+		b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
 		b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request", false, "none", 0, nil,
 			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
 		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
@@ -386,10 +390,10 @@ func (b *Bench) shapedLink(ctx context.Context) error {
 	// --max-rate holding: one worker capped at the link's rate, through a
 	// link fast enough that only the cap can hold it there.
 	capped := fmt.Sprintf("%.0fMB", b.cfg.LinkMBps)
-	ms = append(ms, method{name: "ferry-1w-max-rate", role: Ferry, workers: 1, codec: "zstd", level: 3, link: 1e9,
+	ms = append(ms, method{name: "ferry-1w-max-rate", role: Ferry, workers: 1, codec: "zstd", level: 0, link: 1e9,
 		setting: "1 worker with FERRY_MAX_RATE=" + capped + ", through an unshaped (1 GB/s) link that measures",
 		run: func(ctx context.Context, e *env) (Run, error) {
-			return b.runFerry(ctx, e, ferryOpts{workers: 1, codec: "zstd", level: 3, sources: src(), prefix: "ferry",
+			return b.runFerry(ctx, e, ferryOpts{workers: 1, codec: "zstd", level: 0, sources: src(), prefix: "ferry",
 				method: "ferry-1w-max-rate", tier: e.tier, workerEnv: []string{"FERRY_MAX_RATE=" + capped}})
 		}})
 	one := f
@@ -412,9 +416,9 @@ func (b *Bench) kernelLink(ctx context.Context) error {
 	base := filepath.Base(f.Path)
 	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
 	ferry := func(name, transport string, workersInNS bool, setting string) method {
-		return method{name: name, role: Ferry, workers: 2, codec: "zstd", level: 3, setting: setting,
+		return method{name: name, role: Ferry, workers: 2, codec: "zstd", level: 0, setting: setting,
 			run: func(ctx context.Context, e *env) (Run, error) {
-				return b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", level: 3, sources: src(), prefix: "ferry", method: name, tier: e.tier,
+				return b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", level: 0, sources: src(), prefix: "ferry", method: name, tier: e.tier,
 					env: []string{"FERRY_TRANSPORT=" + transport}, workersInNS: workersInNS})
 			}}
 	}
@@ -445,7 +449,7 @@ func (b *Bench) codecs(ctx context.Context) error {
 		name  string
 		codec string
 		level int
-	}{{"ferry-zstd1", "zstd", 1}, {FerryZstd3, "zstd", 3}, {"ferry-zstd6", "zstd", 6}, {"ferry-gzip6", "gzip", 6}, {"ferry-none", "none", 0}} {
+	}{{FerryAdapt, "zstd", 0}, {"ferry-zstd1", "zstd", 1}, {FerryZstd3, "zstd", 3}, {"ferry-zstd6", "zstd", 6}, {"ferry-gzip6", "gzip", 6}, {FerryNone, "none", 0}} {
 		m := b.ferryMethod(c.name, 2, c.codec, c.level, src)
 		inner := m.run
 		codec := c.codec
@@ -470,7 +474,16 @@ func (b *Bench) codecs(ctx context.Context) error {
 	}
 	ms = append(ms, b.zstdCeiling(CodecZstdCLI, f))
 	one := f
-	return b.runPlan(ctx, plan{workload: Codecs, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")})
+	if err := b.runPlan(ctx, plan{workload: Codecs, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")}); err != nil {
+		return err
+	}
+	// Incompressible data: zstd must cost little more than no codec.
+	r := b.data.Random
+	rsrc := func() []string { return []string{r.Path} }
+	return b.runPlan(ctx, plan{workload: Codecs, tier: RandomTier, methods: []method{
+		b.ferryMethod(FerryAdapt, 2, "zstd", 0, rsrc),
+		b.ferryMethod(FerryNone, 2, "none", 0, rsrc),
+	}, verify: verifyUpload(1, r.Size, nil, "peer/")})
 }
 
 // ---- the shaped link ----
