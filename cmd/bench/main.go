@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -51,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // benchFlags are bench's flags; unset ones take the BENCH_* variables.
 type benchFlags struct {
 	runDir, rows, bin, workloads string
+	summary                      string
 	quick, full                  bool
 	repeats                      int
 	budget                       time.Duration
@@ -73,6 +75,7 @@ func command() *cobra.Command {
 	fs.StringVar(&f.runDir, "run-dir", ".run/bench", "data, logs and scratch `DIR`")
 	fs.StringVar(&f.rows, "rows", ".run/bench.ndjson", "NDJSON `FILE` the rows are appended to")
 	fs.StringVar(&f.bin, "bin", "bin", "`DIR` of ferry's binaries")
+	fs.StringVar(&f.summary, "summary", ".run/bench-summary.md", "Markdown `FILE` of this run's goals, dated, for the README (bench readme puts it there)")
 	fs.BoolVar(&f.quick, "quick", false, "small data, to prove the bench works (figures mean little; BENCH_QUICK)")
 	fs.BoolVar(&f.full, "full", false, "add the 1.2 GB tier (BENCH_FULL)")
 	fs.IntVar(&f.repeats, "repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
@@ -81,7 +84,7 @@ func command() *cobra.Command {
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
 	cli.Env(root, &config.Bench{})
-	root.AddCommand(goUploadCommand(), putTreeCommand())
+	root.AddCommand(goUploadCommand(), putTreeCommand(), readmeCommand())
 	return root
 }
 
@@ -223,13 +226,68 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 		Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, MethodBudget: f.budget, Sizes: sizes, Workloads: wl,
 		LinkMBps: f.link, GCSRoot: gcsRoot, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: cmd.ErrOrStderr(),
 	}
+	started := time.Now().UTC()
 	fmt.Fprintf(stdout, "make bench %s: %d repeats per method, tiers %s, %d cores; every method on its own fresh fake-gcs-server (%s); load average %s; started %s\n",
 		modeName(f.quick, f.full), f.repeats, strings.Join(sizes.Tiers, ", "), runtime.NumCPU(), gcsWhere, loadAvg(), time.Now().UTC().Format(time.RFC3339))
-	if err := bench.New(cfg).Run(cmd.Context()); err != nil {
+	b := bench.New(cfg)
+	if err := b.Run(cmd.Context()); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "finished %s; load average %s\n", time.Now().UTC().Format(time.RFC3339), loadAvg())
+	if f.summary == "" {
+		return nil
+	}
+	var sum bytes.Buffer
+	b.Summary(&sum, fmt.Sprintf("Measured by `%s` from %s to %s UTC (bench_run %s, ferry %s), on %d cores; every method on its own fresh fake-gcs-server (%s). Full tables: [docs/performance.md](docs/performance.md).",
+		modeCommand(f.quick, f.full, f.workloads), started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), cfg.RunID, version, runtime.NumCPU(), gcsWhere))
+	if err := os.WriteFile(f.summary, sum.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--summary: %w", err)
+	}
+	fmt.Fprintf(stdout, "goals in Markdown: %s (make bench-readme puts them in README.md)\n", f.summary)
 	return nil
+}
+
+// modeCommand is the command that repeats a run of this mode.
+func modeCommand(quick, full bool, workloads string) string {
+	cmd := "make bench"
+	switch {
+	case quick:
+		cmd = "BENCH_QUICK=1 " + cmd
+	case full:
+		cmd = "BENCH_FULL=1 " + cmd
+	}
+	if workloads != "" {
+		cmd = "BENCH_WORKLOADS=" + workloads + " " + cmd
+	}
+	return cmd
+}
+
+func readmeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "readme SUMMARY README",
+		Short: "put a run's goals (bench --summary) into the README, between its markers",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return cli.Usagef("readme needs SUMMARY and README")
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			sum, err := os.ReadFile(args[0])
+			if err != nil {
+				return fmt.Errorf("%w (run make bench first: it writes the summary)", err)
+			}
+			doc, err := os.ReadFile(args[1])
+			if err != nil {
+				return err
+			}
+			out, err := bench.SpliceSummary(doc, sum)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[1], err)
+			}
+			return os.WriteFile(args[1], out, 0o644)
+		},
+	}
 }
 
 func modeName(quick, full bool) string {

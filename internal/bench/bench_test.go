@@ -255,3 +255,30 @@ func TestLevelNotes(t *testing.T) {
 		t.Fatalf("notes %q", notes)
 	}
 }
+
+// The README's section is the summary, between markers, and nothing else
+// of the README changes; a README without markers is refused by name.
+func TestSpliceSummary(t *testing.T) {
+	var sum bytes.Buffer
+	WriteSummary(&sum, "Measured by `make bench` on 2026-12-02.", []Goal{{Name: "a|b", Target: ">= 1", Measured: "2", State: "met"}})
+	if !strings.Contains(sum.String(), `| a\|b | >= 1 | 2 | met |`) {
+		t.Fatalf("summary:\n%s", sum.String())
+	}
+	doc := []byte("# ferry\n\n## Performance\n\n" + SummaryBegin + "\nold figures\n" + SummaryEnd + "\n\n## Next\n")
+	out, err := SpliceSummary(doc, sum.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if strings.Contains(s, "old figures") || !strings.Contains(s, "on 2026-12-02.") ||
+		!strings.HasPrefix(s, "# ferry\n\n## Performance\n\n"+SummaryBegin+"\n") || !strings.HasSuffix(s, SummaryEnd+"\n\n## Next\n") {
+		t.Fatalf("spliced README:\n%s", s)
+	}
+	again, err := SpliceSummary(out, sum.Bytes())
+	if err != nil || !bytes.Equal(again, out) {
+		t.Fatalf("splicing twice changed the README: %v", err)
+	}
+	if _, err := SpliceSummary([]byte("# ferry\n"), sum.Bytes()); err == nil || !strings.Contains(err.Error(), "bench summary") {
+		t.Fatalf("README without markers: %v", err)
+	}
+}
