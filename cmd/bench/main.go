@@ -79,7 +79,7 @@ func command() *cobra.Command {
 	fs.BoolVar(&f.quick, "quick", false, "small data, to prove the bench works (figures mean little; BENCH_QUICK)")
 	fs.BoolVar(&f.full, "full", false, "add the 1.2 GB tier (BENCH_FULL)")
 	fs.IntVar(&f.repeats, "repeats", 0, "repeats per method (default 3, 2 with --quick; BENCH_REPEATS)")
-	fs.DurationVar(&f.budget, "method-budget", 30*time.Second, "a method repeats only while its runs together took less than this, so a slow peer runs once; 0: every repeat, as --full does (BENCH_METHOD_BUDGET)")
+	fs.DurationVar(&f.budget, "method-budget", 20*time.Second, "a method repeats only while its runs together took less than this, so a slow peer runs once; 0: every repeat, as --full does (BENCH_METHOD_BUDGET)")
 	fs.StringVar(&f.workloads, "workloads", "", "comma-separated workloads by number or name (default all; BENCH_WORKLOADS)")
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")

@@ -95,7 +95,7 @@ or configuration error.`,
 	fs.SortFlags = false
 	fs.Var(&f.chunkSize, "chunk-size", "chunk size, 1MiB to 1GiB; grows so no file needs more than FERRY_MAX_CHUNKS chunks (default FERRY_CHUNK_SIZE, 32MiB)")
 	fs.StringVar(&f.codec, "codec", "", "zstd, gzip or none (default FERRY_CODEC, zstd)")
-	fs.IntVar(&f.level, "level", 0, "compression level, fixed; 0: zstd adapts each chunk's level (1, 3 or 6) to what waits, the compressor or the link; gzip 6")
+	fs.IntVar(&f.level, "level", 0, "compression level, fixed; 0: zstd adapts each chunk's level (1, 3 or 6; it starts at 1) to what waits, the compressor or the link; gzip 6")
 	fs.StringVar(&f.method, "method", "", "method name recorded in the benchmark row (default FERRY_METHOD, ferry)")
 	fs.Var(f.labels, "label", "KEY=VALUE label for the benchmark row (repeatable)")
 	fs.StringVar(&f.key, "idempotency-key", "", "the same key always names the same transfer")

@@ -94,6 +94,7 @@ func (b *Bench) restore(ctx context.Context) error {
 		methods []rmethod
 	}{{"restore-" + tier, single}, {"restore-" + tree.Name, prefix}} {
 		for _, m := range set.methods {
+			var spent time.Duration
 			for rep := 1; rep <= b.cfg.Repeats; rep++ {
 				e.dir = filepath.Join(dir, safeName(fmt.Sprintf("%s-%s-%d", set.tier, m.name, rep)))
 				e.logs = filepath.Join(logDir, safeName(fmt.Sprintf("restore-%s-%s-%d", set.tier, m.name, rep)))
@@ -122,6 +123,9 @@ func (b *Bench) restore(ctx context.Context) error {
 				_ = os.RemoveAll(e.dir)
 				if err := b.record(r); err != nil {
 					return err
+				}
+				if b.spent(&spent, r, b.cfg.Repeats) {
+					break
 				}
 			}
 		}

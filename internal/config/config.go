@@ -228,7 +228,7 @@ type Producer struct {
 	ChunkSize    Bytes         `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than FERRY_MAX_CHUNKS chunks (with FERRY_TRANSPORT=pubsub it is capped so that a chunk fits a message)"`
 	MaxChunks    int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
 	Codec        string        `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
-	Level        int           `env:"FERRY_LEVEL, default=0" help:"compression level, fixed; 0: zstd adapts each chunk's level (1, 3 or 6) to what waits, the compressor or the link; gzip 6"`
+	Level        int           `env:"FERRY_LEVEL, default=0" help:"compression level, fixed; 0: zstd adapts each chunk's level (1, 3 or 6; it starts at 1) to what waits, the compressor or the link; gzip 6"`
 	Concurrency  int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
 	MemoryLimit  Bytes         `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
 	InlineMax    Bytes         `env:"FERRY_INLINE_MAX, default=256KiB" help:"with FERRY_TRANSPORT=spool, chunks up to this many compressed bytes travel inside the message instead of the spool"`
@@ -415,7 +415,7 @@ type Bench struct {
 	GCS       string  `env:"BENCH_GCS, default=fs" help:"bench: fake-gcs-server backend of every method's server: fs (files on a tmpfs) or memory (--gcs)"`
 	// MethodBudget: a method stops repeating once its runs took this long
 	// together, so that a slow peer runs once.
-	MethodBudget time.Duration `env:"BENCH_METHOD_BUDGET, default=30s" help:"bench: a method repeats only while its runs together took less than this; 0: every repeat (--method-budget; BENCH_FULL runs every repeat)"`
+	MethodBudget time.Duration `env:"BENCH_METHOD_BUDGET, default=20s" help:"bench: a method repeats only while its runs together took less than this; 0: every repeat (--method-budget; BENCH_FULL runs every repeat)"`
 }
 
 // Validate names the variable at fault.

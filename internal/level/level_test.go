@@ -30,8 +30,8 @@ func TestLevelRisesWhileTheBacklogGrows(t *testing.T) {
 	// floor that is taken for chunks in flight; past it the backlog's
 	// growth says the link is the bound, and the level must rise and stay.
 	got := feed(a, 16, &backlog, 2*mib)
-	if got[0] != 3 {
-		t.Fatalf("first job at level %d, want the start, 3", got[0])
+	if got[0] != 1 {
+		t.Fatalf("first job at level %d, want the start, 1", got[0])
 	}
 	past := got[8:] // the backlog reaches the floor with the 8th job
 	if last := got[len(got)-1]; last != 6 || !slices.IsSorted(past) {
@@ -72,7 +72,7 @@ func TestBlockedMovesUpEvenWithAFlatBacklog(t *testing.T) {
 }
 
 func TestOneVoteDoesNotMove(t *testing.T) {
-	a := level.New(level.Steps, level.Start, 16*mib)
+	a := level.New(level.Steps, 3, 16*mib)
 	for i := range 6 {
 		// A job that waited for a full spool, then one that found
 		// the link keeping up.
@@ -80,6 +80,19 @@ func TestOneVoteDoesNotMove(t *testing.T) {
 	}
 	if got := a.Level(); got != 3 {
 		t.Fatalf("level %d after alternating votes, want 3", got)
+	}
+}
+
+func TestSmallJobsDoNotVote(t *testing.T) {
+	a := level.New(level.Steps, level.Start, 16*mib)
+	for range 8 {
+		a.Observe(level.Observation{Level: a.Level(), Chunks: 40, Raw: 4 * mib, Wire: mib, Backlog: 100 * mib, Blocked: true, Small: true})
+	}
+	if got := a.Level(); got != 1 {
+		t.Fatalf("level %d after bundles of small files waited on a full spool, want 1: they do not vote", got)
+	}
+	if u := a.Uses(); len(u) != 1 || u[0].Chunks != 320 {
+		t.Fatalf("uses %+v: want 320 chunks counted at level 1", u)
 	}
 }
 

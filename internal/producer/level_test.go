@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,10 +43,10 @@ func levelsUsed(t *testing.T, man *message.Manifest) map[int]int {
 // and bytes.
 func TestLevelRisesWhileTheWorkersFallBehind(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
-	genFile(t, src, 4<<20) // 64 chunks of 64 KiB
+	genFile(t, src, 32<<20) // 32 chunks of 1 MiB: each large enough to vote
 	fs := newMemSpool()
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
-	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
 	must(t, err)
 	if man.Level != 0 {
 		t.Fatalf("manifest level %d, want 0 (adaptive)", man.Level)
@@ -56,16 +57,33 @@ func TestLevelRisesWhileTheWorkersFallBehind(t *testing.T) {
 	}
 }
 
-// TestLevelFallsWhileTheLinkKeepsUp: with every chunk inside its message
-// and a publisher that takes each at once, nothing piles up downstream:
-// most chunks are compressed at level 1. The chunks, compressed at
-// different levels, still decompress to the file.
-func TestLevelFallsWhileTheLinkKeepsUp(t *testing.T) {
+// TestSmallFilesKeepTheLevel: the same spool that never drains, but small
+// files in bundles: they are bound by requests, not bytes, so they do not
+// raise the level.
+func TestSmallFilesKeepTheLevel(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 200 {
+		genFile(t, filepath.Join(dir, fmt.Sprintf("f%03d.csv", i)), 20_000)
+	}
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: newMemSpool(), InlineMax: 1 << 10,
+		BundleMax: 256 << 10, Concurrency: 2})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
+	must(t, err)
+	if used := levelsUsed(t, man); len(used) != 1 || used[1] != 200 {
+		t.Fatalf("levels %+v: want all 200 files at level 1", man.Levels)
+	}
+}
+
+// TestLevelStaysLowWhileTheLinkKeepsUp: with every chunk inside its
+// message and a publisher that takes each at once, nothing piles up
+// downstream: most chunks stay at level 1. The chunks still decompress to
+// the file.
+func TestLevelStaysLowWhileTheLinkKeepsUp(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
-	genFile(t, src, 4<<20)
+	genFile(t, src, 16<<20)
 	rec := &teststack.Recorder{}
 	p := New(Options{Store: nopStore{}, Chunks: rec, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Transport: config.TransportPubSub, Concurrency: 2})
-	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
+	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
 	must(t, err)
 	used := levelsUsed(t, man)
 	if used[1] <= man.Totals.Chunks/2 {

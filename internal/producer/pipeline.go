@@ -112,6 +112,9 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	return err
 }
 
+// voteMin is the smallest job that moves an adaptive level (level.Observation.Small).
+const voteMin = 1 << 20
+
 // outbox bounds, and counts, the bytes of the chunk messages waiting for
 // the publishers.
 type outbox struct {
@@ -249,7 +252,7 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.
 			return err
 		}
 		ad.Observe(level.Observation{Level: lvl, Chunks: len(j.pieces), Raw: raw, Wire: wire, Backlog: p.backlog(ob),
-			Blocked: blocked || msg.waited})
+			Blocked: blocked || msg.waited, Small: len(j.pieces) > 1 || raw < voteMin})
 	}
 	return nil
 }
