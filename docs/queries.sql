@@ -83,3 +83,18 @@ FROM `PROJECT.ferry.transfers`
 WHERE status = 'failed'
 ORDER BY finished_at DESC
 LIMIT 50;
+
+-- 8. Where the level adapted (level = 0): which levels did the chunks use,
+-- per method and tier? A method whose bytes sit at level 6 was bound by
+-- its link; at level 1, by its compressor (or its reader).
+SELECT
+  method,
+  tier,
+  l.level,
+  SUM(l.chunks) AS chunks,
+  ROUND(SUM(l.bytes) / 1e9, 2) AS raw_gb,
+  ROUND(100 * SUM(l.bytes) / SUM(SUM(l.bytes)) OVER (PARTITION BY method, tier), 1) AS pct_of_bytes
+FROM `PROJECT.ferry.transfers`, UNNEST(levels) AS l
+WHERE status = 'ok' AND codec = 'zstd' AND level = 0
+GROUP BY method, tier, l.level
+ORDER BY method, tier, l.level;
