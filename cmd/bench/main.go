@@ -239,7 +239,8 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 	}
 	var sum bytes.Buffer
 	b.Summary(&sum, fmt.Sprintf("Measured by `%s` from %s to %s UTC (bench_run %s, ferry %s), on %d cores; every method on its own fresh fake-gcs-server (%s). Full tables: [docs/performance.md](docs/performance.md).",
-		modeCommand(f.quick, f.full, f.workloads), started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), cfg.RunID, version, runtime.NumCPU(), gcsWhere))
+		modeCommand(f.quick, f.full, f.workloads), started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), cfg.RunID, version, runtime.NumCPU(),
+		strings.SplitN(gcsWhere, " in ", 2)[0]+" (--gcs "+f.gcs+")")) // no path of this machine in the README
 	if err := os.WriteFile(f.summary, sum.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("--summary: %w", err)
 	}
