@@ -205,33 +205,48 @@ func (s *spool) reserve(ctx context.Context, size int64) (waited bool, err error
 }
 
 // reclaimLocked forgets the files workers have removed.
-func (s *spool) reclaimLocked() {
+func (s *spool) reclaimLocked() { s.reclaimOldestLocked(len(s.files)) }
+
+// reclaimOldestLocked forgets the files workers have removed, looking at
+// the oldest files only until it has found present of them still there:
+// workers take files about in the order they were written, so the oldest
+// say most, and on a network file system a stat per file of a full spool
+// would hold the lock for long.
+func (s *spool) reclaimOldestLocked(present int) {
 	kept := s.files[:0]
-	for _, f := range s.files {
+	for i, f := range s.files {
+		if present <= 0 {
+			kept = append(kept, s.files[i:]...)
+			break
+		}
 		if ok, err := s.fs.Exists(f.name); err == nil && !ok {
 			s.used -= f.size
 			continue
 		}
+		present--
 		kept = append(kept, f)
 	}
 	s.files = kept
 }
 
 // backlog reports the bytes of spool files the workers have not removed
-// yet, looking for removed files at most every backlogLook (a stat per
-// file).
+// yet, looking for removed files at most every backlogLook, and among the
+// oldest only (backlogPresent of them still there end the look).
 func (s *spool) backlog() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now := time.Now(); now.Sub(s.looked) >= backlogLook {
-		s.reclaimLocked()
+		s.reclaimOldestLocked(backlogPresent)
 		s.looked = now
 	}
 	return s.used
 }
 
-// backlogLook bounds how often backlog stats the spool files.
-const backlogLook = 10 * time.Millisecond
+// How often, and how far, backlog looks at the spool files.
+const (
+	backlogLook    = 10 * time.Millisecond
+	backlogPresent = 16
+)
 
 // usage reports the bytes counted against the bound.
 func (s *spool) usage() int64 {

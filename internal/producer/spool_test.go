@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -265,5 +266,30 @@ func TestPrepareSweepsOrphanedTemporaryFiles(t *testing.T) {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s: exists %v, want %v", filepath.Base(p), err == nil, want)
 		}
+	}
+}
+
+// backlog looks at the oldest spool files only: a file a worker removed
+// behind more than backlogPresent files still there counts until a full
+// reclaim (a write into a full spool) finds it gone.
+func TestBacklogLooksAtTheOldestFiles(t *testing.T) {
+	fs := newMemSpool()
+	s := newSpool(fs, 1<<30, discard())
+	ctx := context.Background()
+	for i := range backlogPresent + 2 {
+		if _, err := s.write(ctx, fmt.Sprintf("t-%02d", i), [][]byte{make([]byte, 10)}, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, fs.Remove("t-00"))                                  // the oldest: seen
+	must(t, fs.Remove(fmt.Sprintf("t-%02d", backlogPresent+1))) // the newest, behind 16 present: not looked at
+	if b, want := s.backlog(), int64(10*(backlogPresent+1)); b != want {
+		t.Fatalf("backlog %d, want %d (the oldest file gone, the newest not looked at)", b, want)
+	}
+	s.mu.Lock()
+	s.reclaimLocked()
+	s.mu.Unlock()
+	if u, want := s.usage(), int64(10*backlogPresent); u != want {
+		t.Fatalf("usage %d after a full reclaim, want %d", u, want)
 	}
 }
