@@ -140,7 +140,7 @@ func (a *Adapter) Observe(o Observation) {
 	}
 }
 
-// growing reports whether the backlog kept more than a quarter of what the
+// growing reports whether the backlog kept more than half of what the
 // last jobs produced: the link takes less than the compressor gives.
 func (a *Adapter) growing(o Observation) bool {
 	var before, produced int64
@@ -151,7 +151,7 @@ func (a *Adapter) growing(o Observation) bool {
 		produced += s.wire
 	}
 	produced += o.Wire
-	return o.Backlog-before > produced/4
+	return o.Backlog-before > produced/2
 }
 
 func (a *Adapter) count(o Observation) {
