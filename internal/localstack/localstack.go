@@ -264,7 +264,7 @@ func StartGCSWith(o GCSOptions) (*GCS, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("fake-gcs-server: %w", err)
 	}
-	g := &GCS{Host: host, srv: srv, shim: newShim(srv, !o.StockCompose)}
+	g := &GCS{Host: host, srv: srv, shim: newShim(srv, !o.StockCompose, o.StorageRoot)}
 	g.serve(ln)
 	if o.TLS {
 		cert, certPEM, err := SelfSignedCert()

@@ -6,11 +6,16 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +54,9 @@ type shim struct {
 	fake *fakestorage.Server
 	next http.Handler
 	fast bool
+	// root is the filesystem backend's directory, "" for the memory
+	// backend (see listNames).
+	root string
 
 	mu    sync.Mutex
 	stats Stats
@@ -57,8 +65,8 @@ type shim struct {
 	listSeq int64
 }
 
-func newShim(fake *fakestorage.Server, fast bool) *shim {
-	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{}}
+func newShim(fake *fakestorage.Server, fast bool, root string) *shim {
+	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, root: root, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{}}
 }
 
 // Stats returns a snapshot of the counters.
@@ -114,9 +122,13 @@ const listPage = 1000
 // listTokenPrefix marks the shim's own page tokens.
 const listTokenPrefix = "ferry-shim-"
 
-// pagedList is a listing the shim is paging: the objects not yet served.
+// pagedList is a listing the shim is paging: the objects not yet served,
+// as the fake's resources (items) or, on the filesystem backend, as names
+// whose resources are read a page at a time (names, of bucket).
 type pagedList struct {
 	items   []json.RawMessage
+	names   []string
+	bucket  string
 	created time.Time
 }
 
@@ -132,11 +144,19 @@ type listResponse struct {
 // does. fake-gcs-server answers a listing that names no page size with
 // every object at once (a million objects in one response, which the
 // client then decodes whole), and a paged one by loading every object of
-// the bucket again for each page. So the shim asks the fake once, without
-// a page size, and serves that answer's pages from memory under tokens of
-// its own: one load of the bucket per listing, and a client that decodes
-// 1,000 objects at a time. A listing with a delimiter, versions or a token
-// of the fake's own goes to the fake unchanged.
+// the bucket again for each page. So the shim lists once and serves the
+// pages itself under tokens of its own:
+//   - on the memory backend, from one answer of the fake without a page
+//     size, kept in memory;
+//   - on the filesystem backend, from the names alone (listNames), reading
+//     each object's resource from the fake as its page is served. There the
+//     fake's own listing reads and decodes the metadata of every object of
+//     the bucket under the lock all writes wait on, and then encodes them
+//     all: minutes and gigabytes at a million objects, where GCS answers
+//     the first 1,000 at once.
+//
+// A listing with a delimiter, versions, a glob or a token of the fake's own
+// goes to the fake unchanged.
 func (s *shim) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	size := listPage
@@ -157,12 +177,26 @@ func (s *shim) list(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"error":{"code":400,"message":"page token unknown or already used"}}`, http.StatusBadRequest)
 			return
 		}
-		s.servePage(w, l, size)
+		s.servePage(w, r, l, size)
 		return
 	}
-	if q.Get("pageToken") != "" || q.Get("delimiter") != "" || q.Get("versions") == "true" {
+	if q.Get("pageToken") != "" || q.Get("delimiter") != "" || q.Get("versions") == "true" || q.Get("matchGlob") != "" {
 		s.next.ServeHTTP(w, r)
 		return
+	}
+	if s.root != "" {
+		bucket, err := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(r.URL.EscapedPath(), apiPrefix), "/o"))
+		if err == nil {
+			names, ok, err := listNames(s.root, bucket, q.Get("prefix"), q.Get("startOffset"), q.Get("endOffset"))
+			if err != nil {
+				http.Error(w, fmt.Sprintf(`{"error":{"code":500,"message":%q}}`, "listing gs://"+bucket+": "+err.Error()), http.StatusInternalServerError)
+				return
+			}
+			if ok {
+				s.servePage(w, r, &pagedList{names: names, bucket: bucket, created: time.Now()}, size)
+				return
+			}
+		}
 	}
 	q.Del("maxResults")
 	whole := r.Clone(r.Context())
@@ -174,14 +208,24 @@ func (s *shim) list(w http.ResponseWriter, r *http.Request) {
 		copyResponse(w, rec)
 		return
 	}
-	s.servePage(w, &pagedList{items: resp.Items, created: time.Now()}, size)
+	s.servePage(w, r, &pagedList{items: resp.Items, created: time.Now()}, size)
 }
 
 // servePage writes the next page of l, keeping the rest under a new token.
-func (s *shim) servePage(w http.ResponseWriter, l *pagedList, size int) {
+func (s *shim) servePage(w http.ResponseWriter, r *http.Request, l *pagedList, size int) {
 	resp := listResponse{Kind: "storage#objects", Items: l.items}
-	if len(l.items) > size {
-		resp.Items = l.items[:size]
+	rest := &pagedList{bucket: l.bucket, created: l.created}
+	if l.names != nil {
+		var failed *httptest.ResponseRecorder
+		resp.Items, rest.names, failed = s.resources(r, l.bucket, l.names, size)
+		if failed != nil {
+			copyResponse(w, failed)
+			return
+		}
+	} else if len(l.items) > size {
+		resp.Items, rest.items = l.items[:size], l.items[size:]
+	}
+	if len(rest.items) > 0 || len(rest.names) > 0 {
 		s.mu.Lock()
 		s.listSeq++
 		resp.NextPageToken = fmt.Sprintf("%s%d", listTokenPrefix, s.listSeq)
@@ -190,7 +234,7 @@ func (s *shim) servePage(w http.ResponseWriter, l *pagedList, size int) {
 				delete(s.lists, tok) // a client that stopped paging
 			}
 		}
-		s.lists[resp.NextPageToken] = &pagedList{items: l.items[size:], created: l.created}
+		s.lists[resp.NextPageToken] = rest
 		s.mu.Unlock()
 	}
 	if resp.Items == nil {
@@ -198,6 +242,103 @@ func (s *shim) servePage(w http.ResponseWriter, l *pagedList, size int) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// resources reads the fake's resource of each object named, in order,
+// until it has size of them, and returns them with the names it did not
+// reach. An object deleted since the names were listed (the fake answers
+// 404) is left out, as a listing made after the delete would; any other
+// answer of the fake is returned as failed, to be the listing's answer.
+func (s *shim) resources(r *http.Request, bucket string, names []string, size int) (items []json.RawMessage, rest []string, failed *httptest.ResponseRecorder) {
+	for len(names) > 0 && len(items) < size {
+		name := names[0]
+		names = names[1:]
+		get := r.Clone(r.Context())
+		get.URL = &url.URL{Path: apiPrefix + bucket + "/o/" + name,
+			RawPath: apiPrefix + url.PathEscape(bucket) + "/o/" + url.PathEscape(name), RawQuery: "projection=full"}
+		get.RequestURI = get.URL.RequestURI()
+		rec := httptest.NewRecorder()
+		s.next.ServeHTTP(rec, get)
+		switch rec.Code {
+		case http.StatusOK:
+			items = append(items, s.relink(r, bytes.TrimSpace(rec.Body.Bytes())))
+		case http.StatusNotFound:
+		default:
+			return nil, nil, rec
+		}
+	}
+	return items, names, nil
+}
+
+// relink gives an object's resource, as the fake answers a GET of it, the
+// links its listings give: the fake's GET builds selfLink and mediaLink on
+// its external URL, its listing on the URL the listing was asked at
+// (which differs on the TLS port).
+func (s *shim) relink(r *http.Request, item []byte) json.RawMessage {
+	scheme := "http"
+	if r.Header.Get("X-Forwarded-Proto") != "" {
+		scheme = r.Header.Get("X-Forwarded-Proto")
+	} else if r.TLS != nil {
+		scheme = "https"
+	} else if r.URL.Scheme != "" {
+		scheme = r.URL.Scheme
+	}
+	base := scheme + "://" + r.Host
+	if ext := s.fake.URL(); ext != base {
+		for _, link := range []string{`"selfLink":"`, `"mediaLink":"`} {
+			item = bytes.Replace(item, []byte(link+ext+"/"), []byte(link+base+"/"), 1)
+		}
+	}
+	return item
+}
+
+// listNames returns the names of bucket's objects that start with prefix,
+// from startOffset (inclusive) to endOffset (exclusive) when given, in
+// name order, from the directory tree of fake-gcs-server's filesystem
+// backend (under root, the bucket's directory holds each object at its
+// name): one read of the directories that can hold the prefix, and not one
+// object's metadata. ok is false when the bucket has no directory (the
+// fake then answers). A name listed here whose object is not whole yet (a
+// temporary file of the backend's, or an object whose metadata is still
+// being written) has no resource, and resources leaves it out.
+func listNames(root, bucket, prefix, startOffset, endOffset string) (names []string, ok bool, err error) {
+	dir := filepath.Join(root, url.PathEscape(bucket))
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, false, nil
+	}
+	from := dir
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		from = filepath.Join(dir, filepath.FromSlash(prefix[:i]))
+	}
+	err = filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // no such prefix, or removed while walking
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			if p != from && !strings.HasPrefix(name+"/", prefix) && !strings.HasPrefix(prefix, name+"/") {
+				return fs.SkipDir // holds no name under prefix
+			}
+			return nil
+		}
+		if d.Type().IsRegular() && strings.HasPrefix(name, prefix) &&
+			(startOffset == "" || name >= startOffset) && (endOffset == "" || name < endOffset) {
+			names = append(names, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, true, err
+	}
+	slices.Sort(names)
+	if names == nil {
+		names = []string{}
+	}
+	return names, true, nil
 }
 
 // listTTL is how long a listing's remaining pages are kept.
