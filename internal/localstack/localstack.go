@@ -104,12 +104,21 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(gcloud, "beta", "emulators", "pubsub", "start",
+	lineR, lineW, err := os.Pipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh", "-c", lifeline, "sh", gcloud, "beta", "emulators", "pubsub", "start",
 		"--host-port="+host, "--data-dir="+dataDir, "--project=ferry-local", "--quiet", "--verbosity=warning")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{lineR}
 	// Its own process group: gcloud starts java as a child, and both must go.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	lineR.Close()
+	if err != nil {
+		lineW.Close()
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", gcloud, err)
 	}
@@ -124,6 +133,7 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 		}
+		lineW.Close()
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -132,6 +142,7 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 		}
 		select {
 		case <-exited:
+			lineW.Close()
 			b, _ := os.ReadFile(logPath)
 			return nil, fmt.Errorf("pubsub emulator exited (%v): %s", waitErr, tail(string(b), 800))
 		case <-ctx.Done():
@@ -146,6 +157,17 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 		}
 	}
 }
+
+// lifeline is the shell the Java emulator starts under. It leaves a
+// watcher in the background and becomes gcloud (exec: same process, so
+// the process group and the exit status stay gcloud's). The watcher ends
+// the group, java included, when the pipe on descriptor 3 reaches its end,
+// which happens when the process that started it is gone in any way: kill
+// -9 of localstack, of make run or of a test binary past its deadline
+// would otherwise leave the emulator running, holding its port and a
+// gigabyte. ($$ is the shell's pid, gcloud's after the exec.)
+const lifeline = `{ read -r _; kill -TERM -$$; } <&3 &
+exec "$@" 3<&- </dev/null`
 
 // probe succeeds once the emulator serves HTTP on host (the Java emulator
 // answers "Ok" on / once it is ready).
