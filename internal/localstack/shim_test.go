@@ -343,24 +343,33 @@ func TestListingsArePaged(t *testing.T) {
 			t.Fatalf("first page: %d objects, token %q (%v); want %d and a token", len(page.Items), page.NextPageToken, err, listPage)
 		}
 		before := g.shim.Stats().Requests
-		it := c.Bucket("b").Objects(context.Background(), &storage.Query{Prefix: "p/"})
 		i := 0
-		for {
-			a, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := fmt.Sprintf("p/%05d", i); a.Name != want {
-				t.Fatalf("object %d is %s, want %s", i, a.Name, want)
+		eachName(t, c, "p/", func(name string) {
+			if want := fmt.Sprintf("p/%05d", i); name != want {
+				t.Fatalf("object %d is %s, want %s", i, name, want)
 			}
 			i++
-		}
+		})
 		if calls := g.shim.Stats().Requests - before; i != n || calls != 3 {
 			t.Fatalf("listed %d objects in %d requests; want %d in 3", i, calls, n)
 		}
+	}
+}
+
+// eachName calls fn with the name of every object under prefix in bucket
+// b, as the storage client lists them.
+func eachName(t testing.TB, c *storage.Client, prefix string, fn func(name string)) {
+	t.Helper()
+	it := c.Bucket("b").Objects(context.Background(), &storage.Query{Prefix: prefix})
+	for {
+		a, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(a.Name)
 	}
 }
 
@@ -440,23 +449,15 @@ func TestFilesystemListingSkipsDeletedObjects(t *testing.T) {
 	for i := range 1100 {
 		g.srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "b", Name: fmt.Sprintf("o/%04d", i)}, Content: []byte("x")})
 	}
-	it := c.Bucket("b").Objects(context.Background(), &storage.Query{Prefix: "o/"})
 	var got []string
-	for {
-		a, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachName(t, c, "o/", func(name string) {
 		if len(got) == 10 { // the first page is served; delete from the second
 			if err := c.Bucket("b").Object("o/1050").Delete(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got = append(got, a.Name)
-	}
+		got = append(got, name)
+	})
 	if len(got) != 1099 || slices.Contains(got, "o/1050") || got[1098] != "o/1099" {
 		t.Fatalf("listed %d objects (o/1050 among them: %v, last %s); want 1,099 without o/1050", len(got), slices.Contains(got, "o/1050"), got[len(got)-1])
 	}
