@@ -74,7 +74,7 @@ report-check:
 bench: deps build
 	scripts/bench.sh
 
-## bench-readme: put the last make bench's goals (.run/bench-summary.md) into README.md
+## bench-readme: put the last whole make bench's goals (.run/bench-summary.md) into README.md
 .PHONY: bench-readme
 bench-readme: build
 	$(BIN)/bench readme .run/bench-summary.md README.md

@@ -264,9 +264,14 @@ func modeCommand(quick, full bool, workloads string) string {
 }
 
 func readmeCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "readme SUMMARY README",
+	var partial bool
+	c := &cobra.Command{
+		Use:   "readme [--partial] SUMMARY README",
 		Short: "put a run's goals (bench --summary) into the README, between its markers",
+		Long: `readme replaces the README's generated table with the goals of the run that
+wrote SUMMARY. A run of some workloads only (BENCH_WORKLOADS) or of small data
+(BENCH_QUICK) is refused: its few goals would replace a whole run's. --partial
+puts it there anyway.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return cli.Usagef("readme needs SUMMARY and README")
@@ -277,6 +282,9 @@ func readmeCommand() *cobra.Command {
 			sum, err := os.ReadFile(args[0])
 			if err != nil {
 				return fmt.Errorf("%w (run make bench first: it writes the summary)", err)
+			}
+			if v := bench.PartialRun(sum); v != "" && !partial {
+				return cli.Usagef("%s: its run set %s, so it holds only part of make bench's goals; the README's table is a whole run's (run make bench, or pass --partial)", args[0], v)
 			}
 			doc, err := os.ReadFile(args[1])
 			if err != nil {
@@ -289,6 +297,8 @@ func readmeCommand() *cobra.Command {
 			return os.WriteFile(args[1], out, 0o644)
 		},
 	}
+	c.Flags().BoolVar(&partial, "partial", false, "put the goals of a run of some workloads, or of BENCH_QUICK, into the README all the same")
+	return c
 }
 
 func modeName(quick, full bool) string {

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ferry-dev/ferry/internal/bench"
 )
 
 func TestParseWorkloads(t *testing.T) {
@@ -43,5 +47,35 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.args, c.env, code, errOut.String(), c.want)
 			}
 		})
+	}
+}
+
+// bench readme refuses the summary of a part of make bench, naming the
+// file and why, and leaves the README as it was; --partial takes it.
+func TestReadmeRefusesAPartialRun(t *testing.T) {
+	dir := t.TempDir()
+	sum := filepath.Join(dir, "bench-summary.md")
+	readme := filepath.Join(dir, "README.md")
+	before := "# ferry\n\n" + bench.SummaryBegin + "\nwhole run\n" + bench.SummaryEnd + "\n"
+	var s bytes.Buffer
+	bench.WriteSummary(&s, "Measured by `BENCH_WORKLOADS=7 BENCH_FULL=1 make bench` from 2026-12-02 10:08 to 10:54 UTC.", []bench.Goal{{Name: "tree", Target: "<= 256", Measured: "124", State: "met"}})
+	for path, body := range map[string]string{sum: s.String(), readme: before} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"readme", sum, readme}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), sum+": its run set BENCH_WORKLOADS") {
+		t.Fatalf("readme of a partial run: exit %d, stderr %q; want 2 naming the summary and BENCH_WORKLOADS", code, errOut.String())
+	}
+	if b, _ := os.ReadFile(readme); string(b) != before {
+		t.Fatalf("the README changed after a refusal:\n%s", b)
+	}
+	errOut.Reset()
+	if code := run([]string{"readme", "--partial", sum, readme}, &out, &errOut); code != 0 {
+		t.Fatalf("readme --partial: exit %d, stderr %q", code, errOut.String())
+	}
+	if b, _ := os.ReadFile(readme); !strings.Contains(string(b), "| tree | <= 256 | 124 | met |") || strings.Contains(string(b), "whole run") {
+		t.Fatalf("README after --partial:\n%s", b)
 	}
 }

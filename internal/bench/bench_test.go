@@ -282,3 +282,20 @@ func TestSpliceSummary(t *testing.T) {
 		t.Fatalf("README without markers: %v", err)
 	}
 }
+
+// A summary says from its command whether it is a whole run of make bench.
+func TestPartialRun(t *testing.T) {
+	for header, want := range map[string]string{
+		"Measured by `make bench` from 2026-12-02 07:52":                                  "",
+		"Measured by `BENCH_FULL=1 make bench` from 2026-12-02 07:52":                     "",
+		"Measured by `BENCH_WORKLOADS=7 BENCH_FULL=1 make bench` from 2026-12-02 10:08":   "BENCH_WORKLOADS",
+		"Measured by `BENCH_QUICK=1 make bench` from 2026-12-02 10:08":                    "BENCH_QUICK",
+		"Measured by `make bench` from 2026-12-02; see BENCH_WORKLOADS=7 in the docs too": "",
+	} {
+		var sum bytes.Buffer
+		WriteSummary(&sum, header, nil)
+		if got := PartialRun(sum.Bytes()); got != want {
+			t.Errorf("%q: PartialRun = %q, want %q", header, got, want)
+		}
+	}
+}

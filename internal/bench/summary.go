@@ -36,6 +36,21 @@ func (b *Bench) Summary(w io.Writer, header string) {
 	WriteSummary(w, header, Goals(Group(b.runs), b.cfg.LinkMBps, b.data.smallTier()))
 }
 
+// PartialRun names what makes summary's run a part of make bench (a
+// subset of its workloads, or BENCH_QUICK's small data), from the command
+// its header says measured it; "" for a whole run. The README's table is
+// a whole run's: a part of one would replace every goal with its few.
+func PartialRun(summary []byte) string {
+	_, rest, _ := bytes.Cut(summary, []byte("`"))
+	cmd, _, _ := bytes.Cut(rest, []byte("`"))
+	for _, v := range []string{"BENCH_WORKLOADS", "BENCH_QUICK"} {
+		if bytes.Contains(cmd, []byte(v+"=")) {
+			return v
+		}
+	}
+	return ""
+}
+
 // SpliceSummary returns doc with the text between its summary markers
 // replaced by summary; the error says which marker is missing.
 func SpliceSummary(doc, summary []byte) ([]byte, error) {
