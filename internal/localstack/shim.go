@@ -297,18 +297,26 @@ func (s *shim) relink(r *http.Request, item []byte) json.RawMessage {
 // name order, from the directory tree of fake-gcs-server's filesystem
 // backend (under root, the bucket's directory holds each object at its
 // name): one read of the directories that can hold the prefix, and not one
-// object's metadata. ok is false when the bucket has no directory (the
-// fake then answers). A name listed here whose object is not whole yet (a
+// object's metadata. ok is false when the bucket has no directory, or when
+// the bucket or the prefix would lead the walk out of it ("..": no GCS
+// name does, and the walk must not read other buckets or the machine); the
+// fake then answers. A name listed here whose object is not whole yet (a
 // temporary file of the backend's, or an object whose metadata is still
 // being written) has no resource, and resources leaves it out.
 func listNames(root, bucket, prefix, startOffset, endOffset string) (names []string, ok bool, err error) {
 	dir := filepath.Join(root, url.PathEscape(bucket))
+	if filepath.Dir(dir) != filepath.Clean(root) {
+		return nil, false, nil
+	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, false, nil
 	}
 	from := dir
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		from = filepath.Join(dir, filepath.FromSlash(prefix[:i]))
+		if rel, err := filepath.Rel(dir, from); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, false, nil
+		}
 	}
 	err = filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

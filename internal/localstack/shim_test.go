@@ -428,6 +428,9 @@ func TestFilesystemListingIsTheFakes(t *testing.T) {
 		{"startOffset": {"a/b"}},
 		{"prefix": {"nothing/"}},
 		{"prefix": {"dir/ü"}},
+		{"prefix": {"../"}}, // not bucket "other"'s objects
+		{"prefix": {"../other/"}},
+		{"prefix": {"p/../a/"}},
 	} {
 		want := listRaw(t, fake, url.Values{"prefix": q["prefix"], "startOffset": q["startOffset"], "endOffset": q["endOffset"]})
 		got := listRaw(t, g.shim, q)
