@@ -120,7 +120,7 @@ func startJava(ctx context.Context, dir string) (*PubSub, error) {
 	if err != nil {
 		lineW.Close()
 		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", gcloud, err)
+		return nil, fmt.Errorf("start %s under /bin/sh: %w", gcloud, err)
 	}
 	exited := make(chan struct{})
 	var waitErr error

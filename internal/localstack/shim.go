@@ -2,6 +2,7 @@ package localstack
 
 import (
 	"bytes"
+	"context"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/binary"
@@ -187,7 +188,7 @@ func (s *shim) list(w http.ResponseWriter, r *http.Request) {
 	if s.root != "" {
 		bucket, err := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(r.URL.EscapedPath(), apiPrefix), "/o"))
 		if err == nil {
-			names, ok, err := listNames(s.root, bucket, q.Get("prefix"), q.Get("startOffset"), q.Get("endOffset"))
+			names, ok, err := listNames(r.Context(), s.root, bucket, q.Get("prefix"), q.Get("startOffset"), q.Get("endOffset"))
 			if err != nil {
 				http.Error(w, fmt.Sprintf(`{"error":{"code":500,"message":%q}}`, "listing gs://"+bucket+": "+err.Error()), http.StatusInternalServerError)
 				return
@@ -303,7 +304,9 @@ func (s *shim) relink(r *http.Request, item []byte) json.RawMessage {
 // fake then answers. A name listed here whose object is not whole yet (a
 // temporary file of the backend's, or an object whose metadata is still
 // being written) has no resource, and resources leaves it out.
-func listNames(root, bucket, prefix, startOffset, endOffset string) (names []string, ok bool, err error) {
+//
+// The walk stops when ctx ends (a client that went away).
+func listNames(ctx context.Context, root, bucket, prefix, startOffset, endOffset string) (names []string, ok bool, err error) {
 	dir := filepath.Join(root, url.PathEscape(bucket))
 	if filepath.Dir(dir) != filepath.Clean(root) {
 		return nil, false, nil
@@ -319,6 +322,9 @@ func listNames(root, bucket, prefix, startOffset, endOffset string) (names []str
 		}
 	}
 	err = filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // no such prefix, or removed while walking
