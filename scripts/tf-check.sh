@@ -37,7 +37,7 @@ if [[ -n ${FERRY_TF_PLUGIN_DIR:-} ]]; then
 fi
 if ! "${init[@]}" >"$work/init.log" 2>&1; then
   if grep -q 'Failed to query available provider packages\|Failed to install provider\|could not connect to registry' "$work/init.log"; then
-    echo "tf-check: terraform validate and test: skipped, no hashicorp/google provider installed (set FERRY_TF_PLUGIN_DIR to a filesystem mirror that has one)"
+    echo "tf-check: terraform validate and test: skipped, the hashicorp/google and hashicorp/time providers are not installed (set FERRY_TF_PLUGIN_DIR to a filesystem mirror that has them)"
     exit 0
   fi
   cat "$work/init.log" >&2

@@ -11,6 +11,16 @@ locals {
     producer = local.producer
   }
 
+  # vCPUs of a predefined machine type (n2-standard-8: 8); 2 for the
+  # shared-core and small ones (e2-medium).
+  vcpus = { for k, v in local.services : k => try(tonumber(regex("-([0-9]+)$", v.machine_type)[0]), 2) }
+  # Each group at its largest, plus the VMs a rolling update adds.
+  peak_vms = { for k, v in local.services : k => (v.autoscaled ? var.max_workers : v.instances) + (v.surge ? 3 : 0) }
+  peak_vcpus = {
+    on_demand = sum([for k, v in local.services : v.spot ? 0 : local.vcpus[k] * local.peak_vms[k]])
+    spot      = sum([for k, v in local.services : v.spot ? local.vcpus[k] * local.peak_vms[k] : 0])
+  }
+
   # Roles a VM's account needs to ship its logs and metrics through the Ops
   # Agent, when the image carries one.
   vm_project_roles = ["roles/logging.logWriter", "roles/monitoring.metricWriter"]
@@ -59,6 +69,13 @@ resource "google_compute_instance_template" "service" {
     auto_delete  = true
     disk_type    = "pd-balanced"
     disk_size_gb = 20
+
+    dynamic "disk_encryption_key" {
+      for_each = var.kms ? [local.kms_key] : []
+      content {
+        kms_key_self_link = disk_encryption_key.value
+      }
+    }
   }
 
   # No access_config: no external IP.
@@ -88,6 +105,8 @@ resource "google_compute_instance_template" "service" {
   lifecycle {
     create_before_destroy = true
   }
+
+  depends_on = [time_sleep.kms_grants]
 }
 
 resource "google_compute_region_instance_group_manager" "service" {
@@ -107,13 +126,16 @@ resource "google_compute_region_instance_group_manager" "service" {
     initial_delay_sec = 300
   }
 
-  # A rolling update starts the new VM before it stops an old one; two
-  # mergers at once are safe.
+  # A regional group takes 0 or at least one VM per zone (3) for each.
+  # Workers and mergers start the new VMs before they stop old ones (two
+  # mergers at once are safe); the producer, the largest VM, is replaced in
+  # place, so that an update never needs more vCPUs than the group's own
+  # (a new project's regional CPU quota is small; outputs.peak_vcpus).
   update_policy {
     type                  = "PROACTIVE"
     minimal_action        = "REPLACE"
-    max_surge_fixed       = 3
-    max_unavailable_fixed = 0
+    max_surge_fixed       = each.value.surge ? 3 : 0
+    max_unavailable_fixed = each.value.surge ? 0 : 3
   }
 
   lifecycle {
@@ -121,14 +143,14 @@ resource "google_compute_region_instance_group_manager" "service" {
       condition     = var.transport == "pubsub" || var.filestore
       error_message = "transport = spool needs filestore = true: producer and workers must share the spool."
     }
+    # Without NAT a VM reaches Google's APIs only: neither Debian's mirrors
+    # (nfs-common) nor, on a stock image, the Ops Agent's repository.
+    precondition {
+      condition     = var.nat || var.image_has_packages || (!var.ops_agent && !(each.value.nfs && var.filestore))
+      error_message = "nat = false: the ${each.key} VMs could not install ${join(" and ", compact([var.ops_agent ? "the Ops Agent" : "", each.value.nfs && var.filestore ? "nfs-common" : ""]))} at boot. Use an image that has them and set image_has_packages = true, or turn nat on."
+    }
   }
 
-  # The VMs need their roles before they start.
-  depends_on = [
-    google_storage_bucket_iam_member.release_readers,
-    google_storage_bucket_iam_member.worker,
-    google_storage_bucket_iam_member.merger,
-    google_storage_bucket_iam_member.producer,
-    google_kms_crypto_key_iam_member.gcs_agent,
-  ]
+  # The VMs need their roles, propagated, before they start.
+  depends_on = [time_sleep.grants]
 }

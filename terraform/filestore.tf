@@ -9,6 +9,8 @@ resource "google_filestore_instance" "spool" {
   location = contains(["REGIONAL", "ENTERPRISE"], var.filestore_tier) ? var.region : (var.filestore_zone != "" ? var.filestore_zone : "${var.region}-b")
   tier     = var.filestore_tier
   labels   = local.labels
+  # Filestore takes a key on its ZONAL, REGIONAL and ENTERPRISE tiers.
+  kms_key_name = var.kms ? local.kms_key : null
 
   file_shares {
     name        = "ferry"
@@ -20,7 +22,14 @@ resource "google_filestore_instance" "spool" {
     modes   = ["MODE_IPV4"]
   }
 
-  depends_on = [google_project_service.services]
+  lifecycle {
+    precondition {
+      condition     = !var.kms || contains(["ZONAL", "REGIONAL", "ENTERPRISE"], var.filestore_tier)
+      error_message = "kms = true needs a filestore_tier that takes a CMEK key (ZONAL, REGIONAL or ENTERPRISE); ${var.filestore_tier} does not, and an organization that requires CMEK refuses it."
+    }
+  }
+
+  depends_on = [time_sleep.kms_grants, google_project_service.services]
 }
 
 locals {

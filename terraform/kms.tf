@@ -1,6 +1,9 @@
-# Optional CMEK: a key ring and key that encrypt every object ferry writes.
-# Uploads and composes name the key (FERRY_KMS_KEY); Cloud Storage's service
-# agent does the encrypting, so it alone is granted the key.
+# Optional CMEK: a key ring and key that encrypt everything of ferry's that
+# Google stores: objects (uploads and composes name the key, FERRY_KMS_KEY),
+# messages on every topic, the BigQuery dataset, the Filestore spool and the
+# VMs' boot disks. Each service's agent (agents.tf) does the encrypting, so
+# the agents alone are granted the key, and what uses the key waits for
+# those grants to propagate (time_sleep.kms_grants).
 
 resource "google_kms_key_ring" "ferry" {
   count = var.kms ? 1 : 0
@@ -24,16 +27,12 @@ resource "google_kms_crypto_key" "objects" {
   }
 }
 
-data "google_storage_project_service_account" "gcs" {
-  project = var.project
-}
-
-resource "google_kms_crypto_key_iam_member" "gcs_agent" {
-  count = var.kms ? 1 : 0
+resource "google_kms_crypto_key_iam_member" "agent" {
+  for_each = local.kms_agents
 
   crypto_key_id = google_kms_crypto_key.objects[0].id
   role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-  member        = "serviceAccount:${data.google_storage_project_service_account.gcs.email_address}"
+  member        = each.value
 }
 
 locals {

@@ -11,6 +11,11 @@ terraform {
       source  = "hashicorp/google"
       version = ">= 6.0, < 8.0"
     }
+    # time_sleep: the waits for IAM to propagate (agents.tf).
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.9"
+    }
   }
 }
 
@@ -52,10 +57,6 @@ locals {
 
   # Where the services listen for /healthz (FERRY_HTTP_ADDR).
   health_port = 8080
-
-  # The service agents that act for Pub/Sub (dead-lettering) and Cloud
-  # Storage (CMEK) in this project.
-  pubsub_agent = "serviceAccount:service-${data.google_project.project.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 
   # The variables every service reads (config.PubSub, Log, HTTP, Buckets).
   common_env = {

@@ -60,6 +60,30 @@ resource "google_monitoring_dashboard" "ferry" {
   depends_on = [google_project_service.services]
 }
 
+# The merger's "transfer failed" log line (internal/merger), as the Ops
+# Agent ships it (startup.sh: log ferry, JSON parsed). Unlike the services'
+# Prometheus metrics, it exists from the moment it is created.
+resource "google_logging_metric" "failed_transfers" {
+  name   = "ferry-transfers-failed"
+  filter = "resource.type=\"gce_instance\" AND log_id(\"ferry\") AND jsonPayload.message=\"transfer failed\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+  }
+
+  depends_on = [google_project_service.services]
+}
+
+# Cloud Monitoring learns of a new log-based metric a little after it is
+# created; a policy on it created at once can be refused.
+resource "time_sleep" "metric_descriptors" {
+  create_duration = "60s"
+
+  depends_on = [google_logging_metric.failed_transfers]
+}
+
 # Each alert's runbook is in docs/operations.md, under the heading its
 # documentation names.
 locals {
@@ -86,14 +110,18 @@ locals {
       reducer   = null
       doc       = "The oldest message on a subscription of the fleet has waited longer than the threshold: nothing is taking it, or too little. Runbook: docs/operations.md, \"Backlog growing\"."
     }
+    # From a log-based metric, which this configuration creates: Cloud
+    # Monitoring refuses a policy on a metric that does not exist yet, and
+    # the services' Prometheus metrics exist only once the fleet has
+    # written them.
     failed_transfers = {
       name      = "ferry: transfers are failing"
       condition = "failed transfers in the last 5 minutes"
-      filter    = "${local.prometheus}/ferry_transfers_total/counter\" AND metric.label.status = \"failed\""
+      filter    = "resource.type = \"gce_instance\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.failed_transfers.name}\""
       threshold = 0
       duration  = "0s"
       period    = "300s"
-      aligner   = "ALIGN_DELTA"
+      aligner   = "ALIGN_SUM"
       reducer   = "REDUCE_SUM"
       doc       = "A transfer ended failed. Its done event, row and `producer status ID` say why. Runbook: docs/operations.md, \"Failed transfers\"."
     }
@@ -138,5 +166,5 @@ resource "google_monitoring_alert_policy" "alert" {
     mime_type = "text/markdown"
   }
 
-  depends_on = [google_project_service.services]
+  depends_on = [time_sleep.metric_descriptors, google_project_service.services]
 }

@@ -27,3 +27,11 @@ output "bigquery_dataset" {
   value       = google_bigquery_dataset.ferry.dataset_id
   description = "Dataset of the transfers and chunks tables."
 }
+
+output "peak_vcpus" {
+  value = {
+    on_demand = local.peak_vcpus.on_demand
+    spot      = local.peak_vcpus.spot
+  }
+  description = "The most vCPUs the fleet runs at once in the region (every group at its largest, during a rolling update): the CPUS (on_demand) and PREEMPTIBLE_CPUS (spot) quotas must allow them (docs/deploying.md)."
+}

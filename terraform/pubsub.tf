@@ -41,10 +41,11 @@ locals {
 resource "google_pubsub_topic" "topic" {
   for_each = local.topics
 
-  name   = each.value
-  labels = local.labels
+  name         = each.value
+  labels       = local.labels
+  kms_key_name = var.kms ? local.kms_key : null
 
-  depends_on = [google_project_service.services]
+  depends_on = [time_sleep.kms_grants, google_project_service.services]
 }
 
 resource "google_pubsub_topic" "dead_letter" {
@@ -53,8 +54,9 @@ resource "google_pubsub_topic" "dead_letter" {
   name                       = each.value
   message_retention_duration = local.message_retention
   labels                     = local.labels
+  kms_key_name               = var.kms ? local.kms_key : null
 
-  depends_on = [google_project_service.services]
+  depends_on = [time_sleep.kms_grants, google_project_service.services]
 }
 
 # What reaches a dead-letter topic stays here for operators to inspect

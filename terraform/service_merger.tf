@@ -16,6 +16,7 @@ locals {
     machine_type         = var.merger_machine_type
     service_account      = google_service_account.merger.email
     spot                 = false
+    surge                = true
     autoscaled           = false
     instances            = var.mergers
     nfs                  = false

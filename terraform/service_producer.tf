@@ -15,6 +15,7 @@ locals {
     machine_type         = var.producer_machine_type
     service_account      = google_service_account.producer.email
     spot                 = false
+    surge                = false
     autoscaled           = false
     instances            = var.producers
     nfs                  = var.transport == "spool"

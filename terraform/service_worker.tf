@@ -20,6 +20,7 @@ locals {
     machine_type         = var.worker_machine_type
     service_account      = google_service_account.worker.email
     spot                 = var.spot
+    surge                = true
     autoscaled           = true
     instances            = var.min_workers
     nfs                  = var.transport == "spool"

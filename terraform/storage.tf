@@ -7,6 +7,10 @@ resource "google_storage_bucket" "data" {
   public_access_prevention    = "enforced"
   labels                      = local.labels
 
+  # The user's protection against deleting their own data by mistake is
+  # theirs to set; ferry's staging parts do not need it off, because compose
+  # deletes them as it reads them (deleteSourceObjects: a hard delete, never
+  # retained as soft-deleted). See docs/capacity.md, "Staging".
   soft_delete_policy {
     retention_duration_seconds = var.soft_delete_days * 86400
   }
@@ -50,7 +54,7 @@ resource "google_storage_bucket" "data" {
     }
   }
 
-  depends_on = [google_kms_crypto_key_iam_member.gcs_agent, google_project_service.services]
+  depends_on = [time_sleep.kms_grants, google_project_service.services]
 }
 
 resource "google_storage_bucket" "releases" {
@@ -66,7 +70,14 @@ resource "google_storage_bucket" "releases" {
     enabled = true
   }
 
-  depends_on = [google_project_service.services]
+  dynamic "encryption" {
+    for_each = var.kms ? [local.kms_key] : []
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  depends_on = [time_sleep.kms_grants, google_project_service.services]
 }
 
 locals {

@@ -83,13 +83,19 @@ variable "release_version" {
 variable "image" {
   type        = string
   default     = "debian-cloud/debian-12"
-  description = "Boot image of every VM: a Debian-like image with systemd and curl; with ops_agent, one that has the Ops Agent or its package repository (docs/operations.md)."
+  description = "Boot image of every VM: Debian 12 (or an image built from it) with systemd and curl. startup.sh installs nfs-common and the Ops Agent where they are missing (see image_has_packages for nat = false)."
+}
+
+variable "image_has_packages" {
+  type        = bool
+  default     = false
+  description = "The image already has what startup.sh would install (nfs-common for the spool share; the Ops Agent with ops_agent): needed with nat = false, where a VM cannot reach package repositories."
 }
 
 variable "ops_agent" {
   type        = bool
   default     = true
-  description = "Configure the Ops Agent on every VM (startup.sh installs it where the image's repositories have it): the services' JSON logs reach Cloud Logging with their severity, and /metrics is scraped into Cloud Monitoring, which the dashboard and alerts read."
+  description = "The Ops Agent on every VM (startup.sh installs it from Google's repository the way Google documents, when the image lacks it): the services' JSON logs reach Cloud Logging with their severity, and /metrics is scraped into Cloud Monitoring, which the dashboard and alerts read."
 }
 
 variable "spot" {
@@ -204,12 +210,23 @@ variable "done_retention_days" {
 
 variable "soft_delete_days" {
   type        = number
-  default     = 0
-  description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."
+  default     = 7
+  description = "Soft-delete retention of the bucket: Cloud Storage's default, 7 days, protects the data ferry writes against an accidental delete. ferry's own staging parts never reach it (compose deletes them as a hard delete)."
 
   validation {
-    condition     = var.soft_delete_days == 0 || (var.soft_delete_days >= 7 && var.soft_delete_days <= 90)
-    error_message = "Cloud Storage takes a soft-delete retention of 0 (off) or 7 to 90 days."
+    condition     = var.soft_delete_days >= 7 && var.soft_delete_days <= 90
+    error_message = "soft_delete_days must be 7 to 90 days: ferry does not turn off the protection of your data (its staging parts are not retained either way)."
+  }
+}
+
+variable "iam_propagation" {
+  type        = string
+  default     = "120s"
+  description = "How long what uses a new IAM grant waits for it (time_sleep): IAM applies most grants within two minutes and some within seven. On a 403 in a first apply, apply again."
+
+  validation {
+    condition     = can(regex("^[0-9]+[sm]$", var.iam_propagation))
+    error_message = "iam_propagation must be a duration in seconds or minutes, such as 120s or 3m."
   }
 }
 

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/sethvargo/go-envconfig"
 	"github.com/zclconf/go-cty/cty"
@@ -612,8 +611,14 @@ func principal(ev *Eval, v cty.Value) string {
 	switch {
 	case strings.HasSuffix(s, "@gcp-sa-pubsub.iam.gserviceaccount.com"):
 		return "pubsub-agent"
+	case strings.HasSuffix(s, "@compute-system.iam.gserviceaccount.com"):
+		return "compute-agent"
+	case strings.HasSuffix(s, "@cloud-filer.iam.gserviceaccount.com"):
+		return "filestore-agent"
 	case s == "serviceAccount:ref:data.google_storage_project_service_account.gcs.email_address":
 		return "gcs-agent"
+	case s == "serviceAccount:ref:data.google_bigquery_default_service_account.bq.email":
+		return "bigquery-agent"
 	}
 	if imp := ev.Var("submitter_impersonators"); imp.IsWhollyKnown() {
 		for it := imp.ElementIterator(); it.Next(); {
@@ -656,7 +661,15 @@ func wantBindings(ev *Eval) map[string][]string {
 			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix},
 	}
 	if ev.Var("kms").RawEquals(cty.True) {
-		want["gcs-agent"] = []string{"roles/cloudkms.cryptoKeyEncrypterDecrypter on kms:objects"}
+		// Every service that stores ferry's data encrypts it with the key
+		// (an organization requiring CMEK refuses the rest).
+		key := []string{"roles/cloudkms.cryptoKeyEncrypterDecrypter on kms:objects"}
+		for _, agent := range []string{"gcs-agent", "pubsub-agent", "bigquery-agent", "compute-agent"} {
+			want[agent] = append(want[agent], key...)
+		}
+		if ev.Var("filestore").RawEquals(cty.True) {
+			want["filestore-agent"] = key
+		}
 	}
 	if imp := ev.Var("submitter_impersonators"); imp.LengthInt() > 0 {
 		want["impersonator"] = []string{"roles/iam.serviceAccountTokenCreator on service-account:submitter"}
@@ -683,7 +696,7 @@ func checkIAM(ev *Eval) []string {
 		if primitive.MatchString(b.role) {
 			problems = append(problems, fmt.Sprintf("%s grants the basic role %s", b.addr, b.role))
 		}
-		if b.principal == "pubsub-agent" {
+		if b.principal == "pubsub-agent" && !strings.HasPrefix(b.target, "kms:") {
 			continue // checked with the subscriptions
 		}
 		got[b.principal] = append(got[b.principal], b.String())
@@ -727,7 +740,7 @@ func checkIAM(ev *Eval) []string {
 var (
 	labeled = []string{"google_storage_bucket", "google_pubsub_topic", "google_pubsub_subscription", "google_bigquery_dataset",
 		"google_bigquery_table", "google_compute_instance_template", "google_kms_crypto_key", "google_filestore_instance"}
-	unlabeled = []string{"google_project_service", "google_service_account", "google_project_iam_custom_role", "google_kms_key_ring",
+	unlabeled = []string{"google_project_service", "google_logging_metric", "time_sleep", "google_service_account", "google_project_iam_custom_role", "google_kms_key_ring",
 		"google_compute_network", "google_compute_subnetwork", "google_compute_router", "google_compute_router_nat",
 		"google_compute_firewall", "google_compute_health_check", "google_compute_region_instance_group_manager",
 		"google_compute_region_autoscaler", "google_monitoring_dashboard", "google_monitoring_alert_policy"}
@@ -910,11 +923,9 @@ func nameOfDataset(ev *Eval, v cty.Value) string {
 // health-check probers and Identity-Aware Proxy's TCP forwarding.
 var firewallRanges = map[string]bool{"35.191.0.0/16": true, "130.211.0.0/22": true, "35.235.240.0/20": true}
 
-// needsAPIs are the resource types a first apply on a fresh project creates
-// before their API is enabled, unless they wait for google_project_service.
-var needsAPIs = []string{"google_service_account", "google_project_iam_custom_role", "google_storage_bucket", "google_pubsub_topic",
-	"google_compute_network", "google_compute_health_check", "google_bigquery_dataset", "google_kms_key_ring", "google_filestore_instance",
-	"google_monitoring_dashboard", "google_monitoring_alert_policy"}
+// bootstrap is what a fresh project must answer before Terraform can enable
+// anything: the project itself (Cloud Resource Manager).
+var bootstrap = map[string]bool{"data.google_project.project": true, "google_project_service.services": true}
 
 // guardedVars are the variables a value outside the cloud's rules or one
 // that loses data must be refused for, by a validation block.
@@ -943,11 +954,11 @@ func checkDeploy(ev *Eval) []string {
 			problems = append(problems, in.Addr()+": private_ip_google_access is not true: VMs without external IPs cannot reach Google's APIs")
 		}
 	}
-	for _, typ := range needsAPIs {
-		for _, r := range ev.m.ResourcesOf(typ) {
-			if !dependsOnAPIs(r) {
-				problems = append(problems, r.Addr()+": does not depend on google_project_service.services: it races the enabling of its API on a fresh project")
-			}
+	// Every google resource, and every data source but the project, waits
+	// for the APIs, by its depends_on or through what it refers to.
+	for _, r := range ev.m.Resources {
+		if strings.HasPrefix(r.Type, "google_") && !bootstrap[r.Addr()] && !ev.m.Reaches(r, "google_project_service.services") {
+			problems = append(problems, r.Addr()+": does not depend on google_project_service.services: it races the enabling of its API on a fresh project")
 		}
 	}
 	svcs, _ := services(ev)
@@ -973,18 +984,130 @@ func checkDeploy(ev *Eval) []string {
 	return problems
 }
 
-// dependsOnAPIs reports whether r's depends_on names the project services.
-func dependsOnAPIs(r *Resource) bool {
-	a, ok := r.Body.Attributes["depends_on"]
-	if !ok {
-		return false
-	}
-	for _, tr := range a.Expr.Variables() {
-		if len(tr) >= 2 && tr.RootName() == "google_project_service" {
-			if s, ok := tr[1].(hcl.TraverseAttr); ok && s.Name == "services" {
-				return true
-			}
+// waitsFor reports whether r reaches a time_sleep that depends on grant:
+// whether r is created only after grant had time to propagate.
+func waitsFor(ev *Eval, r *Resource, grant string) bool {
+	for _, s := range ev.m.ResourcesOf("time_sleep") {
+		if ev.m.Needs(s)[grant] && ev.m.Reaches(r, s.Addr()) {
+			return true
 		}
 	}
 	return false
+}
+
+// checkGrants: IAM applies a grant minutes after it is made. Whatever runs
+// as or relies on a principal waits for its grants: the instance groups for
+// every grant to the VMs' accounts and to Pub/Sub's dead-lettering agent,
+// and everything the CMEK key encrypts for the key's grants.
+func checkGrants(ev *Eval) []string {
+	var problems []string
+	migs := ev.m.ResourcesOf("google_compute_region_instance_group_manager")
+	for _, r := range ev.m.Resources {
+		if r.Mode != "resource" || !strings.HasSuffix(r.Type, "_iam_member") {
+			continue
+		}
+		for _, in := range ev.Instances(r) {
+			who := principal(ev, get(in, r.Body, "member"))
+			switch {
+			case who == "sa:submitter" || who == "impersonator":
+				continue // used by people, after apply
+			case strings.HasSuffix(who, "-agent") && r.Type == "google_kms_crypto_key_iam_member":
+				for _, typ := range cmekTypes {
+					for _, u := range ev.m.ResourcesOf(typ) {
+						if !waitsFor(ev, u, r.Addr()) {
+							problems = append(problems, fmt.Sprintf("%s: created without waiting for %s (%s) to propagate: its first create answers 403", u.Addr(), r.Addr(), who))
+						}
+					}
+				}
+			}
+			for _, mig := range migs {
+				if !waitsFor(ev, mig, r.Addr()) {
+					problems = append(problems, fmt.Sprintf("%s: starts VMs without waiting for %s (%s) to propagate", mig.Addr(), r.Addr(), who))
+				}
+			}
+			break // every instance of r is the same resource to wait for
+		}
+	}
+	return problems
+}
+
+// cmekTypes are the resource types here that store ferry's data and take a
+// CMEK key; kmsKeyOf says where each keeps it. A project under
+// constraints/gcp.restrictNonCmekServices refuses any of them without one.
+var cmekTypes = []string{"google_storage_bucket", "google_pubsub_topic", "google_bigquery_dataset", "google_filestore_instance", "google_compute_instance_template"}
+
+// mayTakeKey are the other resource types here that could hold data and
+// were decided on: tables take their dataset's key; subscriptions hold their
+// topic's messages under its key.
+var mayTakeKey = []string{"google_bigquery_table", "google_pubsub_subscription"}
+
+// kmsKeyOf returns the key a resource instance is encrypted with, or "".
+func kmsKeyOf(in *Instance) string {
+	b := in.Res.Body
+	var v cty.Value
+	switch in.Res.Type {
+	case "google_storage_bucket":
+		v = dynamicValue(in, b, "encryption")
+	case "google_bigquery_dataset":
+		v = dynamicValue(in, b, "default_encryption_configuration")
+	case "google_compute_instance_template":
+		v = dynamicValue(in, block(b, "disk"), "disk_encryption_key")
+	default:
+		v = get(in, b, "kms_key_name")
+	}
+	s, _ := str(v)
+	return s
+}
+
+// dynamicValue returns the first element of the for_each of body's dynamic
+// block typ, the value its content uses; cty.NilVal when there is none.
+func dynamicValue(in *Instance, body *hclsyntax.Body, typ string) cty.Value {
+	if body == nil {
+		return cty.NilVal
+	}
+	for _, d := range body.Blocks {
+		if d.Type != "dynamic" || len(d.Labels) != 1 || d.Labels[0] != typ {
+			continue
+		}
+		fe := get(in, d.Body, "for_each")
+		if fe == cty.NilVal || !fe.IsKnown() || fe.IsNull() || !fe.CanIterateElements() || fe.LengthInt() == 0 {
+			return cty.NilVal
+		}
+		it := fe.ElementIterator()
+		it.Next()
+		_, v := it.Element()
+		return v
+	}
+	return cty.NilVal
+}
+
+// checkCMEK: with kms, everything of ferry's that Google stores is
+// encrypted with ferry's key; without, nothing names one.
+func checkCMEK(ev *Eval) []string {
+	var problems []string
+	key, _ := str(ev.Local("kms_key"))
+	kms := ev.Var("kms").RawEquals(cty.True)
+	for _, r := range ev.m.Resources {
+		if r.Mode != "resource" || !strings.HasPrefix(r.Type, "google_") {
+			continue
+		}
+		if !slicesContains(cmekTypes, r.Type) {
+			if (strings.Contains(r.Type, "bucket") || strings.Contains(r.Type, "topic") || strings.Contains(r.Type, "dataset") ||
+				strings.Contains(r.Type, "table") || strings.Contains(r.Type, "disk") || strings.Contains(r.Type, "filestore") ||
+				strings.Contains(r.Type, "subscription")) && !strings.HasSuffix(r.Type, "_iam_member") && !slicesContains(mayTakeKey, r.Type) {
+				problems = append(problems, r.Addr()+": type "+r.Type+" may store data: add it to cmekTypes or mayTakeKey (internal/tfcheck)")
+			}
+			continue
+		}
+		for _, in := range ev.Instances(r) {
+			got := kmsKeyOf(in)
+			switch {
+			case kms && got != key:
+				problems = append(problems, fmt.Sprintf("%s: kms = true, but it is encrypted with %q, not ferry's key %s", in.Addr(), got, key))
+			case !kms && got != "":
+				problems = append(problems, fmt.Sprintf("%s: kms = false, but it names the key %q", in.Addr(), got))
+			}
+		}
+	}
+	return problems
 }

@@ -491,7 +491,8 @@ func (ev *Eval) ctx(in *Instance) *hcl.EvalContext {
 func functions() map[string]function.Function {
 	to := func(t cty.Type) function.Function { return stdlib.MakeToFunc(t) }
 	return map[string]function.Function{
-		"can": tryfunc.CanFunc, "try": tryfunc.TryFunc,
+		"can": tryfunc.CanFunc, "try": tryfunc.TryFunc, "anytrue": anyTrue, "sum": sum,
+		"compact": stdlib.CompactFunc, "startswith": startsWith,
 		"coalesce": stdlib.CoalesceFunc, "concat": stdlib.ConcatFunc, "contains": stdlib.ContainsFunc,
 		"distinct": stdlib.DistinctFunc, "flatten": stdlib.FlattenFunc, "format": stdlib.FormatFunc,
 		"join": stdlib.JoinFunc, "jsondecode": stdlib.JSONDecodeFunc, "jsonencode": stdlib.JSONEncodeFunc,
@@ -517,4 +518,115 @@ func functions() map[string]function.Function {
 			},
 		}),
 	}
+}
+
+// anyTrue is Terraform's anytrue: whether any element of a list is true.
+var anyTrue = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Bool)}},
+	Type:   function.StaticReturnType(cty.Bool),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		for it := args[0].ElementIterator(); it.Next(); {
+			if _, v := it.Element(); v.True() {
+				return cty.True, nil
+			}
+		}
+		return cty.False, nil
+	},
+})
+
+// sum is Terraform's sum of a list of numbers.
+var sum = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Number)}},
+	Type:   function.StaticReturnType(cty.Number),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		total := cty.Zero
+		for it := args[0].ElementIterator(); it.Next(); {
+			_, v := it.Element()
+			total = total.Add(v)
+		}
+		return total, nil
+	},
+})
+
+// startsWith is Terraform's startswith.
+var startsWith = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "s", Type: cty.String}, {Name: "prefix", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.Bool),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.BoolVal(strings.HasPrefix(args[0].AsString(), args[1].AsString())), nil
+	},
+})
+
+// Needs returns the addresses (T.N, data.T.N) of the resources r depends
+// on directly: those its expressions refer to, also through locals, and
+// those its depends_on names.
+func (m *Module) Needs(r *Resource) map[string]bool {
+	out := map[string]bool{}
+	seenLocal := map[string]bool{}
+	var visit func(vars []hcl.Traversal)
+	visit = func(vars []hcl.Traversal) {
+		for _, tr := range vars {
+			root := tr.RootName()
+			attr := func(i int) string {
+				if len(tr) > i {
+					if a, ok := tr[i].(hcl.TraverseAttr); ok {
+						return a.Name
+					}
+				}
+				return ""
+			}
+			switch root {
+			case "var", "each", "count", "path", "self", "terraform":
+			case "local":
+				name := attr(1)
+				if a, ok := m.Locals[name]; ok && !seenLocal[name] {
+					seenLocal[name] = true
+					visit(a.Expr.Variables())
+				}
+			case "data":
+				if t, n := attr(1), attr(2); t != "" && n != "" {
+					out["data."+t+"."+n] = true
+				}
+			default:
+				if n := attr(1); n != "" {
+					out[root+"."+n] = true
+				}
+			}
+		}
+	}
+	var walk func(b *hclsyntax.Body)
+	walk = func(b *hclsyntax.Body) {
+		for _, a := range b.Attributes {
+			visit(a.Expr.Variables())
+		}
+		for _, blk := range b.Blocks {
+			walk(blk.Body)
+		}
+	}
+	walk(r.Body)
+	delete(out, r.Addr())
+	return out
+}
+
+// Reaches reports whether r depends on the resource at addr, directly or
+// through the resources it depends on.
+func (m *Module) Reaches(r *Resource, addr string) bool {
+	seen := map[string]bool{}
+	todo := []*Resource{r}
+	for len(todo) > 0 {
+		cur := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for a := range m.Needs(cur) {
+			if a == addr {
+				return true
+			}
+			if !seen[a] {
+				seen[a] = true
+				if next := m.Resource(a); next != nil {
+					todo = append(todo, next)
+				}
+			}
+		}
+	}
+	return false
 }

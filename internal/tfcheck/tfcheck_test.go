@@ -34,6 +34,8 @@ var checks = map[string]func(*Eval) []string{
 	"bucket":   checkBucket,
 	"bigquery": checkBigQuery,
 	"deploy":   checkDeploy,
+	"grants":   checkGrants,
+	"cmek":     checkCMEK,
 }
 
 func evaluate(t *testing.T, dir string, vars map[string]cty.Value) *Eval {
@@ -158,14 +160,14 @@ func TestEachCheckCanFail(t *testing.T) {
 }
 
 resource "google_project_iam_custom_role" "bucket_get" {`}}, "defaults", "iam", "a service account key"},
-		{"no labels on a topic", []edit{{"pubsub.tf", `  name   = each.value
-  labels = local.labels
-`, `  name   = each.value
+		{"no labels on a topic", []edit{{"pubsub.tf", `  name         = each.value
+  labels       = local.labels
+`, `  name         = each.value
 `}}, "defaults", "labels", `google_pubsub_topic.topic["chunks"]: no labels`},
 		{"labels without the common ones", []edit{{"bigquery.tf", `  dataset_id = var.bq_dataset
-  location   = var.bq_location != "" ? var.bq_location : var.region
+  location   = local.bq_location
   labels     = local.labels`, `  dataset_id = var.bq_dataset
-  location   = var.bq_location != "" ? var.bq_location : var.region
+  location   = local.bq_location
   labels     = { team = "data" }`}}, "defaults", "labels", "google_bigquery_dataset.ferry: lacks the common label app"},
 		{"a resource type nobody decided on", []edit{{"network.tf", `resource "google_compute_firewall" "iap_ssh" {`, `resource "google_compute_address" "nat" {
   name = "ferry-nat"
@@ -183,10 +185,10 @@ resource "google_compute_firewall" "iap_ssh" {`}}, "defaults", "labels", "google
 		{"public access allowed", []edit{{"storage.tf", `public_access_prevention    = "enforced"
   labels                      = local.labels
 
-  soft_delete_policy`, `public_access_prevention    = "inherited"
+  # The user's`, `public_access_prevention    = "inherited"
   labels                      = local.labels
 
-  soft_delete_policy`}}, "defaults", "bucket", "public_access_prevention is not enforced"},
+  # The user's`}}, "defaults", "bucket", "public_access_prevention is not enforced"},
 		{"an external IP", []edit{{"compute.tf", `    subnetwork = google_compute_subnetwork.ferry.id
   }`, `    subnetwork = google_compute_subnetwork.ferry.id
     access_config {}
@@ -201,12 +203,42 @@ resource "google_compute_firewall" "iap_ssh" {`}}, "defaults", "labels", "google
 
   depends_on = [google_project_service.services]`, `  display_name = "ferry worker"`}}, "defaults", "deploy", "google_service_account.worker: does not depend on google_project_service.services"},
 		{"Spot that migrates", []edit{{"compute.tf", `on_host_maintenance         = each.value.spot ? "TERMINATE" : "MIGRATE"`, `on_host_maintenance         = "MIGRATE"`}}, "defaults", "deploy", "a Spot VM with on_host_maintenance \"MIGRATE\""},
-		{"soft delete unchecked", []edit{{"variables.tf", `    condition     = var.soft_delete_days == 0 || (var.soft_delete_days >= 7 && var.soft_delete_days <= 90)
-    error_message = "Cloud Storage takes a soft-delete retention of 0 (off) or 7 to 90 days."`, ``}, {"variables.tf", `description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."
-
+		{"soft delete unchecked", []edit{{"variables.tf", `
   validation {
+    condition     = var.soft_delete_days >= 7 && var.soft_delete_days <= 90
+    error_message = "soft_delete_days must be 7 to 90 days: ferry does not turn off the protection of your data (its staging parts are not retained either way)."
+  }`, ``}}, "defaults", "deploy", "var.soft_delete_days: no validation block"},
+		{"a bucket racing its key's grants", []edit{{"storage.tf", `  depends_on = [time_sleep.kms_grants, google_project_service.services]
+}
 
-  }`, `description = "Soft-delete retention of the bucket. 0 turns it off: every chunk object is deleted minutes after its compose, and soft delete would bill each for 7 more days."`}}, "defaults", "deploy", "var.soft_delete_days: no validation block"},
+resource "google_storage_bucket" "releases" {`, `  depends_on = [google_project_service.services]
+}
+
+resource "google_storage_bucket" "releases" {`}}, "spool, filestore, kms, on-demand", "grants", "google_storage_bucket.data: created without waiting for google_kms_crypto_key_iam_member.agent"},
+		{"VMs racing their grants", []edit{{"compute.tf", `  depends_on = [time_sleep.grants]`, ``}}, "defaults", "grants", "starts VMs without waiting for google_storage_bucket_iam_member.worker"},
+		{"a grant nobody waits for", []edit{{"agents.tf", `    google_bigquery_dataset_iam_member.merger,
+`, ``}}, "defaults", "grants", "without waiting for google_bigquery_dataset_iam_member.merger"},
+		{"a topic without the key", []edit{{"pubsub.tf", `  name         = each.value
+  labels       = local.labels
+  kms_key_name = var.kms ? local.kms_key : null`, `  name         = each.value
+  labels       = local.labels`}}, "spool, filestore, kms, on-demand", "cmek", `google_pubsub_topic.topic["chunks"]: kms = true, but it is encrypted with ""`},
+		{"boot disks without the key", []edit{{"compute.tf", `      for_each = var.kms ? [local.kms_key] : []
+      content {
+        kms_key_self_link = disk_encryption_key.value`, `      for_each = []
+      content {
+        kms_key_self_link = disk_encryption_key.value`}}, "spool, filestore, kms, on-demand", "cmek", `google_compute_instance_template.service["worker"]: kms = true`},
+		{"a data source racing its API", []edit{{"agents.tf", `data "google_bigquery_default_service_account" "bq" {
+  project = var.project
+
+  depends_on = [google_project_service.services]
+}`, `data "google_bigquery_default_service_account" "bq" {
+  project = var.project
+}`}}, "defaults", "deploy", "data.google_bigquery_default_service_account.bq: does not depend on google_project_service.services"},
+		{"a new kind of store nobody decided on", []edit{{"bigquery.tf", `resource "google_bigquery_table" "chunks" {`, `resource "google_compute_disk" "scratch" {
+  name = "scratch"
+}
+
+resource "google_bigquery_table" "chunks" {`}}, "defaults", "cmek", "google_compute_disk.scratch: type google_compute_disk may store data"},
 		{"a fixed worker count", []edit{{"service_worker.tf", `min_replicas    = var.min_workers`, `min_replicas    = 2`}}, "defaults", "workers", "min_replicas = 2, want var.min_workers"},
 	}
 	for _, tc := range tests {

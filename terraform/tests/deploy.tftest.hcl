@@ -16,6 +16,10 @@ mock_provider "google" {
   }
 }
 
+# time_sleep waits for IAM to propagate in a real project; here it only
+# needs to be planned and applied.
+mock_provider "time" {}
+
 override_resource {
   target = google_service_account.worker
   values = {
@@ -106,9 +110,142 @@ run "defaults_apply_on_an_empty_project" {
     error_message = "The dead-letter and backlog alerts exist, the backlog one at an hour by default."
   }
   assert {
-    condition     = google_storage_bucket.data.soft_delete_policy[0].retention_duration_seconds == 0 && one([for c in google_storage_bucket.data.lifecycle_rule[0].condition : c.age]) == 3
-    error_message = "Soft delete is off and staging expires after staging_retention_days."
+    condition     = google_storage_bucket.data.soft_delete_policy[0].retention_duration_seconds == 604800 && one([for c in google_storage_bucket.data.lifecycle_rule[0].condition : c.age]) == 3
+    error_message = "The bucket keeps Cloud Storage's 7 days of soft delete (the user's safety net), and staging expires after staging_retention_days."
   }
+  assert {
+    condition     = time_sleep.grants.create_duration == "120s" && length(time_sleep.kms_grants) == 0
+    error_message = "The instance groups wait two minutes for their grants to propagate; without kms there is no key grant to wait for."
+  }
+  assert {
+    condition     = length(google_kms_crypto_key_iam_member.agent) == 0 && google_pubsub_topic.topic["chunks"].kms_key_name == null && length(google_bigquery_dataset.ferry.default_encryption_configuration) == 0
+    error_message = "Without kms nothing names a key."
+  }
+  assert {
+    condition = alltrue([
+      google_compute_region_instance_group_manager.service["producer"].update_policy[0].max_surge_fixed == 0,
+      google_compute_region_instance_group_manager.service["producer"].update_policy[0].max_unavailable_fixed == 3,
+      google_compute_region_instance_group_manager.service["worker"].update_policy[0].max_surge_fixed == 3,
+    ])
+    error_message = "The producer (8 vCPUs) is replaced in place, so a first update fits a new project's CPU quota; the others surge."
+  }
+  assert {
+    condition     = output.peak_vcpus.on_demand == 8 + 2 * 4 && output.peak_vcpus.spot == 4 * 23
+    error_message = "peak_vcpus counts the producer (8, in place), the merger (2, plus a surge of 3) and 20 Spot workers plus 3 surging."
+  }
+  assert {
+    condition     = strcontains(google_monitoring_alert_policy.alert["failed_transfers"].conditions[0].condition_threshold[0].filter, "logging.googleapis.com/user/ferry-transfers-failed") && google_logging_metric.failed_transfers.filter == "resource.type=\"gce_instance\" AND log_id(\"ferry\") AND jsonPayload.message=\"transfer failed\""
+    error_message = "The failed-transfers alert reads a log-based metric this configuration creates, not a Prometheus metric that exists only once written."
+  }
+  assert {
+    condition     = alltrue([for a in google_monitoring_alert_policy.alert : alltrue([for c in a.conditions : !strcontains(c.condition_threshold[0].filter, "prometheus.googleapis.com")])])
+    error_message = "No alert may name a metric that does not exist on a new project."
+  }
+}
+
+# A plan: the key's prevent_destroy would keep an applied run's state from
+# being torn down.
+run "kms_everywhere_on_a_fresh_project" {
+  command = plan
+
+  variables {
+    transport      = "spool"
+    filestore      = true
+    filestore_tier = "ZONAL"
+    kms            = true
+  }
+
+  assert {
+    condition = alltrue(concat(
+      [for t in google_pubsub_topic.topic : t.kms_key_name == local.kms_key],
+      [for t in google_pubsub_topic.dead_letter : t.kms_key_name == local.kms_key],
+      [google_bigquery_dataset.ferry.default_encryption_configuration[0].kms_key_name == local.kms_key],
+      [google_filestore_instance.spool[0].kms_key_name == local.kms_key],
+      [for t in google_compute_instance_template.service : t.disk[0].disk_encryption_key[0].kms_key_self_link == local.kms_key],
+      [google_storage_bucket.data.encryption[0].default_kms_key_name == local.kms_key],
+      [google_storage_bucket.releases[0].encryption[0].default_kms_key_name == local.kms_key],
+    ))
+    error_message = "Under constraints/gcp.restrictNonCmekServices every topic, the dataset, the spool share, the boot disks and the buckets need the key."
+  }
+  assert {
+    condition     = toset(keys(google_kms_crypto_key_iam_member.agent)) == toset(["storage", "pubsub", "bigquery", "compute", "filestore"])
+    error_message = "Each service agent that encrypts with the key is granted it."
+  }
+  assert {
+    condition     = google_kms_crypto_key_iam_member.agent["pubsub"].member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com" && google_kms_crypto_key_iam_member.agent["compute"].member == "serviceAccount:service-123456789012@compute-system.iam.gserviceaccount.com"
+    error_message = "The agents are the project's own."
+  }
+  assert {
+    condition     = length(time_sleep.kms_grants) == 1
+    error_message = "What the key encrypts waits for the key's grants."
+  }
+}
+
+run "kms_with_a_basic_filestore_is_refused" {
+  command = plan
+  variables {
+    transport = "spool"
+    filestore = true
+    kms       = true
+  }
+  expect_failures = [google_filestore_instance.spool]
+}
+
+run "no_nat_on_a_stock_image_is_refused" {
+  command = plan
+  variables {
+    nat = false
+  }
+  expect_failures = [google_compute_region_instance_group_manager.service]
+}
+
+run "no_nat_with_an_image_that_has_the_packages" {
+  command = plan
+  variables {
+    nat                = false
+    image              = "projects/ferry-prod/global/images/ferry-debian-12"
+    image_has_packages = true
+  }
+  assert {
+    condition     = length(google_compute_router_nat.ferry) == 0 && google_compute_subnetwork.ferry.private_ip_google_access
+    error_message = "Without NAT the VMs reach Google's APIs through Private Google Access."
+  }
+}
+
+run "a_dataset_that_cannot_load_from_the_bucket_is_refused" {
+  command = plan
+  variables {
+    bq_location = "asia-northeast1"
+  }
+  expect_failures = [google_bigquery_dataset.ferry]
+}
+
+run "a_us_dataset_loads_from_a_us_bucket" {
+  command = plan
+  variables {
+    bq_location = "US"
+  }
+  assert {
+    condition     = google_bigquery_dataset.ferry.location == "US"
+    error_message = "The US multi-region loads from any US bucket."
+  }
+}
+
+run "kms_with_a_dataset_elsewhere_is_refused" {
+  command = plan
+  variables {
+    kms         = true
+    bq_location = "US"
+  }
+  expect_failures = [google_bigquery_dataset.ferry]
+}
+
+run "soft_delete_off_is_refused" {
+  command = plan
+  variables {
+    soft_delete_days = 0
+  }
+  expect_failures = [var.soft_delete_days]
 }
 
 run "spool_filestore_kms_on_demand" {
