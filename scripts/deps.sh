@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ferry's run and tests use beyond Go modules, where missing:
-# the zstd CLI (a peer the tests check frames against) and, with
+# the zstd CLI (a peer the tests check frames against), mmdebstrap (the
+# start-up script's test builds a stock Debian 12 root with it) and, with
 # FERRY_TEST_PUBSUB=java (CI), the Java Pub/Sub emulator of google-cloud-cli.
 # Elsewhere, where it is missing, the tests fall back to the in-process
 # pstest server and make test's summary says so.
@@ -9,6 +10,7 @@ need=()
 command -v zstd >/dev/null || need+=(zstd)
 command -v lz4 >/dev/null || need+=(lz4)
 [ -x /usr/bin/time ] || need+=(time)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 if [ ${#need[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null

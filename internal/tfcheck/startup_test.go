@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,14 @@ type fakeGoogle struct {
 	// onFetch, when set, runs before each object download is answered,
 	// with the count of downloads so far.
 	onFetch func(n int)
+	// Each access token the metadata server hands out is good for
+	// tokenUses downloads (0: any number), as a real one expires.
+	tokens    map[string]int
+	issued    int
+	tokenUses int
+	// agentScript is Google's add-google-cloud-ops-agent-repo.sh; nil: its
+	// host cannot be reached.
+	agentScript []byte
 }
 
 func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +45,15 @@ func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		key := strings.TrimPrefix(r.URL.Path, "/computeMetadata/v1/")
 		if key == "instance/service-accounts/default/token" {
-			_, _ = w.Write([]byte(`{"access_token":"tok-123","expires_in":3599,"token_type":"Bearer"}`))
+			f.mu.Lock()
+			f.issued++
+			tok := fmt.Sprintf("tok-%d", f.issued)
+			if f.tokens == nil {
+				f.tokens = map[string]int{}
+			}
+			f.tokens[tok] = 0
+			f.mu.Unlock()
+			_, _ = fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, tok)
 			return
 		}
 		v, ok := f.metadata[strings.TrimPrefix(key, "instance/attributes/")]
@@ -44,8 +62,20 @@ func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte(v))
+	case r.URL.Path == "/add-google-cloud-ops-agent-repo.sh":
+		if f.agentScript == nil {
+			http.Error(w, "unreachable", http.StatusBadGateway)
+			return
+		}
+		_, _ = w.Write(f.agentScript)
 	case strings.HasPrefix(r.URL.Path, "/storage/v1/b/"):
-		if r.Header.Get("Authorization") != "Bearer tok-123" || r.URL.Query().Get("alt") != "media" {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		f.mu.Lock()
+		uses, ok := f.tokens[tok]
+		valid := ok && (f.tokenUses == 0 || uses < f.tokenUses)
+		f.tokens[tok] = uses + 1
+		f.mu.Unlock()
+		if !valid || r.URL.Query().Get("alt") != "media" {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
@@ -105,7 +135,8 @@ func runStartup(t *testing.T, f *fakeGoogle, root string, env ...string) (string
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	cmd := exec.Command("bash", "../../terraform/startup.sh")
-	cmd.Env = append(append(os.Environ(), "FERRY_METADATA_URL="+srv.URL+"/computeMetadata/v1", "FERRY_STORAGE_URL="+srv.URL, "FERRY_ROOT="+root), env...)
+	cmd.Env = append(append(os.Environ(), "FERRY_METADATA_URL="+srv.URL+"/computeMetadata/v1", "FERRY_STORAGE_URL="+srv.URL, "FERRY_ROOT="+root,
+		"FERRY_OPS_AGENT_SCRIPT_URL="+srv.URL+"/add-google-cloud-ops-agent-repo.sh", "FERRY_STARTUP_RETRY_SECONDS=0"), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -143,7 +174,7 @@ func TestStartupScriptInstallsTheReleaseAsConfigured(t *testing.T) {
 		}
 	}
 	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
-	if !strings.Contains(string(cmds), "systemctl restart ferry.service") || strings.Contains(string(cmds), "mount") {
+	if !strings.Contains(string(cmds), "systemctl restart ferry.service") || strings.Contains(string(cmds), "mnt-ferry") {
 		t.Errorf("commands:\n%s\nwant the unit restarted and no NFS mount (transport pubsub)", cmds)
 	}
 	rel := strings.TrimPrefix(svc.metadata["ferry-release"], "gs://")
@@ -162,14 +193,21 @@ func TestStartupScriptMountsTheSpoolShare(t *testing.T) {
 		t.Fatalf("startup.sh: %v\n%s", err, out)
 	}
 	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
-	install := strings.Index(string(cmds), "apt-get install -y -q nfs-common")
-	mount := strings.Index(string(cmds), "mount -t nfs -o rw,hard,noatime 10.20.0.5:/ferry /mnt/ferry")
-	if mount < 0 || install < 0 || install > mount {
-		t.Errorf("commands:\n%s\nwant nfs-common installed (stock Debian has no NFS client), then the share mounted", cmds)
+	install := strings.Index(string(cmds), "install -y -q -o Acquire::Retries=1 -o Acquire::http::Timeout=20 nfs-common")
+	mount := strings.Index(string(cmds), "systemctl start mnt-ferry.mount")
+	if mount < 0 || install < 0 || install > mount || !strings.Contains(string(cmds), "systemctl enable mnt-ferry.mount") {
+		t.Errorf("commands:\n%s\nwant nfs-common installed (stock Debian has no NFS client), then the share's mount unit enabled and started", cmds)
+	}
+	mountUnit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/mnt-ferry.mount"))
+	for _, want := range []string{"What=10.20.0.5:/ferry\n", "Where=/mnt/ferry\n", "Type=nfs\n", "WantedBy=remote-fs.target\n"} {
+		if !strings.Contains(string(mountUnit), want) {
+			t.Errorf("mount unit lacks %q:\n%s", want, mountUnit)
+		}
 	}
 	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/ferry.service"))
-	if !strings.Contains(string(unit), "ExecStart=/opt/ferry/producer serve\n") || !strings.Contains(string(unit), "ReadWritePaths=/var/lib/ferry /mnt/ferry /var/log/ferry\n") {
-		t.Errorf("unit:\n%s", unit)
+	if !strings.Contains(string(unit), "ExecStart=/opt/ferry/producer serve\n") || !strings.Contains(string(unit), "ReadWritePaths=/var/lib/ferry /mnt/ferry /var/log/ferry\n") ||
+		!strings.Contains(string(unit), "RequiresMountsFor=/mnt/ferry\n") {
+		t.Errorf("unit:\n%s\nwant the share writable and required: after a reboot the service never runs without it", unit)
 	}
 	if !strings.Contains(svc.metadata["ferry-env"], "FERRY_SPOOL_DIR=/mnt/ferry/spool") {
 		t.Errorf("producer env %q does not spool on the share", svc.metadata["ferry-env"])
@@ -231,6 +269,7 @@ func TestStartupScriptWaitsForTheRelease(t *testing.T) {
 func TestStartupScriptConfiguresTheOpsAgent(t *testing.T) {
 	payload := []byte("merger")
 	f, _ := startupFor(t, "defaults", "merger", payload, sumLine("merger", payload))
+	f.agentScript = []byte("echo repository added\n")
 	root := t.TempDir()
 	if out, err := runStartup(t, f, root); err != nil {
 		t.Fatalf("startup.sh: %v\n%s", err, out)
@@ -249,5 +288,54 @@ func TestStartupScriptConfiguresTheOpsAgent(t *testing.T) {
 	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
 	if !strings.Contains(string(unit), "StandardOutput=append:/var/log/ferry/ferry.log") || !strings.Contains(string(cmds), "systemctl restart google-cloud-ops-agent") {
 		t.Errorf("unit:\n%s\ncommands:\n%s\nwant the log in the agent's file and the agent restarted", unit, cmds)
+	}
+	// Installed the way Google documents: its repository script, not
+	// apt-get from Debian's mirrors, which do not carry the agent.
+	if !regexp.MustCompile(`bash \S+/add-ops-agent-repo.sh --also-install`).Match(cmds) || strings.Contains(string(cmds), "apt-get install -y -q google-cloud-ops-agent") {
+		t.Errorf("commands:\n%s\nwant the agent installed by Google's repository script", cmds)
+	}
+}
+
+// Issue 28 §6 and §7: where the agent's repository cannot be reached (no
+// NAT), the script tries a bounded number of times, says so in one line,
+// and still runs the service.
+func TestStartupScriptSaysOnceWhenTheAgentCannotBeInstalled(t *testing.T) {
+	payload := []byte("worker")
+	f, _ := startupFor(t, "defaults", "worker", payload, sumLine("worker", payload))
+	root := t.TempDir()
+	out, err := runStartup(t, f, root)
+	if err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "FAILED: cannot install the Ops Agent"); n != 1 || strings.Count(out, "installing the Ops Agent failed (attempt") != 2 {
+		t.Fatalf("output:\n%s\nwant two retries, then one line saying the agent could not be installed", out)
+	}
+	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
+	if !strings.Contains(string(cmds), "systemctl restart ferry.service") {
+		t.Fatalf("commands:\n%s\nwant the service running without the agent", cmds)
+	}
+}
+
+// Issue 28 §9: a token is asked for at each download, so a wait for the
+// release never outlives it.
+func TestStartupScriptAsksForAFreshTokenForEachDownload(t *testing.T) {
+	payload := []byte("worker")
+	f, svc := startupFor(t, "defaults", "worker", payload, sumLine("worker", payload))
+	f.tokenUses = 1
+	rel := strings.TrimPrefix(svc.metadata["ferry-release"], "gs://")
+	sums := f.objects[rel+"/SHA256SUMS"]
+	delete(f.objects, rel+"/SHA256SUMS")
+	f.onFetch = func(n int) {
+		if n == 3 {
+			f.objects[rel+"/SHA256SUMS"] = sums
+		}
+	}
+	root := t.TempDir()
+	out, err := runStartup(t, f, root, "FERRY_RELEASE_RETRY_SECONDS=0")
+	if err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "opt/ferry/worker")); !bytes.Equal(got, payload) {
+		t.Fatalf("installed %q", got)
 	}
 }
