@@ -147,7 +147,7 @@ func TestStartupScriptOnStockDebian12(t *testing.T) {
 		t.Errorf("systemd-analyze verify %v: %v\n%s", units, err, v)
 	}
 	for link, what := range map[string]string{
-		"etc/systemd/system/multi-user.target.wants/ferry.service":   "ferry.service starts at boot",
+		"etc/systemd/system/multi-user.target.wants/ferry.service":  "ferry.service starts at boot",
 		"etc/systemd/system/remote-fs.target.wants/mnt-ferry.mount": "the spool share is mounted at boot",
 	} {
 		if _, err := os.Lstat(filepath.Join(root, link)); err != nil {
