@@ -7,10 +7,10 @@ resource "google_storage_bucket" "data" {
   public_access_prevention    = "enforced"
   labels                      = local.labels
 
-  # The user's protection against deleting their own data by mistake is
-  # theirs to set; ferry's staging parts do not need it off, because compose
-  # deletes them as it reads them (deleteSourceObjects: a hard delete, never
-  # retained as soft-deleted). See docs/capacity.md, "Staging".
+  # The user's protection against deleting their own data by mistake stays
+  # on. Staging parts deleted at the end of a transfer are then kept as
+  # soft-deleted objects for soft_delete_days and billed as storage; what
+  # that costs per TiB is in docs/capacity.md.
   soft_delete_policy {
     retention_duration_seconds = var.soft_delete_days * 86400
   }

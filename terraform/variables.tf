@@ -211,11 +211,11 @@ variable "done_retention_days" {
 variable "soft_delete_days" {
   type        = number
   default     = 7
-  description = "Soft-delete retention of the bucket: Cloud Storage's default, 7 days, protects the data ferry writes against an accidental delete. ferry's own staging parts never reach it (compose deletes them as a hard delete)."
+  description = "Soft-delete retention of the bucket: Cloud Storage's default, 7 days, protects the data ferry writes against an accidental delete. Deleted staging parts are kept as long (docs/capacity.md says what that costs)."
 
   validation {
     condition     = var.soft_delete_days >= 7 && var.soft_delete_days <= 90
-    error_message = "soft_delete_days must be 7 to 90 days: ferry does not turn off the protection of your data (its staging parts are not retained either way)."
+    error_message = "soft_delete_days must be 7 to 90 days: ferry does not turn off the protection of your data."
   }
 }
 

@@ -3,6 +3,7 @@ package tfcheck
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -206,7 +207,7 @@ resource "google_compute_firewall" "iap_ssh" {`}}, "defaults", "labels", "google
 		{"soft delete unchecked", []edit{{"variables.tf", `
   validation {
     condition     = var.soft_delete_days >= 7 && var.soft_delete_days <= 90
-    error_message = "soft_delete_days must be 7 to 90 days: ferry does not turn off the protection of your data (its staging parts are not retained either way)."
+    error_message = "soft_delete_days must be 7 to 90 days: ferry does not turn off the protection of your data."
   }`, ``}}, "defaults", "deploy", "var.soft_delete_days: no validation block"},
 		{"a bucket racing its key's grants", []edit{{"storage.tf", `  depends_on = [time_sleep.kms_grants, google_project_service.services]
 }
@@ -266,5 +267,75 @@ resource "google_bigquery_table" "chunks" {`}}, "defaults", "cmek", "google_comp
 			}
 			t.Fatalf("check %s did not catch it; want a problem containing %q, got %q", tc.check, tc.want, problems)
 		})
+	}
+}
+
+// deployerRoles maps each resource type terraform/ creates to the
+// predefined role that lets whoever runs Terraform create it. A type not in
+// the map fails the test, so a new kind of resource gets a decision.
+var deployerRoles = map[string][]string{
+	"google_project_service":                       {"roles/serviceusage.serviceUsageAdmin"},
+	"google_project_iam_custom_role":               {"roles/iam.roleAdmin"},
+	"google_project_iam_member":                    {"roles/resourcemanager.projectIamAdmin"},
+	"google_service_account":                       {"roles/iam.serviceAccountAdmin"},
+	"google_service_account_iam_member":            {"roles/iam.serviceAccountAdmin"},
+	"google_storage_bucket":                        {"roles/storage.admin"},
+	"google_storage_bucket_iam_member":             {"roles/storage.admin"},
+	"google_pubsub_topic":                          {"roles/pubsub.admin"},
+	"google_pubsub_subscription":                   {"roles/pubsub.admin"},
+	"google_pubsub_topic_iam_member":               {"roles/pubsub.admin"},
+	"google_pubsub_subscription_iam_member":        {"roles/pubsub.admin"},
+	"google_bigquery_dataset":                      {"roles/bigquery.admin"},
+	"google_bigquery_table":                        {"roles/bigquery.admin"},
+	"google_bigquery_dataset_iam_member":           {"roles/bigquery.admin"},
+	"google_kms_key_ring":                          {"roles/cloudkms.admin"},
+	"google_kms_crypto_key":                        {"roles/cloudkms.admin"},
+	"google_kms_crypto_key_iam_member":             {"roles/cloudkms.admin"},
+	"google_filestore_instance":                    {"roles/file.editor"},
+	"google_compute_network":                       {"roles/compute.admin"},
+	"google_compute_subnetwork":                    {"roles/compute.admin"},
+	"google_compute_router":                        {"roles/compute.admin"},
+	"google_compute_router_nat":                    {"roles/compute.admin"},
+	"google_compute_firewall":                      {"roles/compute.admin"},
+	"google_compute_health_check":                  {"roles/compute.admin"},
+	"google_compute_region_autoscaler":             {"roles/compute.admin"},
+	"google_compute_region_instance_group_manager": {"roles/compute.admin"},
+	// A template whose VMs run as a service account needs actAs on it.
+	"google_compute_instance_template": {"roles/compute.admin", "roles/iam.serviceAccountUser"},
+	"google_monitoring_dashboard":      {"roles/monitoring.editor"},
+	"google_monitoring_alert_policy":   {"roles/monitoring.editor"},
+	"google_logging_metric":            {"roles/logging.configWriter"},
+	"time_sleep":                       {},
+}
+
+// TestDeployerRolesCoverTheConfiguration: the least-privilege role list in
+// docs/deploying.md is what a first apply needs (issue 28 §2: it lacked
+// actAs on the VMs' accounts).
+func TestDeployerRolesCoverTheConfiguration(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/deploying.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`roles/[a-zA-Z.]+`).FindAllString(string(doc), -1) {
+		listed[m] = true
+	}
+	m, err := Load("../../terraform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range m.Resources {
+		if r.Mode != "resource" {
+			continue
+		}
+		roles, ok := deployerRoles[r.Type]
+		if !ok {
+			t.Errorf("%s: no deployer role decided for %s (deployerRoles)", r.Addr(), r.Type)
+		}
+		for _, role := range roles {
+			if !listed[role] {
+				t.Errorf("%s needs %s to create, and docs/deploying.md does not list it", r.Addr(), role)
+			}
+		}
 	}
 }
