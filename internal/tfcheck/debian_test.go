@@ -46,13 +46,15 @@ var debianRoot = sync.OnceValues(func() (string, string) {
 	if err := os.MkdirAll(filepath.Dir(tar), 0o755); err != nil {
 		return "", err.Error()
 	}
-	args := []string{"--variant=important", "--include=curl,ca-certificates,systemd-sysv", "bookworm", tar + ".part", sources[0]}
+	// mmdebstrap picks its output format by the name's ending: .tar.
+	part := strings.TrimSuffix(tar, ".tar") + ".part.tar"
+	args := []string{"--variant=important", "--include=curl,ca-certificates,systemd-sysv", "bookworm", part, sources[0]}
 	out, err := exec.Command("mmdebstrap", args...).CombinedOutput()
 	if err != nil {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		return "", "startup on Debian 12: skipped, mmdebstrap bookworm failed: " + lines[len(lines)-1]
 	}
-	if err := os.Rename(tar+".part", tar); err != nil {
+	if err := os.Rename(part, tar); err != nil {
 		return "", err.Error()
 	}
 	return tar, ""
