@@ -51,6 +51,14 @@ FERRY_SPOOL_DIR="$producer_spool" FERRY_LOG_FORMAT=text /usr/bin/env time -f "%M
 tid=$(head -n 1 "$RUN/submit.out")
 
 "$BIN/verify" --results "$RUN/results.ndjson" --transfer "$tid" "$data/${TIER}_upload.csv" "$small" "$dest"
+
+# The deployment check an operator runs after terraform apply, on this
+# stack: topics, subscriptions, bucket, permissions and a canary transfer.
+echo
+echo "run: producer doctor"
+FERRY_SPOOL_DIR="$producer_spool" FERRY_LOG_FORMAT=text "$BIN/producer" doctor --canary-timeout 2m --bucket "$BUCKET" > "$RUN/doctor.out" ||
+  { cat "$RUN/doctor.out"; echo "run: producer doctor failed" >&2; exit 1; }
+tail -n 1 "$RUN/doctor.out"
 echo
 echo "  producer     peak RSS $(cat "$RUN/producer.rss") kB"
 peak_rss | grep -v localstack

@@ -23,7 +23,10 @@ see docs/usage.md), until SIGTERM. Every request ends with one done event on
 FERRY_DONE_TOPIC, also one that is malformed or cannot start.
 
 status, list and cancel read a bucket's manifests (.ferry/) and done markers
-(.ferry-done/); cancel asks the merger to end a transfer.`
+(.ferry-done/); cancel asks the merger to end a transfer.
+
+doctor proves a deployment: topics, subscriptions, the bucket, your
+permissions, and a canary transfer through the fleet, read back and removed.`
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
@@ -37,10 +40,10 @@ func command() *cobra.Command {
 		Long:    about,
 		Version: version,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("missing command: submit, serve, status, list or cancel")
+			return cli.Usagef("missing command: submit, serve, status, list, cancel or doctor")
 		},
 	}
-	root.AddCommand(submitCommand(), serveCommand(), statusCommand(), listCommand(), cancelCommand())
+	root.AddCommand(submitCommand(), serveCommand(), statusCommand(), listCommand(), cancelCommand(), doctorCommand())
 	for _, c := range append(root.Commands(), root) {
 		cli.Env(c, &config.Producer{})
 	}

@@ -77,6 +77,9 @@ type stack struct {
 	bucket  string
 	spool   string
 	results string
+	// gcsHost is the host:port of the GCS the stack runs on, when it has
+	// its own (stackOptions.gcs).
+	gcsHost string
 	prod    *producer.Producer
 	// What went through the stack's own workers and merger, for tests
 	// that wait until everything published has been handled.

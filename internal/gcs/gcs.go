@@ -642,3 +642,60 @@ func (ww watchedWriter) Write(p []byte) (int, error) {
 	}
 	return written, nil
 }
+
+// BucketInfo is what ferry's deployment promises of a bucket, as GCS
+// reports it.
+type BucketInfo struct {
+	Location      string
+	UniformAccess bool
+	// DefaultKMSKey encrypts objects written without a key of their own;
+	// "" for Google-managed encryption.
+	DefaultKMSKey string
+	// SoftDelete is how long deleted objects are kept (0: off).
+	SoftDelete time.Duration
+	// Expiry is the age in days after which a lifecycle rule deletes the
+	// objects under each prefix it names ("" for a rule on every object).
+	Expiry map[string]int64
+}
+
+// Bucket returns bucket's settings, or an error wrapping ErrNotFound.
+func (s *Store) Bucket(ctx context.Context, bucket string) (BucketInfo, error) {
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
+	a, err := s.c.Bucket(bucket).Attrs(ctx)
+	if err = s.fail(ctx, "bucket gs://"+bucket, err); err != nil {
+		return BucketInfo{}, err
+	}
+	b := BucketInfo{Location: a.Location, UniformAccess: a.UniformBucketLevelAccess.Enabled, Expiry: map[string]int64{}}
+	if a.Encryption != nil {
+		b.DefaultKMSKey = a.Encryption.DefaultKMSKeyName
+	}
+	if a.SoftDeletePolicy != nil {
+		b.SoftDelete = a.SoftDeletePolicy.RetentionDuration
+	}
+	for _, r := range a.Lifecycle.Rules {
+		if r.Action.Type != storage.DeleteAction || r.Condition.AgeInDays <= 0 {
+			continue
+		}
+		prefixes := r.Condition.MatchesPrefix
+		if len(prefixes) == 0 {
+			prefixes = []string{""}
+		}
+		for _, p := range prefixes {
+			b.Expiry[p] = r.Condition.AgeInDays
+		}
+	}
+	return b, nil
+}
+
+// TestPermissions returns which of perms the caller holds on bucket
+// (testIamPermissions).
+func (s *Store) TestPermissions(ctx context.Context, bucket string, perms []string) ([]string, error) {
+	ctx, cancel := withTimeout(ctx, metaTimeout)
+	defer cancel()
+	got, err := s.c.Bucket(bucket).IAM().TestPermissions(ctx, perms)
+	if err = s.fail(ctx, "test permissions on gs://"+bucket, err); err != nil {
+		return nil, err
+	}
+	return got, nil
+}

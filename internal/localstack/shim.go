@@ -31,6 +31,12 @@ import (
 // Stats as JSON (GET), on the same port as the storage API.
 const StatsPath = "/_ferry/stats"
 
+// DenyPath takes a permission away from every caller on a bucket (POST
+// ?bucket=B&permission=P) or gives it back (DELETE): the shim's
+// testIamPermissions answers as GCS would for a caller without it, so that
+// a test can produce a missing grant on purpose.
+const DenyPath = "/_ferry/deny"
+
 // Stats are what the shim has counted since the server started.
 type Stats struct {
 	// Requests is every request the server received.
@@ -64,10 +70,13 @@ type shim struct {
 	// lists are the listings being paged (see list), by token.
 	lists   map[string]*pagedList
 	listSeq int64
+	// denied are the permissions taken away per bucket (DenyPath).
+	denied map[string]map[string]bool
 }
 
 func newShim(fake *fakestorage.Server, fast bool, root string) *shim {
-	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, root: root, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{}}
+	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, root: root, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{},
+		denied: map[string]map[string]bool{}}
 }
 
 // Stats returns a snapshot of the counters.
@@ -83,9 +92,17 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(s.Stats())
 		return
 	}
+	if r.URL.Path == DenyPath {
+		s.deny(w, r)
+		return
+	}
 	s.mu.Lock()
 	s.stats.Requests++
 	s.mu.Unlock()
+	if bucket, ok := testPermissionsPath(r); ok {
+		s.testPermissions(w, r, bucket)
+		return
+	}
 	if bucket, dest, ok := composePath(r); ok {
 		t0 := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
@@ -605,4 +622,61 @@ func encodeCRC32C(c uint32) string {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], c)
 	return base64.StdEncoding.EncodeToString(b[:])
+}
+
+// testPermissionsPath reports whether r is a bucket's testIamPermissions
+// (GET /storage/v1/b/BUCKET/iam/testPermissions), which fake-gcs-server
+// does not answer.
+func testPermissionsPath(r *http.Request) (string, bool) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/storage/v1/b/")
+	if !ok || r.Method != http.MethodGet {
+		return "", false
+	}
+	bucket, ok := strings.CutSuffix(rest, "/iam/testPermissions")
+	return bucket, ok && bucket != "" && !strings.Contains(bucket, "/")
+}
+
+// testPermissions answers as GCS does for a caller who holds every
+// permission on an existing bucket but those DenyPath took away.
+func (s *shim) testPermissions(w http.ResponseWriter, r *http.Request, bucket string) {
+	rec := httptest.NewRecorder()
+	s.next.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/storage/v1/b/"+bucket, nil).WithContext(r.Context()))
+	if rec.Code != http.StatusOK {
+		copyResponse(w, rec)
+		return
+	}
+	granted := []string{}
+	s.mu.Lock()
+	for _, p := range r.URL.Query()["permissions"] {
+		if !s.denied[bucket][p] {
+			granted = append(granted, p)
+		}
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"kind": "storage#testIamPermissionsResponse", "permissions": granted})
+}
+
+// deny takes a permission away on a bucket (POST) or gives it back (DELETE).
+func (s *shim) deny(w http.ResponseWriter, r *http.Request) {
+	bucket, perm := r.URL.Query().Get("bucket"), r.URL.Query().Get("permission")
+	if bucket == "" || perm == "" {
+		http.Error(w, "want ?bucket=B&permission=P", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.Method {
+	case http.MethodPost:
+		if s.denied[bucket] == nil {
+			s.denied[bucket] = map[string]bool{}
+		}
+		s.denied[bucket][perm] = true
+	case http.MethodDelete:
+		delete(s.denied[bucket], perm)
+	default:
+		http.Error(w, "POST or DELETE", http.StatusMethodNotAllowed)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -2,9 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"cloud.google.com/go/iam/apiv1/iampb"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -117,4 +120,78 @@ func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
 		return c.fail(ctx, "delete subscription "+id, err)
 	}
 	return nil
+}
+
+// ErrNotFound: the topic or subscription does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrDenied: the caller may not do what it asked.
+var ErrDenied = errors.New("permission denied")
+
+// describeErr maps what an admin call answered onto ErrNotFound and
+// ErrDenied, keeping the text.
+func (c *Client) describeErr(ctx context.Context, op string, err error) error {
+	switch status.Code(err) {
+	case codes.NotFound:
+		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
+	case codes.PermissionDenied:
+		return fmt.Errorf("%s: %w: %v", op, ErrDenied, err)
+	}
+	return c.fail(ctx, op, err)
+}
+
+// TopicKMSKey returns the Cloud KMS key topic id encrypts its messages
+// with ("" for a Google-managed key), or an error wrapping ErrNotFound
+// when the topic does not exist. Safe for concurrent use; not retried.
+func (c *Client) TopicKMSKey(ctx context.Context, id string) (string, error) {
+	ctx, cancel := withTimeout(ctx, callTimeout)
+	defer cancel()
+	t, err := c.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName(id)})
+	if err != nil {
+		return "", c.describeErr(ctx, "get topic "+id, err)
+	}
+	return t.GetKmsKeyName(), nil
+}
+
+// SubscriptionInfo is what ferry relies on of an existing subscription.
+type SubscriptionInfo struct {
+	// Topic and DeadLetterTopic are ids in the client's project ("" for a
+	// topic of another project or none).
+	Topic, DeadLetterTopic string
+	MaxAttempts            int
+}
+
+// DescribeSubscription returns what subscription id receives from and
+// where it dead-letters, or an error wrapping ErrNotFound or ErrDenied.
+// Safe for concurrent use; not retried.
+func (c *Client) DescribeSubscription(ctx context.Context, id string) (SubscriptionInfo, error) {
+	ctx, cancel := withTimeout(ctx, callTimeout)
+	defer cancel()
+	s, err := c.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: c.SubscriptionName(id)})
+	if err != nil {
+		return SubscriptionInfo{}, c.describeErr(ctx, "get subscription "+id, err)
+	}
+	own := func(name string) string {
+		if p := c.TopicName(""); strings.HasPrefix(name, p) {
+			return strings.TrimPrefix(name, p)
+		}
+		return ""
+	}
+	info := SubscriptionInfo{Topic: own(s.GetTopic())}
+	if d := s.GetDeadLetterPolicy(); d != nil {
+		info.DeadLetterTopic, info.MaxAttempts = own(d.GetDeadLetterTopic()), int(d.GetMaxDeliveryAttempts())
+	}
+	return info, nil
+}
+
+// TestTopicPermissions returns which of perms the caller holds on topic id
+// (Pub/Sub's testIamPermissions). Safe for concurrent use; not retried.
+func (c *Client) TestTopicPermissions(ctx context.Context, id string, perms []string) ([]string, error) {
+	ctx, cancel := withTimeout(ctx, callTimeout)
+	defer cancel()
+	r, err := c.ps.TopicAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: c.TopicName(id), Permissions: perms})
+	if err != nil {
+		return nil, c.describeErr(ctx, "test permissions on topic "+id, err)
+	}
+	return r.GetPermissions(), nil
 }

@@ -208,6 +208,14 @@ func (s *step) fail(ctx context.Context, err error) error {
 	return fmt.Errorf("%s: %w", s.what, err)
 }
 
+// EndedError is a transfer the fleet ended, but not ok: its done event
+// says why.
+type EndedError struct{ Done message.Done }
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("transfer %s %s: %s", e.Done.TransferID, e.Done.Status, e.Done.Error)
+}
+
 // Report prints a done event (as JSON on stdout when asJSON, and a summary
 // line on stderr) and turns a transfer that did not end ok into an error.
 func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
@@ -216,7 +224,7 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 		fmt.Fprintln(stdout, string(b))
 	}
 	if done.Status != message.StatusOK {
-		return fmt.Errorf("transfer %s %s: %s", done.TransferID, done.Status, done.Error)
+		return &EndedError{Done: done}
 	}
 	skipped := ""
 	if done.FilesSkipped > 0 {
