@@ -8,9 +8,12 @@ resource "google_storage_bucket" "data" {
   labels                      = local.labels
 
   # The user's protection against deleting their own data by mistake stays
-  # on. Staging parts deleted at the end of a transfer are then kept as
-  # soft-deleted objects for soft_delete_days and billed as storage; what
-  # that costs per TiB is in docs/capacity.md.
+  # on. ferry's staging parts mostly skip it: a file's final compose deletes
+  # its sources as part of the call (deleteSourceObjects, a hard delete).
+  # The chunks of files of more than 32 chunks (composed through
+  # intermediate composites) and the small manifest objects are deleted at
+  # the end of the transfer and kept soft-deleted for soft_delete_days;
+  # docs/capacity.md says what that costs.
   soft_delete_policy {
     retention_duration_seconds = var.soft_delete_days * 86400
   }

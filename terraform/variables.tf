@@ -211,7 +211,7 @@ variable "done_retention_days" {
 variable "soft_delete_days" {
   type        = number
   default     = 7
-  description = "Soft-delete retention of the bucket: Cloud Storage's default, 7 days, protects the data ferry writes against an accidental delete. Deleted staging parts are kept as long (docs/capacity.md says what that costs)."
+  description = "Soft-delete retention of the bucket: Cloud Storage's default, 7 days, protects the data ferry writes against an accidental delete. Most staging parts are hard-deleted by their final compose and never kept; docs/capacity.md says what the rest costs."
 
   validation {
     condition     = var.soft_delete_days >= 7 && var.soft_delete_days <= 90

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
@@ -244,4 +245,64 @@ func TestSIGTERMWorkerFinishesInFlightAndExitsZero(t *testing.T) {
 	if row := s.row(done.TransferID); row.Workers != 2 {
 		t.Errorf("row says %d workers uploaded chunks, want 2 (a finished its in-flight uploads, b the rest)", row.Workers)
 	}
+}
+
+// Issue 28 §11: a file's final compose deletes its chunks as part of the
+// call (deleteSourceObjects, which the local stack's shim honours as GCS
+// does), so that staging never lingers as soft-deleted objects. A merger
+// killed after one file's final compose and before the next leaves that
+// file's chunks gone; the next merger finds the composing marker, credits
+// the composed file from its final object (size, CRC32C, transfer), and
+// ends the transfer ok with every byte in place and nothing left behind.
+func TestMergerKilledAfterAFinalComposeDeletedItsChunks(t *testing.T) {
+	g, err := localstack.StartGCSWith(localstack.GCSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
+	hangB := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/compose") && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/compose"), "/b.csv.zst")
+	}
+	proxy, err := faultproxy.Start("http://"+g.Host, faultproxy.Plan{Match: hangB, Delay: time.Minute,
+		Decide: func(int, *http.Request) faultproxy.Fault { return faultproxy.Slow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	a := s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
+
+	dir := filepath.Join(t.TempDir(), "two")
+	must(t, os.MkdirAll(dir, 0o755))
+	writeCSV(t, filepath.Join(dir, "a.csv"), 600_000, 21)
+	writeCSV(t, filepath.Join(dir, "b.csv"), 600_000, 22)
+	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10}
+	wait := s.transferAsync(req)
+	ctx := context.Background()
+	chunksOfA := func() int {
+		n := 0
+		_ = s.store.List(ctx, s.bucket, message.StagingRoot, func(a gcs.Attrs) error {
+			if strings.Contains(a.Name, "/c/000000/") {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	teststack.Until(t, 60*time.Second, "a.csv composed and b.csv's final compose hanging in merger a", func() bool {
+		_, err := s.store.Attrs(ctx, s.bucket, "out/two/a.csv.zst")
+		return err == nil && proxy.Counts().Matched >= 1
+	})
+	if n := chunksOfA(); n != 0 {
+		t.Fatalf("a.csv's final compose left %d of its chunks; deleteSourceObjects should have removed them", n)
+	}
+	a.kill9()
+	s.start("merger-b", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
+
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK || done.Files != 2 {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	s.verifyAll(req)
+	s.assertClean()
 }

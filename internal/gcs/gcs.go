@@ -373,6 +373,11 @@ type ComposeOptions struct {
 	// KMSKey, when set, encrypts dst with this Cloud KMS key instead of the
 	// Store's (see WithKMSKey).
 	KMSKey string
+	// DeleteSources has GCS delete the sources as part of a successful
+	// compose (deleteSourceObjects): a hard delete, which the bucket's soft
+	// delete and versioning do not keep. fake-gcs-server ignores it; the
+	// local stack's shim honours it.
+	DeleteSources bool
 }
 
 // MaxComposeSources is how many sources one compose takes.
@@ -401,6 +406,7 @@ func (s *Store) Compose(ctx context.Context, bucket, dst string, srcs []string, 
 	c := conditions(b.Object(dst), opt.IfAbsent, opt.IfGeneration).ComposerFrom(handles...)
 	c.ContentType = opt.ContentType
 	c.Metadata = opt.Metadata
+	c.DeleteSourceObjects = opt.DeleteSources
 	a, err := c.Run(ctx)
 	if err = s.fail(ctx, where, err); err != nil {
 		return Attrs{}, err
@@ -412,7 +418,7 @@ func (s *Store) Compose(ctx context.Context, bucket, dst string, srcs []string, 
 // of the destination (the client library drops it). It is not retried: the
 // caller retries the whole step.
 func (s *Store) composeRaw(ctx context.Context, bucket, dst string, srcs []string, opt ComposeOptions, key string) (Attrs, error) {
-	req := &rawgcs.ComposeRequest{Destination: &rawgcs.Object{ContentType: opt.ContentType, Metadata: opt.Metadata}}
+	req := &rawgcs.ComposeRequest{Destination: &rawgcs.Object{ContentType: opt.ContentType, Metadata: opt.Metadata}, DeleteSourceObjects: opt.DeleteSources}
 	for _, n := range srcs {
 		req.SourceObjects = append(req.SourceObjects, &rawgcs.ComposeRequestSourceObjects{Name: n})
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,4 +277,50 @@ func TestConformanceShim(t *testing.T) {
 func TestConformanceFilesystemBackend(t *testing.T) {
 	t.Parallel()
 	conformanceOfLocalstack(t, gcstest.FakeFS, localstack.GCSOptions{StorageRoot: t.TempDir()})
+}
+
+// DeleteSources must reach GCS as deleteSourceObjects in the compose
+// request, through the client library and through the JSON API call a KMS
+// key takes; fake-gcs-server ignores it, so the request is what is checked.
+func TestDeleteSourcesReachesTheServer(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var asked []string
+	target, _ := url.Parse("http://" + fake.Host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.HasSuffix(r.URL.Path, "/compose") {
+			mu.Lock()
+			asked = append(asked, fmt.Sprintf("%s deleteSourceObjects=%v", path.Base(strings.TrimSuffix(r.URL.Path, "/compose")), bytes.Contains(body, []byte(`"deleteSourceObjects":true`))))
+			mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	fake.CreateBucket("delsrc")
+	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.PutSmall(ctx, "delsrc", "a", []byte("x"), true, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		dst string
+		opt gcs.ComposeOptions
+	}{{"plain", gcs.ComposeOptions{}}, {"deleting", gcs.ComposeOptions{DeleteSources: true}},
+		{"keyed", gcs.ComposeOptions{DeleteSources: true, KMSKey: "projects/p/locations/l/keyRings/r/cryptoKeys/k"}}} {
+		if _, err := s.Compose(ctx, "delsrc", o.dst, []string{"a"}, o.opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(asked, ", "); got != "plain deleteSourceObjects=false, deleting deleteSourceObjects=true, keyed deleteSourceObjects=true" {
+		t.Fatalf("compose requests: %s", got)
+	}
 }

@@ -447,7 +447,10 @@ type composeRequest struct {
 	SourceObjects []struct {
 		Name string `json:"name"`
 	} `json:"sourceObjects"`
-	Destination struct {
+	// DeleteSourceObjects: GCS deletes the sources once the compose
+	// succeeded; fake-gcs-server ignores it, so the shim does it.
+	DeleteSourceObjects bool `json:"deleteSourceObjects"`
+	Destination         struct {
 		ContentType        string            `json:"contentType"`
 		ContentEncoding    string            `json:"contentEncoding"`
 		ContentDisposition string            `json:"contentDisposition"`
@@ -476,6 +479,21 @@ func (s *shim) compose(w http.ResponseWriter, r *http.Request, bucket, dest stri
 	if err != nil {
 		http.Error(w, "compose: reading the request body: "+err.Error(), http.StatusBadRequest)
 		return 0
+	}
+	var asked composeRequest
+	if json.Unmarshal(body, &asked) == nil && asked.DeleteSourceObjects {
+		rec := &statusRecorder{ResponseWriter: w}
+		w = rec
+		defer func() {
+			if rec.status == 0 || rec.status == http.StatusOK {
+				for _, src := range asked.SourceObjects {
+					if src.Name != dest {
+						del := httptest.NewRequest(http.MethodDelete, "/storage/v1/b/"+url.PathEscape(bucket)+"/o/"+url.PathEscape(src.Name), nil)
+						s.next.ServeHTTP(httptest.NewRecorder(), del)
+					}
+				}
+			}
+		}()
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !s.fast || r.URL.Query().Get("destinationPredefinedAcl") != "" {

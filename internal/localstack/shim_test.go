@@ -513,3 +513,47 @@ func BenchmarkListing(b *testing.B) {
 		})
 	}
 }
+
+// The shim deletes a compose's sources when the request asks it to
+// (deleteSourceObjects), as GCS does and fake-gcs-server does not, and only
+// when the compose succeeded; through the fast path and the fake's own.
+func TestComposeDeletesSourcesWhenAsked(t *testing.T) {
+	for _, stock := range []bool{false, true} {
+		_, c := startGCS(t, GCSOptions{StockCompose: stock})
+		ctx := context.Background()
+		put(t, c, "x/a", []byte("aa"))
+		put(t, c, "x/b", []byte("bb"))
+		composer := c.Bucket("b").Object("keep").ComposerFrom(c.Bucket("b").Object("x/a"), c.Bucket("b").Object("x/b"))
+		if _, err := composer.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"x/a", "x/b"} {
+			if _, err := c.Bucket("b").Object(n).Attrs(ctx); err != nil {
+				t.Errorf("stock %v: a plain compose deleted its source %s: %v", stock, n, err)
+			}
+		}
+		composer = c.Bucket("b").Object("ab").ComposerFrom(c.Bucket("b").Object("x/a"), c.Bucket("b").Object("x/b"))
+		composer.DeleteSourceObjects = true
+		if _, err := composer.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"x/a", "x/b"} {
+			if _, err := c.Bucket("b").Object(n).Attrs(ctx); err == nil {
+				t.Errorf("stock %v: source %s is still there after a compose with deleteSourceObjects", stock, n)
+			}
+		}
+		if got := read(t, c, "ab"); string(got) != "aabb" {
+			t.Errorf("stock %v: composed %q", stock, got)
+		}
+		// A failed compose (a source missing) deletes nothing.
+		put(t, c, "x/c", []byte("cc"))
+		composer = c.Bucket("b").Object("cd").ComposerFrom(c.Bucket("b").Object("x/c"), c.Bucket("b").Object("x/nope"))
+		composer.DeleteSourceObjects = true
+		if _, err := composer.Run(ctx); err == nil {
+			t.Errorf("stock %v: a compose from a missing source succeeded", stock)
+		}
+		if _, err := c.Bucket("b").Object("x/c").Attrs(ctx); err != nil {
+			t.Errorf("stock %v: a failed compose deleted its source: %v", stock, err)
+		}
+	}
+}

@@ -144,6 +144,11 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	}
 	man := t.manifest
 	composeStart := time.Now()
+	// Said before the first final compose deletes its chunks: a merger that
+	// finds chunks gone then looks for the final objects (composed).
+	if err := m.put(ctx, t.bucket, message.ComposingMarker(t.id), nil, "text/plain"); err != nil {
+		return err
+	}
 	err := m.composeAll(ctx, t)
 	var wrong *wrongFinal
 	switch {
@@ -395,14 +400,21 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 	return nil
 }
 
-// composeFinal composes at most 32 sources into tr's final object.
+// composeFinal composes at most 32 sources into tr's final object. The
+// compose deletes its sources (chunks, or the composites of the level
+// below) as part of the call: a hard delete, so staging never lingers as
+// soft-deleted objects in the user's bucket. Once the final object exists
+// nothing reads them again (a retry finds it and confirms it; a restarted
+// merger credits its chunks, see composed). Intermediate composes keep
+// theirs: a tree interrupted halfway is composed again from its chunks.
 func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error {
 	man, f := t.manifest, tr.f
 	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, gcs.ComposeOptions{
-		IfAbsent:    !man.Overwrite,
-		ContentType: man.ContentType,
-		Metadata:    f.Metadata(t.id, man.Codec),
-		KMSKey:      m.o.Buckets.KMSKey,
+		IfAbsent:      !man.Overwrite,
+		ContentType:   man.ContentType,
+		Metadata:      f.Metadata(t.id, man.Codec),
+		KMSKey:        m.o.Buckets.KMSKey,
+		DeleteSources: true,
 	})
 	countCompose(err)
 	if errors.Is(err, gcs.ErrPrecondition) {

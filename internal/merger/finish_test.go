@@ -266,9 +266,9 @@ func TestEveryWriteCarriesTheKMSKey(t *testing.T) {
 		t.Fatalf("done events %+v", d)
 	}
 	writes := append(spy.Calls("Upload "), spy.Calls("Compose ")...)
-	// progress marker, seek table, listing, done marker; 2 intermediates,
-	// 1 final.
-	if len(writes) != 7 || len(spy.keys) != len(writes) {
+	// progress marker, composing marker, seek table, listing, done marker;
+	// 2 intermediates, 1 final.
+	if len(writes) != 8 || len(spy.keys) != len(writes) {
 		t.Fatalf("writes %v", writes)
 	}
 	for i, k := range spy.keys {

@@ -603,6 +603,9 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 		if bad != nil {
 			return bad
 		}
+		if err := m.composed(ctx, t); err != nil {
+			return err
+		}
 	}
 	if unknown > len(ask) {
 		// A final object another transfer (or a person) wrote is not
@@ -642,6 +645,36 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 		}
 	}
 	return nil
+}
+
+// composed credits the chunks of files whose final compose already ran: it
+// deleted them (gcs.ComposeOptions.DeleteSources), so a merger that
+// restarted, or the second of two, would otherwise wait for them for ever.
+// It looks only when chunks are still missing and the transfer's
+// ComposingMarker says that composing began (every chunk was stored then),
+// and believes a final object only with the manifest's size and CRC32C and
+// this transfer's metadata.
+func (m *Merger) composed(ctx context.Context, t *transfer) error {
+	if t.have >= t.need {
+		return nil
+	}
+	if _, err := m.o.Store.Attrs(ctx, t.bucket, message.ComposingMarker(t.id)); err != nil {
+		if errors.Is(err, gcs.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+		if a == nil || len(f.Chunks) < 2 || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
+			return nil
+		}
+		for j, c := range f.Chunks {
+			if k := (chunkKey{i, j}); !t.has(k, f) {
+				t.mark(k, f, stored{Object: c.Object, Size: c.WireSize, CRC32C: c.WireCRC32C, Transfer: t.id})
+			}
+		}
+		return nil
+	})
 }
 
 func parseChunkObject(tid, name string) (chunkKey, bool) {

@@ -37,6 +37,11 @@ func ChunkObject(transferID string, file, index int) string {
 	return fmt.Sprintf("%sc/%06d/%05d", StagingPrefix(transferID), file, index)
 }
 
+// ComposingMarker exists once a merger started composing a transfer's final
+// objects: from then on every chunk was stored, and a file whose chunks are
+// gone may have been composed (its final compose deleted them).
+func ComposingMarker(transferID string) string { return StagingPrefix(transferID) + "composing" }
+
 // ChunkPrefix is the prefix of all chunk objects of a transfer.
 func ChunkPrefix(transferID string) string { return StagingPrefix(transferID) + "c/" }
 
