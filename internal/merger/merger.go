@@ -668,9 +668,11 @@ func (m *Merger) composed(ctx context.Context, t *transfer) error {
 		if a == nil || len(f.Chunks) < 2 || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
 			return nil
 		}
+		// What the chunk objects said of their upload (worker, times) went
+		// with them: their rows carry the final object's creation instead.
 		for j, c := range f.Chunks {
 			if k := (chunkKey{i, j}); !t.has(k, f) {
-				t.mark(k, f, stored{Object: c.Object, Size: c.WireSize, CRC32C: c.WireCRC32C, Transfer: t.id})
+				t.mark(k, f, stored{Object: c.Object, Size: c.WireSize, CRC32C: c.WireCRC32C, Transfer: t.id, Created: a.Created})
 			}
 		}
 		return nil
