@@ -243,6 +243,14 @@ func bucket(ctx context.Context, o Options) []Result {
 		return []Result{{check, Fail, err.Error(), "check the bucket's name and that GCS answers"}}
 	}
 	rs := []Result{{check, OK, "exists" + inLocation(b.Location), ""}}
+	if o.BQLocation != "" && b.Location != "" {
+		r := Result{"gcs: bucket location", OK, fmt.Sprintf("%s: BigQuery in %s loads from it", b.Location, o.BQLocation), ""}
+		if !loadsFrom(o.BQLocation, b.Location) {
+			r = Result{"gcs: bucket location", Fail, fmt.Sprintf("%s: a load job of a dataset in %s cannot read it", b.Location, o.BQLocation),
+				"put the dataset in the bucket's region, US, or the multi-region that holds it (terraform's bq_location)"}
+		}
+		rs = append(rs, r)
+	}
 	key := Result{Check: "gcs: bucket key"}
 	switch {
 	case b.DefaultKMSKey == o.KMSKey && o.KMSKey == "":
@@ -274,6 +282,15 @@ func bucket(ctx context.Context, o Options) []Result {
 		life = Result{"gcs: staging lifecycle", Fail, fmt.Sprintf("a lifecycle rule deletes every object after %d days, final objects included", days), "give the rule matches_prefix"}
 	}
 	return append(rs, ubla, soft, life)
+}
+
+// loadsFrom reports whether a BigQuery dataset in location bq can load
+// from a bucket in location bucket: the same location, the US
+// multi-region, or EU for a bucket in a European region (terraform's
+// bq_location precondition says the same).
+func loadsFrom(bq, bucket string) bool {
+	bq, bucket = strings.ToLower(bq), strings.ToLower(bucket)
+	return bq == bucket || bq == "us" || (bq == "eu" && strings.HasPrefix(bucket, "europe-"))
 }
 
 func inLocation(l string) string {

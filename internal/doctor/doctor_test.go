@@ -77,3 +77,15 @@ func TestTableAndJSONSayWhatFailed(t *testing.T) {
 		t.Fatalf("json %v: %s", err, js.String())
 	}
 }
+
+func TestBucketLocationAgainstTheDataset(t *testing.T) {
+	for _, c := range []struct {
+		bq, bucket string
+		ok         bool
+	}{{"us-central1", "US-CENTRAL1", true}, {"US", "US-EAST4", true}, {"EU", "EUROPE-WEST1", true}, {"asia-northeast1", "US-CENTRAL1", false}, {"EU", "US-CENTRAL1", false}} {
+		r := bucketResults(Options{BQLocation: c.bq, Emulated: true}, gcs.BucketInfo{Location: c.bucket})["gcs: bucket location"]
+		if (r.Status == OK) != c.ok || (!c.ok && !strings.Contains(r.Detail, "cannot read it")) {
+			t.Errorf("dataset in %s, bucket in %s: %+v", c.bq, c.bucket, r)
+		}
+	}
+}
