@@ -206,28 +206,16 @@ func TestKMSKeyReachesTheServer(t *testing.T) {
 	const key = "projects/p/locations/l/keyRings/r/cryptoKeys/k"
 	var mu sync.Mutex
 	var seen []string // what carried the key
-	target, _ := url.Parse("http://" + fake.Host)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	s := throughRecorder(t, "kms", func(r *http.Request, body []byte) {
 		mu.Lock()
+		defer mu.Unlock()
 		if r.URL.Query().Get("kmsKeyName") == key {
 			seen = append(seen, "query of "+r.URL.Path)
 		}
 		if bytes.Contains(body, []byte(`"kmsKeyName":"`+key+`"`)) {
 			seen = append(seen, "body of "+r.URL.Path)
 		}
-		mu.Unlock()
-		proxy.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	fake.CreateBucket("kms")
-	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	})
 	ctx := context.Background()
 	if _, err := s.WithKMSKey(key).PutSmall(ctx, "kms", "a", []byte("x"), true, ""); err != nil {
 		t.Fatal(err)
@@ -286,25 +274,13 @@ func TestDeleteSourcesReachesTheServer(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var asked []string
-	target, _ := url.Parse("http://" + fake.Host)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	s := throughRecorder(t, "delsrc", func(r *http.Request, body []byte) {
 		if strings.HasSuffix(r.URL.Path, "/compose") {
 			mu.Lock()
 			asked = append(asked, fmt.Sprintf("%s deleteSourceObjects=%v", path.Base(strings.TrimSuffix(r.URL.Path, "/compose")), bytes.Contains(body, []byte(`"deleteSourceObjects":true`))))
 			mu.Unlock()
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	fake.CreateBucket("delsrc")
-	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	})
 	ctx := context.Background()
 	if _, err := s.PutSmall(ctx, "delsrc", "a", []byte("x"), true, ""); err != nil {
 		t.Fatal(err)
@@ -323,4 +299,26 @@ func TestDeleteSourcesReachesTheServer(t *testing.T) {
 	if got := strings.Join(asked, ", "); got != "plain deleteSourceObjects=false, deleting deleteSourceObjects=true, keyed deleteSourceObjects=true" {
 		t.Fatalf("compose requests: %s", got)
 	}
+}
+
+// throughRecorder returns a Store on a new bucket of the shared fake whose
+// requests pass a proxy that shows each one, with its body, to see.
+func throughRecorder(t *testing.T, bucket string, see func(r *http.Request, body []byte)) *gcs.Store {
+	t.Helper()
+	target, _ := url.Parse("http://" + fake.Host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		see(r, body)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	fake.CreateBucket(bucket)
+	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
