@@ -75,9 +75,15 @@ func runFrameEncoder(c codec.Codec, encs frameEncoders, jobs <-chan frameJob) {
 			continue
 		}
 		dst := j.out.wire[:0]
-		if need := c.Bound(int64(len(j.src))); int64(cap(dst)) < need {
+		if need := c.Bound(int64(len(j.src))); int64(cap(dst)) < need || int64(cap(dst)) > keepFrameBuffer(need) {
 			// Room for the worst case up front: an encoder that
 			// appends into a buffer too small copies it as it grows.
+			// A slot's buffer much larger than its frame needs is
+			// let go: kept, each of a bundle's up to message.MaxParts
+			// slots would hold the largest piece that ever landed at
+			// its position, and their sum grew with the transfer, not
+			// with the chunk in flight (issue 31: 215 MiB on a real
+			// tree).
 			dst = make([]byte, 0, need)
 		}
 		out, err := enc.Encode(dst, j.src)
@@ -85,6 +91,12 @@ func runFrameEncoder(c codec.Codec, encs frameEncoders, jobs <-chan frameJob) {
 		j.done <- err
 	}
 }
+
+// keepFrameBuffer is the largest buffer a frame slot keeps for a frame
+// that needs need bytes: twice that, and small buffers always, so that
+// slots whose frames vary a little are not reallocated every time, while
+// what all slots hold stays within twice the frames in flight.
+func keepFrameBuffer(need int64) int64 { return 2*need + 64<<10 }
 
 // chunkEncoder splits a job's pieces into frames and has the shared encoders
 // compress them all in parallel. One per compress goroutine.

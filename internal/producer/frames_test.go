@@ -157,3 +157,40 @@ func TestFailedSubmitLeavesNoGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// TestFrameBuffersDoNotRatchet: the frame slots of a chunk encoder hold
+// about what the frames in flight need, not the largest piece that ever
+// landed at each position (issue 31: a real tree's bundles grew them to
+// 215 MiB against a 256 MiB budget).
+func TestFrameBuffersDoNotRatchet(t *testing.T) {
+	jobs := runEncoders(t, 2, codec.Zstd)
+	enc := newChunkEncoder(context.Background(), jobs)
+	held := func() (n int64) {
+		for _, f := range enc.frames {
+			n += int64(cap(f.wire))
+		}
+		return n
+	}
+	big := make([][]byte, 64)
+	for i := range big {
+		big[i] = bytes.Repeat([]byte{byte(i)}, 512<<10)
+	}
+	if _, err := enc.Encode(big, codec.Zstd.DefaultLevel()); err != nil {
+		t.Fatal(err)
+	}
+	after := held()
+	if after < 64*(512<<10) {
+		t.Fatalf("64 pieces of 512 KiB held %d bytes of frame buffers; want at least their bound", after)
+	}
+	small := make([][]byte, 64)
+	for i := range small {
+		small[i] = []byte(strings.Repeat("row,", 256))
+	}
+	if _, err := enc.Encode(small, codec.Zstd.DefaultLevel()); err != nil {
+		t.Fatal(err)
+	}
+	limit := 64 * keepFrameBuffer(codec.Zstd.Bound(1024))
+	if got := held(); got > limit {
+		t.Fatalf("after a bundle of 64 files of 1 KiB the slots hold %d bytes (after 64 of 512 KiB: %d); want at most %d", got, after, limit)
+	}
+}
