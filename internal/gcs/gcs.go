@@ -380,6 +380,9 @@ type ComposeOptions struct {
 	DeleteSources bool
 }
 
+// ListPage is how many objects a listing asks for per page: GCS's most.
+const ListPage = 1000
+
 // MaxComposeSources is how many sources one compose takes.
 const MaxComposeSources = 32
 
@@ -450,6 +453,10 @@ func (s *Store) List(ctx context.Context, bucket, prefix string, fn func(Attrs) 
 	ctx, stalled := stallWatch(ctx)
 	defer stalled.stop()
 	it := s.c.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix})
+	// A page size of our own: a server that is asked for none may answer
+	// with every object at once (fake-gcs-server does; issue 31 measured
+	// 272 MB for one page), and what a listing holds must not depend on it.
+	it.PageInfo().MaxSize = ListPage
 	for {
 		a, err := it.Next()
 		stalled.kick()

@@ -322,3 +322,33 @@ func throughRecorder(t *testing.T, bucket string, see func(r *http.Request, body
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// A listing names its page size, so that what one page holds never depends
+// on the server's default (fake-gcs-server's is every object at once).
+func TestListingNamesItsPageSize(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var sizes []string
+	s := throughRecorder(t, "paged", func(r *http.Request, _ []byte) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") {
+			mu.Lock()
+			sizes = append(sizes, r.URL.Query().Get("maxResults"))
+			mu.Unlock()
+		}
+	})
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := s.PutSmall(ctx, "paged", n, []byte(n), true, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := 0
+	if err := s.List(ctx, "paged", "", func(gcs.Attrs) error { seen++; return nil }); err != nil || seen != 2 {
+		t.Fatalf("listed %d objects, %v", seen, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) == 0 || sizes[0] != strconv.Itoa(gcs.ListPage) {
+		t.Fatalf("listing requests asked for pages of %q; want %d", sizes, gcs.ListPage)
+	}
+}
