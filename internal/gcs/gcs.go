@@ -32,6 +32,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/iobuf"
 	"github.com/ferry-dev/ferry/internal/reach"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
@@ -274,7 +275,7 @@ func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, op
 	w.ContentType = opt.ContentType
 	w.Metadata = opt.Metadata
 	w.KMSKeyName = s.kms(opt.KMSKey)
-	n, err := io.Copy(stalled.writer(w), r)
+	n, err := iobuf.Copy(stalled.writer(w), r)
 	if err != nil {
 		cancel()
 		_ = w.Close()

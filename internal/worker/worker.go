@@ -31,6 +31,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/iobuf"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
@@ -329,7 +330,7 @@ func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, at
 // check reads a part's bytes and compares them with what the producer wrote.
 func check(c *message.Chunk, p *message.Part, body io.Reader) error {
 	h := crc32c.New()
-	n, err := io.Copy(h, body)
+	n, err := iobuf.Copy(h, body)
 	if err != nil {
 		return fmt.Errorf("%s: read spool %s: %w", where(p), c.Spool, err)
 	}
