@@ -32,6 +32,13 @@ type bundler struct {
 
 	n                  int
 	raw, header, bound int64
+
+	// The last file partHeader measured: takes, fits and add ask about
+	// the same file in turn, and measuring encodes its part (issue 31:
+	// 145 MiB of JSON to publish the Linux tree, three times over).
+	lastFile   *plan.File
+	lastFI     int
+	lastHeader int64
 }
 
 func newBundler(p *Producer, pl *plan.Plan, tid string, overwrite bool) *bundler {
@@ -89,7 +96,11 @@ func (b *bundler) reset() { b.n, b.raw, b.header, b.bound = 0, 0, b.fixed, 0 }
 // partHeader bounds the header bytes f's part takes: the part as the
 // compress stage writes it, with its CRC32Cs and wire size at their widest.
 func (b *bundler) partHeader(fi int, f *plan.File) int64 {
+	if f == b.lastFile && fi == b.lastFI {
+		return b.lastHeader
+	}
 	p := newPart(b.tid, b.c, fi, f, 0, 1, 0, f.Size, math.MaxUint32)
 	p.WireSize, p.WireCRC32C = plan.WireBound(b.c, f.Size), math.MaxUint32
-	return int64(len(message.Encode(p))) + 1 // and a comma
+	b.lastFile, b.lastFI, b.lastHeader = f, fi, int64(len(message.Encode(p)))+1 // and a comma
+	return b.lastHeader
 }

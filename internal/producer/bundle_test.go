@@ -229,3 +229,23 @@ func TestOneBadFileFailsTheBundleClearly(t *testing.T) {
 		t.Fatalf("%d spool files left after a failed transfer", len(left))
 	}
 }
+
+// A file's part is encoded once to measure it, however often the bundler
+// is asked about it (takes, fits, add).
+func TestBundlerMeasuresAPartOnce(t *testing.T) {
+	pl := &plan.Plan{Dest: plan.Destination{Bucket: "bkt"}, Codec: codec.Zstd}
+	p := New(Options{BundleMax: 4 << 20, MessageMax: 9 << 20, InlineMax: 256 << 10})
+	b := newBundler(p, pl, "t1", false)
+	f := &plan.File{SourceFile: plan.SourceFile{Rel: "a.csv", Size: 1000}, Object: "p/a.csv", ChunkSize: 1 << 20, Chunks: 1}
+	once := testing.AllocsPerRun(20, func() { b.lastFile = nil; b.partHeader(7, f) })
+	all := testing.AllocsPerRun(20, func() {
+		b.lastFile = nil
+		b.reset()
+		if b.takes(7, f) && b.fits(7, f) {
+			b.add(7, f)
+		}
+	})
+	if all > once+1 {
+		t.Fatalf("takes, fits and add allocated %.0f times; measuring the part once allocates %.0f", all, once)
+	}
+}
