@@ -36,6 +36,7 @@ func serve(ctx context.Context) error {
 		return err
 	}
 	defer svc.Close()
+	setup.MemoryLimit(int64(cfg.MemoryLimit) * int64(cfg.Requests))
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	o := producer.ConfigOptions(&cfg)
 	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), hostID(), log

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/setup"
 	submitpkg "github.com/ferry-dev/ferry/internal/submit"
 )
 
@@ -197,6 +198,9 @@ func submit(ctx context.Context, cmd *cobra.Command, f *submitFlags, args []stri
 	if err != nil {
 		return err
 	}
+	// The process's limit, not the library's: a test binary that submits
+	// keeps its own.
+	setup.MemoryLimit(int64(cfg.MemoryLimit))
 	return submitpkg.Run(ctx, &cfg, submitpkg.Options{
 		Request: req, Wait: f.wait, JSON: f.json, DryRun: f.dryRun, Timeout: f.timeout, MaxRate: int64(f.maxRate),
 		Version: version, ID: hostID(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
