@@ -163,8 +163,8 @@ retry() {
 # apt_install PACKAGE... with short network timeouts: without NAT no mirror
 # answers, and each attempt should say so within a minute.
 apt_install() {
-  run env DEBIAN_FRONTEND=noninteractive apt-get -q -o Acquire::Retries=1 -o Acquire::http::Timeout=20 update &&
-    run env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Acquire::Retries=1 -o Acquire::http::Timeout=20 "$@"
+  run timeout 600 env DEBIAN_FRONTEND=noninteractive apt-get -q -o Acquire::Retries=1 -o Acquire::http::Timeout=20 update &&
+    run timeout 600 env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Acquire::Retries=1 -o Acquire::http::Timeout=20 "$@"
 }
 
 tmp=$(mktemp -d)
@@ -280,7 +280,7 @@ agent_script=${FERRY_OPS_AGENT_SCRIPT_URL:-https://dl.google.com/cloudagents/add
 # package repository and installs the agent.
 install_agent() {
   curl -fsS --max-time 60 -o "$tmp/add-ops-agent-repo.sh" "$agent_script" &&
-    run bash "$tmp/add-ops-agent-repo.sh" --also-install
+    run timeout 600 bash "$tmp/add-ops-agent-repo.sh" --also-install
 }
 if [[ $ops_agent == true ]]; then
   if [[ -n $root ]] || ! dpkg-query -W -f '${Status}' google-cloud-ops-agent 2>/dev/null | grep -q 'install ok installed'; then

@@ -291,7 +291,7 @@ func TestStartupScriptConfiguresTheOpsAgent(t *testing.T) {
 	}
 	// Installed the way Google documents: its repository script, not
 	// apt-get from Debian's mirrors, which do not carry the agent.
-	if !regexp.MustCompile(`bash \S+/add-ops-agent-repo.sh --also-install`).Match(cmds) || strings.Contains(string(cmds), "apt-get install -y -q google-cloud-ops-agent") {
+	if !regexp.MustCompile(`timeout 600 bash \S+/add-ops-agent-repo.sh --also-install`).Match(cmds) || strings.Contains(string(cmds), "apt-get install -y -q google-cloud-ops-agent") {
 		t.Errorf("commands:\n%s\nwant the agent installed by Google's repository script", cmds)
 	}
 }
