@@ -72,6 +72,10 @@ type shim struct {
 	listSeq int64
 	// denied are the permissions taken away per bucket (DenyPath).
 	denied map[string]map[string]bool
+	// writes orders the conditional writes the shim checks itself
+	// (compose, delete): a precondition and the write it guards happen
+	// with no other such write between them.
+	writes sync.Mutex
 }
 
 func newShim(fake *fakestorage.Server, fast bool, root string) *shim {
@@ -104,6 +108,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if bucket, dest, ok := composePath(r); ok {
+		s.writes.Lock()
+		defer s.writes.Unlock()
 		t0 := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		n := s.compose(rec, r, bucket, dest)
@@ -121,6 +127,14 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodDelete && isObjectPath(r) {
+		s.writes.Lock()
+		defer s.writes.Unlock()
+		if bucket, name, ok := objectPath(r); ok && s.liveGeneration(bucket, name) != 0 { // else the fake's 404
+			if code, msg := s.generationMatch(bucket, name, r.URL.Query()); code != 0 {
+				writeError(w, code, msg)
+				return
+			}
+		}
 		rec := httptest.NewRecorder()
 		s.next.ServeHTTP(rec, r)
 		if rec.Code == http.StatusOK {
@@ -445,7 +459,10 @@ func isObjectPath(r *http.Request) bool {
 // composeRequest is the part of a compose request fake-gcs-server reads.
 type composeRequest struct {
 	SourceObjects []struct {
-		Name string `json:"name"`
+		Name                string `json:"name"`
+		ObjectPreconditions struct {
+			IfGenerationMatch json.RawMessage `json:"ifGenerationMatch"` // an int64, as a string
+		} `json:"objectPreconditions"`
 	} `json:"sourceObjects"`
 	// DeleteSourceObjects: GCS deletes the sources once the compose
 	// succeeded; fake-gcs-server ignores it, so the shim does it.
@@ -481,7 +498,13 @@ func (s *shim) compose(w http.ResponseWriter, r *http.Request, bucket, dest stri
 		return 0
 	}
 	var asked composeRequest
-	if json.Unmarshal(body, &asked) == nil && asked.DeleteSourceObjects {
+	if json.Unmarshal(body, &asked) == nil {
+		if code, msg := s.composable(bucket, dest, r.URL.Query(), asked); code != 0 {
+			writeError(w, code, msg)
+			return 0
+		}
+	}
+	if asked.DeleteSourceObjects {
 		rec := &statusRecorder{ResponseWriter: w}
 		w = rec
 		defer func() {
@@ -697,4 +720,79 @@ func (s *shim) deny(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// objectPath returns the bucket and the unescaped object name of
+// /storage/v1/b/BUCKET/o/OBJECT.
+func objectPath(r *http.Request) (bucket, name string, ok bool) {
+	b, o, found := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), apiPrefix), "/o/")
+	if !found || b == "" || o == "" || strings.Contains(b, "/") {
+		return "", "", false
+	}
+	bu, err1 := url.PathUnescape(b)
+	na, err2 := url.PathUnescape(o)
+	return bu, na, err1 == nil && err2 == nil
+}
+
+// liveGeneration is the generation of bucket/name that reads see, 0 when
+// there is none.
+func (s *shim) liveGeneration(bucket, name string) int64 {
+	o, err := s.fake.Backend().GetObject(bucket, name)
+	if err != nil {
+		return 0
+	}
+	_ = o.Content.Close()
+	return o.Generation
+}
+
+// generationMatch checks a write's ifGenerationMatch (0: the object must
+// not exist) against the live generation, as GCS does and fake-gcs-server
+// does not for deletes and composes: code 412 and GCS's message when it
+// does not hold, 0 when it holds or none was asked.
+func (s *shim) generationMatch(bucket, name string, q url.Values) (code int, msg string) {
+	v := q.Get("ifGenerationMatch")
+	if v == "" {
+		return 0, ""
+	}
+	want, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return http.StatusBadRequest, fmt.Sprintf("Invalid argument: ifGenerationMatch %q", v)
+	}
+	if s.liveGeneration(bucket, name) != want {
+		return http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."
+	}
+	return 0, ""
+}
+
+// composable checks what GCS checks before a compose and fake-gcs-server
+// does not: every source exists (404 otherwise, where the fake answers
+// 500), each source's objectPreconditions.ifGenerationMatch and the
+// destination's ifGenerationMatch hold (412 otherwise, where the fake
+// replaces the destination).
+func (s *shim) composable(bucket, dest string, q url.Values, req composeRequest) (code int, msg string) {
+	for _, src := range req.SourceObjects {
+		gen := s.liveGeneration(bucket, src.Name)
+		if gen == 0 {
+			return http.StatusNotFound, fmt.Sprintf("Object %s (source object of the compose) not found.", src.Name)
+		}
+		if m := src.ObjectPreconditions.IfGenerationMatch; len(m) > 0 {
+			want, err := strconv.ParseInt(strings.Trim(string(m), `"`), 10, 64)
+			if err != nil {
+				return http.StatusBadRequest, fmt.Sprintf("Invalid argument: ifGenerationMatch %s of source %s", m, src.Name)
+			}
+			if want != gen {
+				return http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."
+			}
+		}
+	}
+	return s.generationMatch(bucket, dest, q)
+}
+
+// writeError answers as the JSON API does: {"error": {code, message, errors}}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	reason := map[int]string{http.StatusNotFound: "notFound", http.StatusPreconditionFailed: "conditionNotMet", http.StatusBadRequest: "invalid"}[code]
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg,
+		"errors": []map[string]string{{"message": msg, "domain": "global", "reason": reason}}}})
 }

@@ -51,13 +51,9 @@ type Target struct {
 var differences = map[string][]struct{ kind, why string }{
 	"ComposePreconditions": {
 		{Fake, "fake-gcs-server ignores compose preconditions (ifGenerationMatch, DoesNotExist): it replaces dst"},
-		{Shim, "the shim's fast compose, like fake-gcs-server's, ignores compose preconditions"},
-		{FakeFS, "the shim's fast compose, like fake-gcs-server's, ignores compose preconditions"},
 	},
 	"ComposeMissingSource": {
 		{Fake, "fake-gcs-server answers 500, not 404, for a missing compose source"},
-		{Shim, "the shim passes fake-gcs-server's 500 for a missing compose source through"},
-		{FakeFS, "the shim passes fake-gcs-server's 500 for a missing compose source through"},
 	},
 	"KMSKeyPassedThrough": {
 		{Fake, "fake-gcs-server ignores kmsKeyName and reports no key"},
@@ -66,8 +62,6 @@ var differences = map[string][]struct{ kind, why string }{
 	},
 	"DeleteGenerationSparesANewerVersion": {
 		{Fake, "fake-gcs-server ignores a delete's ifGenerationMatch: it deletes the live version"},
-		{Shim, "fake-gcs-server ignores a delete's ifGenerationMatch: it deletes the live version"},
-		{FakeFS, "fake-gcs-server ignores a delete's ifGenerationMatch: it deletes the live version"},
 	},
 	"ObjectAndPrefixOfOneName": {
 		{FakeFS, "the filesystem backend keeps an object as a file, so it cannot hold both a and a/b (ferry never writes both: a final object's name is a file's path)"},
