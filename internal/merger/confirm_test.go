@@ -295,3 +295,36 @@ func TestEventsOfAnEarlierRunAreIgnored(t *testing.T) {
 		t.Fatalf("done events %+v, want one ok with 2 files", d)
 	}
 }
+
+// Issue 32 §4: a one-chunk file whose object was right when its event came
+// and was then replaced, before the transfer ended, by bytes of the same
+// size that claim this transfer, does not end ok: the end's listing
+// compares each final object's CRC32C with the manifest's, not only its
+// size and metadata.
+func TestAnObjectReplacedAfterItsEventDoesNotEndOK(t *testing.T) {
+	s := newStaged(t, "m-replaced", "none", 1, 1)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	for _, ev := range s.uploadAll() {
+		if err := handle(t, m, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := s.man.Files[0]
+	b := bytes.Clone(s.wire[0][0])
+	b[len(b)/2] ^= 0x01
+	if _, err := s.store.Upload(context.Background(), s.bucket, f.Object, bytes.NewReader(b), gcs.UploadOptions{
+		Size: int64(len(b)), CRC32C: crc32c.Checksum(b), Metadata: message.FinalMetadata(s.man.TransferID, f.Size, f.RawCRC32C, "none")}); err != nil {
+		t.Fatal(err)
+	}
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dones(t, done) {
+		if d.Status == message.StatusOK {
+			t.Fatalf("done event %+v over %s, whose %d bytes have crc32c %08x where the manifest says %08x",
+				d, f.Object, len(b), crc32c.Checksum(b), f.WireCRC32)
+		}
+	}
+}

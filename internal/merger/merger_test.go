@@ -137,8 +137,28 @@ func (f *fixture) staging() []string {
 	return left
 }
 
+// composeLog records the sources of every compose, by destination.
+type composeLog struct {
+	objectStore
+	mu    sync.Mutex
+	calls map[string][]string
+}
+
+func (s *composeLog) Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
+	s.mu.Lock()
+	s.calls[dst] = append([]string(nil), srcs...)
+	s.mu.Unlock()
+	return s.objectStore.Compose(ctx, bucket, dst, srcs, opt)
+}
+
 func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
 	f := newFixture(t, "m-tree", 70) // 70 chunks: 3 intermediates, then the final compose
+	log := &composeLog{objectStore: f.store, calls: map[string][]string{}}
+	sink, err := result.OpenFile(f.rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = New(Options{Store: log, Done: f.done, Sink: sink, Version: "test"})
 	for i := range f.chunks {
 		f.upload(i)
 	}
@@ -159,6 +179,19 @@ func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
 	}
 	if want := bytes.Join(f.chunks, nil); !bytes.Equal(got, want) {
 		t.Fatalf("final object is %d bytes, want the %d bytes of the chunks in order", len(got), len(want))
+	}
+	// The tree's shape (issue 32 §4): two levels, the fewest composes
+	// GCS's 32 sources a call allow. Chunks 0–31, 32–63 and 64–69 into
+	// three composites, and those into the final object.
+	tid := f.man.TransferID
+	want := map[string][]string{"out/data.csv.zst": {message.IntermediateObject(tid, 0, 0, 0), message.IntermediateObject(tid, 0, 0, 1), message.IntermediateObject(tid, 0, 0, 2)}}
+	for k, lo := range []int{0, 32, 64} {
+		for i := lo; i < min(lo+32, 70); i++ {
+			want[message.IntermediateObject(tid, 0, 0, k)] = append(want[message.IntermediateObject(tid, 0, 0, k)], message.ChunkObject(tid, 0, i))
+		}
+	}
+	if fmt.Sprint(log.calls) != fmt.Sprint(want) {
+		t.Fatalf("composes (destination: sources) %v, want %v", log.calls, want)
 	}
 	a, _ := f.store.Attrs(context.Background(), f.bucket, "out/data.csv.zst")
 	if a.CRC32C != f.man.Files[0].WireCRC32 || a.Metadata[message.MetaTransfer] != f.man.TransferID || a.Metadata[message.MetaCodec] != "none" {

@@ -492,7 +492,11 @@ func TestOverwriteAndStaleStagingAreReplacedOnce(t *testing.T) {
 	if _, err := store.PutSmall(ctx, bucket, c.Parts[0].Object, []byte("old content"), false, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Upload(ctx, bucket, c.Parts[1].Object, strings.NewReader("stale"), gcs.UploadOptions{Size: 5, CRC32C: crc32c.Checksum([]byte("stale")),
+	// A stale staging object of this transfer with the part's size and
+	// other bytes (issue 32 §4): only its CRC32C says it is not the part.
+	stale := bytes.Clone(payload[1])
+	stale[len(stale)/2] ^= 0x01
+	if _, err := store.Upload(ctx, bucket, c.Parts[1].Object, bytes.NewReader(stale), gcs.UploadOptions{Size: int64(len(stale)), CRC32C: crc32c.Checksum(stale),
 		Metadata: map[string]string{message.MetaTransfer: "tid7"}}); err != nil {
 		t.Fatal(err)
 	}
