@@ -34,6 +34,25 @@ func BenchmarkMergerHeap(b *testing.B) {
 	}
 }
 
+// Issue 32 §4: the merger's memory does not grow with the file count
+// (events, confirmation, rows and listing stream through pages;
+// BenchmarkMergerHeap has the figures). Ten times the files may add at
+// most perFile bytes of live heap for each file added: a done object kept
+// per file (about 150 bytes) passes that.
+func TestMergerMemoryDoesNotGrowWithFileCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 55,000 files")
+	}
+	const n, perFile = 5_000, 64
+	_, small := mergerHeap(t, n)
+	_, big := mergerHeap(t, 10*n)
+	t.Logf("live heap growth: %d files %.1f MiB, %d files %.1f MiB", n, small/(1<<20), 10*n, big/(1<<20))
+	if big-small > 9*n*perFile {
+		t.Fatalf("the live heap grew %.1f MiB over %d files and %.1f MiB over %d: %.0f bytes for each file added, over %d",
+			small/(1<<20), n, big/(1<<20), 10*n, (big-small)/(9*n), perFile)
+	}
+}
+
 func mergerHeap(t testing.TB, n int) (heap, live float64) {
 	st := newMemStoreFor(n)
 	man := message.Manifest{V: message.Version, TransferID: "tid-mem", Sealed: true, Bucket: "bkt", Prefix: "tree", Method: "test",
