@@ -33,6 +33,11 @@ run: deps build
 test: lint tf-check
 	scripts/test.sh
 
+## mutants: take each guard listed in internal/mutants away and show its test failing (make test runs them too)
+.PHONY: mutants
+mutants:
+	FERRY_MUTANTS=1 $(GO) test -count=1 -v -run 'TestMutants' ./internal/mutants/
+
 ## tf-check: terraform fmt where the CLI exists, and terraform/ checked against the code
 .PHONY: tf-check
 tf-check:

@@ -4,6 +4,8 @@
 set -uo pipefail
 mkdir -p .run
 log=.run/test.log
+# internal/mutants takes each guard away and runs its test (make mutants).
+export FERRY_MUTANTS=1
 go test -count=1 -timeout 20m -v "$@" ./... 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL|.*_test.go:[0-9]+:)' 
 status=${PIPESTATUS[0]}
 

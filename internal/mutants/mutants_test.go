@@ -1,0 +1,197 @@
+package mutants
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mutant is one guard taken away, and the test that must notice.
+type mutant struct {
+	name     string // the guard, as a test name
+	file     string // relative to the module's root
+	from, to string // from occurs exactly once in file
+	pkg      string // the package whose test must fail
+	test     string // that test (a -run pattern: Test or Test/Subtest)
+}
+
+var mutants = []mutant{
+	{
+		name: "merger confirms each final object's CRC32C",
+		file: "internal/merger/confirm.go",
+		from: "a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata",
+		to:   "a.Size != f.WireSize || a.Metadata",
+		pkg:  "internal/merger", test: "TestAnObjectReplacedAfterItsEventDoesNotEndOK",
+	},
+	{
+		name: "a delete of a generation spares a newer version",
+		file: "internal/gcs/gcs.go",
+		from: "o := s.c.Bucket(bucket).Object(name).If(storage.Conditions{GenerationMatch: gen})",
+		to:   "o, _ := s.c.Bucket(bucket).Object(name), gen",
+		pkg:  "internal/gcs", test: "TestConformanceShim/DeleteGenerationSparesANewerVersion",
+	},
+	{
+		name: "a compose onto an existing object honours its precondition",
+		file: "internal/gcs/gcs.go",
+		from: "c := conditions(b.Object(dst), opt.IfAbsent, opt.IfGeneration).ComposerFrom(handles...)",
+		to:   "c := b.Object(dst).ComposerFrom(handles...)",
+		pkg:  "internal/gcs", test: "TestConformanceShim/ComposePreconditions",
+	},
+	{
+		name: "the worker's duplicate check compares the CRC32C",
+		file: "internal/worker/worker.go",
+		from: "return a.Size == p.WireSize && a.CRC32C == p.WireCRC32C && a.Metadata",
+		to:   "return a.Size == p.WireSize && a.Metadata",
+		pkg:  "internal/worker", test: "TestOverwriteAndStaleStagingAreReplacedOnce",
+	},
+	{
+		name: "the bench's goal is the documented threshold",
+		file: "internal/bench/goals.go",
+		from: "q <= 0.5, true))",
+		to:   "q <= 0.6, true))",
+		pkg:  "internal/bench", test: "TestGoalsAtTheirThresholds",
+	},
+	{
+		name: "a file of more than 32 chunks composes in the fewest levels",
+		file: "internal/merger/finish.go",
+		from: "if len(tr.srcs) <= MaxComposeSources {",
+		to:   "if len(tr.srcs) <= 2 {",
+		pkg:  "internal/merger", test: "TestComposesTwoLevelTreeWhenSealedAndComplete",
+	},
+	{
+		name: "the merger's memory does not grow with the file count",
+		file: "internal/merger/confirm.go",
+		from: "if len(sum.objects) < message.MaxDoneInline {",
+		to:   "if true {",
+		pkg:  "internal/merger", test: "TestMergerMemoryDoesNotGrowWithFileCount",
+	},
+	{
+		name: "the producer's memory does not grow with the file count",
+		file: "internal/producer/manifest.go",
+		from: "len(o.files) == message.PageFiles ||",
+		to:   "len(o.files) == 100*message.PageFiles ||",
+		pkg:  "internal/producer", test: "TestProducerMemoryDoesNotGrowWithFileCount",
+	},
+}
+
+// root is the module's root directory.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s: %v", dir, err)
+	}
+	return dir
+}
+
+// mutate returns m's file with the mutation applied.
+func (m mutant) mutate(root string) ([]byte, error) {
+	src, err := os.ReadFile(filepath.Join(root, m.file))
+	if err != nil {
+		return nil, err
+	}
+	if n := strings.Count(string(src), m.from); n != 1 {
+		return nil, fmt.Errorf("%s holds %q %d times, want once: the guard moved; update the mutant", m.file, m.from, n)
+	}
+	return []byte(strings.Replace(string(src), m.from, m.to, 1)), nil
+}
+
+// TestMutantsApply: every mutant still finds its line, and its test
+// exists, so that the list cannot rot unnoticed between runs of make
+// mutants.
+func TestMutantsApply(t *testing.T) {
+	dir := root(t)
+	for _, m := range mutants {
+		if _, err := m.mutate(dir); err != nil {
+			t.Errorf("%s: %v", m.name, err)
+		}
+		top, _, _ := strings.Cut(m.test, "/")
+		decl := regexp.MustCompile(`(?m)^func ` + regexp.QuoteMeta(top) + `\(t \*testing\.T\)`)
+		files, _ := filepath.Glob(filepath.Join(dir, m.pkg, "*_test.go"))
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || decl.Match(b)
+		}
+		if !found {
+			t.Errorf("%s: no test %s in %s", m.name, top, m.pkg)
+		}
+	}
+}
+
+// TestMutants applies each mutant in turn and runs its test, which must
+// fail: a guard whose test passes without it is not guarded.
+func TestMutants(t *testing.T) {
+	if os.Getenv("FERRY_MUTANTS") == "" {
+		t.Skip("FERRY_MUTANTS is not set: make mutants runs them (each builds and tests a package)")
+	}
+	dir := root(t)
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			src, err := m.mutate(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := t.TempDir()
+			mutated := filepath.Join(tmp, filepath.Base(m.file))
+			if err := os.WriteFile(mutated, src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(dir, m.file): mutated}})
+			ov := filepath.Join(tmp, "overlay.json")
+			if err := os.WriteFile(ov, overlay, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			run := "^" + strings.ReplaceAll(m.test, "/", "$/^") + "$"
+			cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-overlay", ov, "-run", run, "./"+m.pkg)
+			cmd.Dir = dir
+			t0 := time.Now()
+			out, err := cmd.CombinedOutput()
+			top, _, _ := strings.Cut(m.test, "/")
+			switch {
+			case ctx.Err() != nil:
+				t.Fatalf("go test %s -run %s with the mutant: no end within 10 minutes\n%s", m.pkg, run, quote(out))
+			case err == nil:
+				t.Fatalf("the mutant survived: %s passes with %s changed from %q to %q\n%s", m.test, m.file, m.from, m.to, quote(out))
+			case !strings.Contains(string(out), "--- FAIL: "+top):
+				t.Fatalf("go test %s -run %s with the mutant failed, but not in %s (a build error?):\n%s", m.pkg, run, top, quote(out))
+			}
+			t.Logf("killed: %s fails without the guard (%.0f s): %s", m.test, time.Since(t0).Seconds(), firstFailure(string(out)))
+		})
+	}
+}
+
+// quote marks each line of a child go test's output, so that its own
+// "--- PASS" lines are not counted as this run's.
+func quote(out []byte) string {
+	return "| " + strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n| ")
+}
+
+// firstFailure is the first line of out that a failing test wrote.
+func firstFailure(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.Contains(l, "_test.go:") || strings.Contains(l, "cases.go:") {
+			if len(l) > 240 {
+				l = l[:240] + "…"
+			}
+			return l
+		}
+	}
+	return ""
+}
