@@ -50,6 +50,22 @@ resource "google_storage_bucket_iam_member" "submitter" {
   }
 }
 
+# Key objects (message.KeyRoot): the submitter creates its transfer's and
+# may neither replace nor delete one (objectCreator has no
+# storage.objects.delete, which overwriting needs), so it cannot put its
+# key into another transfer's and end it. The producer service, the merger
+# and operators may (objectUser).
+resource "google_storage_bucket_iam_member" "submitter_keys" {
+  bucket = google_storage_bucket.data.name
+  role   = "roles/storage.objectCreator"
+  member = google_service_account.submitter.member
+
+  condition {
+    title      = "ferry-keys"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${var.bucket}/objects/${local.keys_prefix}\")"
+  }
+}
+
 resource "google_storage_bucket_iam_member" "submitter_bucket_get" {
   bucket = google_storage_bucket.data.name
   role   = google_project_iam_custom_role.bucket_get.id

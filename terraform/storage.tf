@@ -38,6 +38,18 @@ resource "google_storage_bucket" "data" {
     }
   }
 
+  # Key objects (message.KeyRoot) prove who may end a transfer; a transfer
+  # ends long before staging expires, and its key with it.
+  lifecycle_rule {
+    condition {
+      age            = var.staging_retention_days
+      matches_prefix = [local.keys_prefix]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
   # Done markers answer a repeated idempotency key; they live under their
   # own prefix and are kept for FERRY_DONE_RETENTION.
   lifecycle_rule {
@@ -90,6 +102,7 @@ locals {
 
   staging_prefix = ".ferry/"
   done_prefix    = ".ferry-done/"
+  keys_prefix    = ".ferry-keys/"
 
   release_location = var.release_location != "" ? trimsuffix(var.release_location, "/") : "gs://${var.bucket}-releases/ferry"
   release_bucket   = split("/", trimprefix(local.release_location, "gs://"))[0]

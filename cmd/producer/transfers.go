@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -96,14 +97,26 @@ func listCommand() *cobra.Command {
 }
 
 func cancelCommand() *cobra.Command {
-	var bucket string
+	var bucket, keyFile string
+	var operator bool
 	cmd := &cobra.Command{
 		Use:   "cancel [flags] TRANSFER_ID",
 		Short: "end a running transfer as cancelled",
-		Long: `Publishes a cancel event for the transfer on FERRY_EVENTS_TOPIC. The merger
+		Long: `Publishes a cancel event for the transfer on FERRY_CONTROL_TOPIC. The merger
 ends it cancelled: one done event, one benchmark row, staging removed; workers
 drop its chunks that are still queued. Follow it with "producer status ID".
-A transfer that has already ended is not cancelled (exit 1).`,
+A transfer that has already ended is not cancelled (exit 1).
+
+Only those allowed may end a transfer: the event carries an end key, and the
+merger acts on it only when the transfer's key object (gs://BUCKET/.ferry-keys/ID)
+lists the key's SHA-256. The key is, in this order:
+  --key-file F   a file holding the key (a batch system that published the
+                 request with "end_key_sha256" keeps the key itself);
+  FERRY_KEY_DIR/ID  the key producer submit saved when it started the transfer
+                 (default $XDG_STATE_HOME/ferry/keys, else ~/.local/state/ferry/keys);
+  --operator     a fresh key added to the key object, which needs
+                 storage.objects.delete on .ferry-keys/ (an operator's grant;
+                 a submitter has none).`,
 		Args: exactlyOneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -121,7 +134,11 @@ A transfer that has already ended is not cancelled (exit 1).`,
 				return err
 			}
 			defer c.Close()
-			t, err := transfers.Cancel(ctx, c.Store, c.Queue.Publisher(cfg.PubSub.ControlTopic), b, args[0])
+			key, err := cancelKey(ctx, c.Store, cfg, b, args[0], keyFile, operator)
+			if err != nil {
+				return err
+			}
+			t, err := transfers.Cancel(ctx, c.Store, c.Queue.Publisher(cfg.PubSub.ControlTopic), b, args[0], key)
 			if errors.Is(err, transfers.ErrEnded) {
 				return err
 			}
@@ -133,7 +150,29 @@ A transfer that has already ended is not cancelled (exit 1).`,
 		},
 	}
 	cmd.Flags().StringVar(&bucket, "bucket", "", bucketHelp)
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "file holding the transfer's end key (64 hex digits)")
+	cmd.Flags().BoolVar(&operator, "operator", false, "add a fresh end key to the transfer's key object (needs an operator's storage.objects.delete on .ferry-keys/)")
 	return cmd
+}
+
+// cancelKey finds the end key a cancel carries (see cancelCommand).
+func cancelKey(ctx context.Context, s *gcs.Store, cfg config.Producer, bucket, id, keyFile string, operator bool) (string, error) {
+	switch {
+	case keyFile != "":
+		return transfers.LoadKey(keyFile)
+	case operator:
+		return transfers.OperatorKey(ctx, s, bucket, id)
+	}
+	dir, err := transfers.KeyDir(cfg.KeyDir)
+	if err != nil {
+		return "", err
+	}
+	key, err := transfers.LoadKey(filepath.Join(dir, filepath.Base(id)))
+	if errors.Is(err, transfers.ErrNoKey) {
+		return "", fmt.Errorf("transfer %s: %w in %s: only its submitter (producer submit saved the key there, FERRY_KEY_DIR) "+
+			"or an operator (--operator) can cancel it; a requester that sent end_key_sha256 passes its key with --key-file", id, transfers.ErrNoKey, dir)
+	}
+	return key, err
 }
 
 func exactlyOneID(_ *cobra.Command, args []string) error {

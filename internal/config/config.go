@@ -239,6 +239,7 @@ type Producer struct {
 	Method       string        `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
 	Requests     int           `env:"FERRY_PRODUCER_REQUESTS, default=1" help:"producer serve: requests run at once (each has its own FERRY_PRODUCER_MEMORY)"`
 	RequestStall time.Duration `env:"FERRY_REQUEST_STALL, default=10m" help:"producer serve: when the requests in flight walk, read and compress nothing for this long, /readyz answers 503 naming them (a hung file system), so the instance group can replace the VM"`
+	KeyDir       string        `env:"FERRY_KEY_DIR" help:"where producer submit keeps each transfer's end key (mode 0600) and producer cancel finds it; empty: $XDG_STATE_HOME/ferry/keys, else ~/.local/state/ferry/keys"`
 	SubmitWait   string        `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
 	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
 }

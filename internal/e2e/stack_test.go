@@ -77,6 +77,7 @@ type stack struct {
 	bucket  string
 	spool   string
 	results string
+	keys    string // FERRY_KEY_DIR: producer submit's end keys
 	// gcsHost is the host:port of the GCS the stack runs on, when it has
 	// its own (stackOptions.gcs).
 	gcsHost string
@@ -117,7 +118,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))
 	name = fmt.Sprintf("t%d-%.30s", stackSeq.Add(1), name)
-	s := &stack{t: t, bucket: strings.Trim(name, "-"), spool: t.TempDir(), results: filepath.Join(t.TempDir(), "results.ndjson")}
+	s := &stack{t: t, bucket: strings.Trim(name, "-"), spool: t.TempDir(), results: filepath.Join(t.TempDir(), "results.ndjson"), keys: t.TempDir()}
 	s.ps = config.PubSub{Project: "ferry-test", ChunksTopic: name + "-chunks", ChunksSubscription: name + "-chunks-w",
 		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done",
 		ControlTopic: name + "-control", ControlSubscription: name + "-control-m", ControlDeadLetter: name + "-control-dead",

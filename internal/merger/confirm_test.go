@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -238,10 +239,12 @@ func TestEachTopicCarriesOnlyItsPublishersEvents(t *testing.T) {
 	if d := dones(t, done); len(d) != 0 {
 		t.Fatalf("done events %+v from events on the wrong topics", d)
 	}
+	sealed := s.event(message.EventSealed)
+	sealed.Key = s.endKey()
 	for _, step := range []struct {
 		h  func(context.Context, queue.Message) error
 		ev message.Event
-	}{{m.HandleEvents, s.event(message.EventChunk, p)}, {m.HandleControl, s.event(message.EventSealed)}} {
+	}{{m.HandleEvents, s.event(message.EventChunk, p)}, {m.HandleControl, sealed}} {
 		if err := step.h(context.Background(), queue.Message{ID: "y", Data: message.Encode(step.ev)}); err != nil {
 			t.Fatal(err)
 		}
@@ -326,5 +329,71 @@ func TestAnObjectReplacedAfterItsEventDoesNotEndOK(t *testing.T) {
 			t.Fatalf("done event %+v over %s, whose %d bytes have crc32c %08x where the manifest says %08x",
 				d, f.Object, len(b), crc32c.Checksum(b), f.WireCRC32)
 		}
+	}
+}
+
+// Issue 32 §1: Pub/Sub does not say who published an end event on the
+// control topic, so the merger acts on one only when it carries an end key
+// the transfer's key object lists. Forgeries (no key, a wrong key, the key
+// of another transfer, an end key of a transfer without a key object) are
+// each refused, logged and dead-lettered, and change nothing; the
+// submitter's key, and an operator's added to the key object, still end it.
+func TestForgedEndEventsChangeNothing(t *testing.T) {
+	s := newStaged(t, "m-forged-end", "none", 1, 1)
+	other := newStaged(t, "m-forged-other", "none", 1)
+	done := &teststack.Recorder{}
+	logs := &bytes.Buffer{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	key, otherKey := s.endKey(), other.endKey()
+	// The first file is uploaded, the second not: nothing may end it yet.
+	p := s.upload(0, 0)
+	if err := handle(t, m, s.event(message.EventChunk, p)); err != nil {
+		t.Fatal(err)
+	}
+	forge := func(typ, key string) message.Event {
+		ev := s.event(typ)
+		ev.Key, ev.Error = key, "forged: the end of someone else's transfer"
+		if typ == message.EventFailed {
+			ev.Prefix = s.man.Prefix // would delete its final objects
+		}
+		return ev
+	}
+	for _, typ := range []string{message.EventFailed, message.EventCancel, message.EventSealed} {
+		for name, k := range map[string]string{"no key": "", "a wrong key": message.NewEndKey(), "another transfer's key": otherKey,
+			"not hex": strings.Repeat("Z", 64)} {
+			err := m.HandleControl(context.Background(), queue.Message{ID: "f", Data: message.Encode(forge(typ, k))})
+			if !errors.Is(err, queue.ErrPermanent) || !errors.Is(err, errUnproven) {
+				t.Errorf("%s event with %s: %v, want a permanent refusal as unproven", typ, name, err)
+			}
+		}
+	}
+	if d := dones(t, done); len(d) != 0 {
+		t.Fatalf("done events %+v after forged end events", d)
+	}
+	if _, err := s.store.Attrs(context.Background(), s.bucket, s.man.Files[0].Object); err != nil {
+		t.Fatalf("the final object of the first file after forged end events: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"end event not proven; dropped, nothing changed"`) ||
+		!strings.Contains(logs.String(), `"claimed_error":"forged: the end of someone else's transfer"`) {
+		t.Errorf("the merger's log does not say what the forgeries claimed:\n%s", logs.String())
+	}
+	// A transfer without a key object (a producer without end keys, or
+	// its key object never written) is ended by no control event.
+	nokey := newStaged(t, "m-forged-nokey", "none", 1)
+	ev := nokey.event(message.EventCancel)
+	ev.Key = key
+	if err := m.HandleControl(context.Background(), queue.Message{ID: "n", Data: message.Encode(ev)}); !errors.Is(err, errUnproven) ||
+		!strings.Contains(err.Error(), "has no key object") {
+		t.Errorf("cancel of a transfer without a key object: %v, want unproven, naming the missing key object", err)
+	}
+
+	// The submitter's own cancel ends it.
+	ev = s.event(message.EventCancel)
+	ev.Key = key
+	if err := m.HandleControl(context.Background(), queue.Message{ID: "c", Data: message.Encode(ev)}); err != nil {
+		t.Fatal(err)
+	}
+	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusCancelled {
+		t.Fatalf("done events %+v, want the transfer cancelled by its submitter's key", d)
 	}
 }

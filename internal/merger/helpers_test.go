@@ -491,3 +491,15 @@ func (s *memStore) DeleteGeneration(_ context.Context, _, name string, gen int64
 	delete(s.objs, name)
 	return nil
 }
+
+// endKey writes the transfer's key object listing one fresh end key, as
+// its producer does first, and returns the key.
+func (s *staged) endKey() string {
+	s.t.Helper()
+	key := message.NewEndKey()
+	k := message.Keys{V: message.Version, TransferID: s.man.TransferID, SHA256: []string{message.KeyHash(key)}}
+	if _, err := s.store.PutSmall(context.Background(), s.bucket, message.KeyObject(s.man.TransferID), message.Encode(k), false, "application/json"); err != nil {
+		s.t.Fatal(err)
+	}
+	return key
+}

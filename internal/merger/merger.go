@@ -223,6 +223,11 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 	if err := m.o.Buckets.Check(ev.Bucket); err != nil {
 		return m.refuse(ctx, ev, err)
 	}
+	if topic == "control" {
+		if err := m.proven(ctx, &ev); err != nil {
+			return err
+		}
+	}
 	m.sawBucket(ev.Bucket)
 	t := m.cache.acquire(key{ev.Bucket, ev.TransferID})
 	defer m.cache.release(t)
@@ -273,6 +278,38 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 		}
 	}
 	return m.failIfPermanent(ctx, t, m.advance(ctx, t, log), log)
+}
+
+// errUnproven: an end event whose key the transfer's key object does not
+// list.
+var errUnproven = errors.New("not proven by an end key of the transfer")
+
+// proven checks an end event from the control topic, whose publishers
+// Pub/Sub does not name: it must carry an end key whose SHA-256 the
+// transfer's key object lists (see message.Keys). One that does not is
+// logged with what it claimed and dead-lettered, changing nothing.
+func (m *Merger) proven(ctx context.Context, ev *message.Event) error {
+	why := "it carries no key"
+	if ev.Key != "" {
+		b, err := m.o.Store.ReadAll(ctx, ev.Bucket, message.KeyObject(ev.TransferID))
+		var k message.Keys
+		switch {
+		case errors.Is(err, gcs.ErrNotFound):
+			why = "the transfer has no key object gs://" + ev.Bucket + "/" + message.KeyObject(ev.TransferID)
+		case err != nil:
+			return fmt.Errorf("reading the key object of transfer %s: %w", ev.TransferID, err)
+		case message.Decode(b, &k) != nil || k.Check(ev.TransferID) != nil:
+			why = "the transfer's key object is not one ferry wrote"
+		case k.Opens(ev.Key):
+			return nil
+		default:
+			why = "its key is not one the transfer's key object lists"
+		}
+	}
+	metrics.Unproven.WithLabelValues(ev.Type).Inc()
+	m.log.Warn("end event not proven; dropped, nothing changed", "type", ev.Type, "transfer_id", ev.TransferID, "bucket", ev.Bucket,
+		"why", why, "claimed_error", message.Truncate(ev.Error, 256), "claimed_prefix", ev.Prefix, "run", ev.Run)
+	return queue.Permanent(fmt.Errorf("%s event of transfer %s: %w: %s", ev.Type, ev.TransferID, errUnproven, why))
 }
 
 // staleRun reports whether run (an event's) is an earlier run of t than

@@ -46,7 +46,11 @@ type Event struct {
 	// Run is the producer's run the event is about: a chunk event copies
 	// its chunk message's, a producer's failed event names its own. The
 	// merger ignores what a run other than the sealed manifest's says.
-	Run string    `json:"run,omitempty"`
+	Run string `json:"run,omitempty"`
+	// Key proves an end event on the control topic (sealed, failed,
+	// cancel): a transfer's end key, whose SHA-256 its key object lists
+	// (see Keys). Without it the merger does not act on such an event.
+	Key string    `json:"key,omitempty"`
 	At  time.Time `json:"at"`
 }
 
@@ -71,6 +75,9 @@ type EventPart struct {
 
 // Manifest is what the producer read, written once it has read everything.
 type Manifest struct {
+	// EndKey is the producer's end key (see Keys): in its memory only,
+	// never written.
+	EndKey     string            `json:"-"`
 	V          int               `json:"v"`
 	TransferID string            `json:"transfer_id"`
 	Sealed     bool              `json:"sealed"`

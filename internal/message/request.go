@@ -44,6 +44,10 @@ type Request struct {
 	// request published twice runs once. Without one, the Pub/Sub message
 	// id serves, which covers redelivery but not a second publish.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// EndKeySHA256 is the SHA-256 (hex) of a secret the requester keeps:
+	// the transfer's key object lists it, so that the requester can cancel
+	// the transfer with producer cancel --key-file (see Keys).
+	EndKeySHA256 string `json:"end_key_sha256,omitempty"`
 }
 
 func (r *Request) version() int { return r.V }

@@ -53,6 +53,10 @@ var (
 	// Transfers counts finished transfers, by status (ok, failed).
 	Transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_transfers_total",
 		Help: "Transfers finished by the merger, by status (ok, failed)."}, []string{"status"})
+	// Unproven counts end events on the control topic the merger dropped
+	// because no end key of the transfer proved them, by type.
+	Unproven = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_unproven_events_total",
+		Help: "End events (sealed, failed, cancel) dropped by the merger: no end key of the transfer proved them."}, []string{"type"})
 )
 
 func counter(name, help string) prometheus.Counter {
@@ -61,7 +65,7 @@ func counter(name, help string) prometheus.Counter {
 
 func init() {
 	Registry.MustRegister(BytesRead, BytesCompressed, ChunksPublished, BytesUploaded, Uploads, Redeliveries,
-		UploadSeconds, InFlight, Composes, Transfers,
+		UploadSeconds, InFlight, Composes, Transfers, Unproven,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "duplicate", "failed", "retry"} {
 		Uploads.WithLabelValues(r)

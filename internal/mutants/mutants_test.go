@@ -45,6 +45,13 @@ var mutants = []mutant{
 		pkg:  "internal/gcs", test: "TestConformanceShim/ComposePreconditions",
 	},
 	{
+		name: "an end event on the control topic needs an end key",
+		file: "internal/merger/merger.go",
+		from: "if topic == \"control\" {",
+		to:   "if false {",
+		pkg:  "internal/merger", test: "TestForgedEndEventsChangeNothing",
+	},
+	{
 		name: "the worker's duplicate check compares the CRC32C",
 		file: "internal/worker/worker.go",
 		from: "return a.Size == p.WireSize && a.CRC32C == p.WireCRC32C && a.Metadata",

@@ -292,7 +292,7 @@ func (p *Producer) seal(ctx context.Context, m *message.Manifest, g *pager) erro
 	if _, err := p.o.Store.PutSmall(ctx, m.Bucket, message.ManifestObject(m.TransferID), message.Encode(m), false, "application/json"); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
-	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: m.TransferID, Bucket: m.Bucket, Run: m.Run, At: m.SealedAt}
+	ev := message.Event{V: message.Version, Type: message.EventSealed, TransferID: m.TransferID, Bucket: m.Bucket, Run: m.Run, Key: m.EndKey, At: m.SealedAt}
 	if err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type}); err != nil {
 		return &announceError{err}
 	}

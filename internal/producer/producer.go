@@ -74,6 +74,9 @@ type Request struct {
 	// submit sets it to standard input; a request over Pub/Sub never has
 	// one.
 	Stdin io.Reader
+	// EndKeySHA256 is a requester's key hash for the transfer's key
+	// object (message.Request's end_key_sha256); "" none.
+	EndKeySHA256 string
 }
 
 func (r Request) spec() plan.Spec {
@@ -191,6 +194,9 @@ type Options struct {
 	// Started, when set, is called once per transfer when it has really
 	// started: every check passed, before the first chunk is read.
 	Started func(transferID string)
+	// EndKey, when set, is given each transfer's end key once its key
+	// object is written (producer submit saves it for producer cancel).
+	EndKey func(transferID, key string)
 	// ID names this producer in manifests.
 	ID string
 	// Version is ferry's version, recorded in manifests.
@@ -461,6 +467,12 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	m := newManifest(req, pl, tid, started, p.o.ID)
 	m.FerryVer = p.o.Version
 	m.Run = message.NewRun()
+	// The key object first: an end event the producer publishes (sealed,
+	// failed) proves itself with the key, and so does its submitter's
+	// cancel.
+	if err := p.writeKeys(ctx, pl.Dest.Bucket, m, req); err != nil {
+		return nil, err
+	}
 	// The run is written before any chunk is published: from then on the
 	// chunks of an earlier run of this transfer (a producer killed, the
 	// request sent again) are dropped by the workers, and their reports
@@ -495,6 +507,37 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	return m, nil
 }
 
+// writeKeys makes the transfer's end key and writes its key object (see
+// message.Keys): the producer's key and the requester's, if any. An earlier
+// run of the transfer (the request delivered again, a producer restarted)
+// left one: it is replaced, and that run's key ends nothing any more.
+// Replacing needs storage.objects.delete on the key prefix, which the
+// producer service has and a submitter has not; so a submitter cannot
+// reuse a transfer id whose key is someone else's.
+func (p *Producer) writeKeys(ctx context.Context, bucket string, m *message.Manifest, req Request) error {
+	m.EndKey = message.NewEndKey()
+	k := message.Keys{V: message.Version, TransferID: m.TransferID, SHA256: []string{message.KeyHash(m.EndKey)}}
+	if req.EndKeySHA256 != "" {
+		k.Add(req.EndKeySHA256)
+	}
+	name := message.KeyObject(m.TransferID)
+	_, err := p.o.Store.PutSmall(ctx, bucket, name, message.Encode(k), true, "application/json")
+	if errors.Is(err, gcs.ErrPrecondition) {
+		_, err = p.o.Store.PutSmall(ctx, bucket, name, message.Encode(k), false, "application/json")
+		if err != nil {
+			err = fmt.Errorf("%w (an earlier run of transfer %s wrote it; replacing it needs storage.objects.delete on gs://%s/%s, which a submitter does not have)",
+				err, m.TransferID, bucket, message.KeyRoot)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("transfer %s: writing its key object gs://%s/%s: %w", m.TransferID, bucket, name, err)
+	}
+	if p.o.EndKey != nil {
+		p.o.EndKey(m.TransferID, m.EndKey)
+	}
+	return nil
+}
+
 // fail tells the merger that the transfer cannot complete, and removes its
 // spool files. It runs even when ctx is cancelled.
 //
@@ -508,7 +551,7 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket, Prefix: m.Prefix,
-		Run: m.Run, Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
+		Run: m.Run, Key: m.EndKey, Error: message.Truncate(cause.Error(), message.MaxErrorBytes), At: time.Now().UTC()}
 	err := p.o.Events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": m.TransferID, "type": ev.Type})
 	if err != nil {
 		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)

@@ -146,6 +146,10 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
 		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum,
 	}
+	if r.EndKeySHA256 != "" && !message.ValidKeyHex(r.EndKeySHA256) {
+		return s.reject(ctx, req.TransferID, r.Destination, fmt.Errorf("end_key_sha256 %.80q is not a SHA-256 in lowercase hex (64 digits)", r.EndKeySHA256))
+	}
+	req.EndKeySHA256 = r.EndKeySHA256
 	sel, err := selection(r)
 	if err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
+	"github.com/ferry-dev/ferry/internal/transfers"
 	"github.com/ferry-dev/ferry/internal/waiter"
 )
 
@@ -127,6 +128,17 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 		st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, emu.PubSubEndpoint())
 		if bar != nil {
 			bar.begin()
+		}
+	}
+	keyDir, err := transfers.KeyDir(cfg.KeyDir)
+	if err != nil {
+		return st.fail(ctx, err)
+	}
+	po.EndKey = func(id, key string) {
+		// Kept for producer cancel; without it only an operator can
+		// cancel this transfer.
+		if err := transfers.SaveKey(keyDir, id, key); err != nil {
+			log.Warn("could not keep the end key; producer cancel --operator can still end the transfer", "transfer_id", id, "err", err)
 		}
 	}
 	p := producer.New(po)

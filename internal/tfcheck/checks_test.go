@@ -43,8 +43,10 @@ var binaries = map[string]func() any{
 // unsetOnPurpose lists variables without a default that a deployment
 // leaves unset, and why. Any other variable without a default must be set.
 var unsetOnPurpose = map[string]map[string]string{
-	"worker":    {"FERRY_WORKER_ID": "the host name and process id are the name wanted"},
-	"submitter": {"FERRY_SOURCE_ROOTS": "submit reads what its user can", "FERRY_SPOOL_DIR": "FERRY_TRANSPORT=pubsub: no spool"},
+	"worker": {"FERRY_WORKER_ID": "the host name and process id are the name wanted"},
+	"submitter": {"FERRY_SOURCE_ROOTS": "submit reads what its user can", "FERRY_SPOOL_DIR": "FERRY_TRANSPORT=pubsub: no spool",
+		"FERRY_KEY_DIR": "end keys go to the submitting user's own state directory"},
+	"producer": {"FERRY_KEY_DIR": "producer serve keeps end keys in memory; its requesters send end_key_sha256"},
 	"*": {
 		"PUBSUB_EMULATOR_HOST":  "the local emulators' variables: unset, the clients reach Google Cloud",
 		"STORAGE_EMULATOR_HOST": "the local emulators' variables: unset, the clients reach Google Cloud",
@@ -658,7 +660,9 @@ func wantBindings(ev *Eval) map[string][]string {
 		// No subscription rights (it waits on its done marker), and list
 		// on the bucket for -n and --skip-unchanged.
 		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.ControlTopic), bucketGet, "custom[storage.objects.list] on bucket:" + bucket,
-			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix},
+			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix,
+			// Key objects: create, never replace (see message.Keys).
+			"roles/storage.objectCreator on bucket:" + bucket + " if " + message.KeyRoot},
 	}
 	if ev.Var("kms").RawEquals(cty.True) {
 		// Every service that stores ferry's data encrypts it with the key
@@ -829,9 +833,13 @@ func checkBucket(ev *Eval) []string {
 		}
 	}
 	for p := range ages {
-		if p != message.StagingRoot && p != donePrefix {
-			problems = append(problems, fmt.Sprintf("%s: a lifecycle rule on %q, which is neither staging (%s) nor done markers (%s)", data.Addr(), p, message.StagingRoot, donePrefix))
+		if p != message.StagingRoot && p != donePrefix && p != message.KeyRoot {
+			problems = append(problems, fmt.Sprintf("%s: a lifecycle rule on %q, which is neither staging (%s), key objects (%s) nor done markers (%s)",
+				data.Addr(), p, message.StagingRoot, message.KeyRoot, donePrefix))
 		}
+	}
+	if ages[message.KeyRoot] < 1 {
+		problems = append(problems, data.Addr()+": no lifecycle rule on "+message.KeyRoot+" (message.KeyRoot): key objects would stay for ever")
 	}
 	if ages[message.StagingRoot] < 1 {
 		problems = append(problems, data.Addr()+": no lifecycle rule on "+message.StagingRoot+" (message.StagingRoot), the backstop against orphans")

@@ -351,11 +351,13 @@ func isStaging(rest string) bool {
 }
 
 // Cancel asks the merger to end transfer id as cancelled: it publishes a
-// cancel event on the events topic. The merger publishes the done event,
-// writes the row and removes the staging objects; workers drop the chunks
-// still queued. A transfer that has ended, or that the bucket holds nothing
-// of, is not cancelled (ErrEnded, ErrNotFound).
-func Cancel(ctx context.Context, s objectStore, events publisher, bucket, id string) (Transfer, error) {
+// cancel event on the control topic, proven by key (an end key of the
+// transfer: its submitter's, or an operator's from OperatorKey). The merger
+// publishes the done event, writes the row and removes the staging
+// objects; workers drop the chunks still queued. A transfer that has ended,
+// or that the bucket holds nothing of, is not cancelled (ErrEnded,
+// ErrNotFound).
+func Cancel(ctx context.Context, s objectStore, events publisher, bucket, id, key string) (Transfer, error) {
 	t, err := Status(ctx, s, bucket, id)
 	if err != nil {
 		return t, err
@@ -363,7 +365,7 @@ func Cancel(ctx context.Context, s objectStore, events publisher, bucket, id str
 	if t.Ended() {
 		return t, fmt.Errorf("transfer %s: %w %s", id, ErrEnded, t.State)
 	}
-	ev := message.Event{V: message.Version, Type: message.EventCancel, TransferID: id, Bucket: bucket, At: time.Now().UTC()}
+	ev := message.Event{V: message.Version, Type: message.EventCancel, TransferID: id, Bucket: bucket, Key: key, At: time.Now().UTC()}
 	if err := events.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": id, "type": ev.Type}); err != nil {
 		return t, fmt.Errorf("publish the cancel event of transfer %s: %w", id, err)
 	}

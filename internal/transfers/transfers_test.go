@@ -201,7 +201,7 @@ func TestStatusFollowsATransfer(t *testing.T) {
 	if len(list) != 1 || list[0].State != message.StatusOK || list[0].BytesDone != want.Bytes || list[0].Objects != nil {
 		t.Fatalf("list after the merger: %+v", list)
 	}
-	if _, err := Cancel(ctx, p.store, &teststack.Recorder{}, p.bucket, id); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "already ended ok") {
+	if _, err := Cancel(ctx, p.store, &teststack.Recorder{}, p.bucket, id, message.NewEndKey()); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "already ended ok") {
 		t.Fatalf("Cancel of an ended transfer = %v, want ErrEnded", err)
 	}
 }
@@ -228,7 +228,8 @@ func TestCancelPublishesTheEvent(t *testing.T) {
 	topic, sub := "tr-cancel-events", "tr-cancel-events-sub"
 	must(t, q.EnsureTopic(ctx, topic))
 	must(t, q.EnsureSubscription(ctx, queue.Subscription{ID: sub, Topic: topic, AckDeadline: 10 * time.Second}))
-	if _, err := Cancel(ctx, store, q.Publisher(topic), "tr-cancel", id); err != nil {
+	key := message.NewEndKey()
+	if _, err := Cancel(ctx, store, q.Publisher(topic), "tr-cancel", id, key); err != nil {
 		t.Fatal(err)
 	}
 	var got message.Event
@@ -239,8 +240,50 @@ func TestCancelPublishesTheEvent(t *testing.T) {
 		return nil
 	})
 	stop()
-	if got.Type != message.EventCancel || got.TransferID != id || got.Bucket != "tr-cancel" || got.At.IsZero() {
-		t.Fatalf("event %+v, want a cancel event for %s in tr-cancel", got, id)
+	if got.Type != message.EventCancel || got.TransferID != id || got.Bucket != "tr-cancel" || got.At.IsZero() || got.Key != key {
+		t.Fatalf("event %+v, want a cancel event for %s in tr-cancel carrying its key", got, id)
+	}
+}
+
+// Issue 32 §1: an operator's key is added to the key object beside the
+// submitter's, so both open it; a transfer without a key object has none
+// to add to; a key file holds the key and nothing else.
+func TestOperatorKeyAndKeyFiles(t *testing.T) {
+	ctx := context.Background()
+	store := teststack.Bucket(t, "tr-keys")
+	id := producer.NewTransferID("")
+	if _, err := OperatorKey(ctx, store, "tr-keys", id); !errors.Is(err, gcs.ErrNotFound) || !strings.Contains(err.Error(), "has no key object") {
+		t.Fatalf("operator key of a transfer without a key object: %v", err)
+	}
+	submitter := message.NewEndKey()
+	k := message.Keys{V: message.Version, TransferID: id, SHA256: []string{message.KeyHash(submitter)}}
+	_, err := store.PutSmall(ctx, "tr-keys", message.KeyObject(id), message.Encode(k), true, "application/json")
+	must(t, err)
+	op, err := OperatorKey(ctx, store, "tr-keys", id)
+	must(t, err)
+	b, err := store.ReadAll(ctx, "tr-keys", message.KeyObject(id))
+	must(t, err)
+	var got message.Keys
+	must(t, message.Decode(b, &got))
+	if !got.Opens(submitter) || !got.Opens(op) || got.Opens(message.NewEndKey()) || got.Check(id) != nil {
+		t.Fatalf("key object %+v after an operator's key: want the submitter's and the operator's, nothing else", got)
+	}
+
+	dir := filepath.Join(t.TempDir(), "keys")
+	must(t, SaveKey(dir, id, submitter))
+	fi, err := os.Stat(filepath.Join(dir, id))
+	must(t, err)
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+	if k, err := LoadKey(filepath.Join(dir, id)); err != nil || k != submitter {
+		t.Fatalf("LoadKey: %q, %v", k, err)
+	}
+	if _, err := LoadKey(filepath.Join(dir, "t-missing")); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("LoadKey of a missing file: %v, want ErrNoKey", err)
+	}
+	if err := SaveKey(dir, "../escape", submitter); err == nil {
+		t.Fatal("SaveKey of a transfer id that is not one ferry makes succeeded")
 	}
 }
 

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// Issue 32 §1, on the real Pub/Sub emulator and the merger binary: failed
+// (with the destination prefix, which would delete the final objects),
+// cancel and sealed events published on ferry-control by someone without
+// the transfer's end key are logged and change nothing, and the transfer
+// ends ok. Another user without the key cannot cancel a second transfer
+// with producer cancel; an operator (--operator: a key added to the key
+// object, which IAM allows operators only) can.
+func TestForgedEndEventsOnTheControlTopicChangeNothing(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 1, noMerger: true, inlineMax: 4 << 10})
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "small.csv")
+	writeCSV(t, src, 300_000, 5)
+	env := s.env("FERRY_BUCKETS=" + s.bucket)
+
+	code, stdout, stderr := runBinary(t, env, "producer", "submit", src, "gs://"+s.bucket+"/forged", "--chunk-size", "1MiB")
+	if code != 0 {
+		t.Fatalf("submit: exit %d, stderr %s", code, stderr)
+	}
+	id := strings.TrimSpace(stdout)
+	if b, err := os.ReadFile(filepath.Join(s.keys, id)); err != nil || !message.ValidKeyHex(strings.TrimSpace(string(b))) {
+		t.Fatalf("producer submit kept no end key for %s in FERRY_KEY_DIR: %v %q", id, err, b)
+	}
+	teststack.Until(t, time.Minute, "the worker to upload the file's one chunk", func() bool {
+		_, err := s.store.Attrs(ctx, s.bucket, "forged/small.csv.zst")
+		return err == nil
+	})
+	control := s.q.Publisher(s.ps.ControlTopic)
+	for _, typ := range []string{message.EventFailed, message.EventCancel, message.EventSealed} {
+		for _, key := range []string{"", message.NewEndKey()} {
+			ev := message.Event{V: message.Version, Type: typ, TransferID: id, Bucket: s.bucket, Key: key,
+				Error: "forged " + typ, At: time.Now().UTC()}
+			if typ == message.EventFailed {
+				ev.Prefix = "forged"
+			}
+			must(t, control.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": id, "type": typ}))
+		}
+	}
+	merger := s.start("merger", "merger", env)
+	teststack.Until(t, 2*time.Minute, "the transfer to end", func() bool {
+		_, err := s.store.Attrs(ctx, s.bucket, message.DoneMarker(id))
+		return err == nil
+	})
+	if r := s.row(id); r.Status != message.StatusOK {
+		t.Fatalf("transfer %s ended %s (%s) after forged end events, want ok", id, r.Status, r.Error)
+	}
+	if _, err := s.store.Attrs(ctx, s.bucket, "forged/small.csv.zst"); err != nil {
+		t.Fatalf("the final object after forged end events: %v", err)
+	}
+	teststack.Until(t, time.Minute, "the merger to log the six forgeries", func() bool {
+		return strings.Count(merger.out.String(), "end event not proven; dropped, nothing changed") >= 6
+	})
+	for _, typ := range []string{"forged failed", "forged cancel", "forged sealed"} {
+		if !strings.Contains(merger.out.String(), typ) {
+			t.Errorf("the merger's log does not name what a forgery claimed (%q)", typ)
+		}
+	}
+
+	// A running transfer (no merger to end it) that another user (no key)
+	// cannot cancel, and an operator can.
+	merger.kill9()
+	code, stdout, stderr = runBinary(t, env, "producer", "submit", "--chunk-size", "1MiB", src, "gs://"+s.bucket+"/forged2")
+	if code != 0 {
+		t.Fatalf("second submit: exit %d, %s", code, stderr)
+	}
+	id2 := strings.TrimSpace(stdout)
+	other := append(env[:len(env):len(env)], "FERRY_KEY_DIR="+t.TempDir())
+	if code, _, stderr := runBinary(t, other, "producer", "cancel", id2); code != 1 || !strings.Contains(stderr, "no end key") || !strings.Contains(stderr, "--operator") {
+		t.Fatalf("cancel without the key: exit %d, stderr %q; want exit 1 naming the missing key and --operator", code, stderr)
+	}
+	if code, out, stderr := runBinary(t, other, "producer", "cancel", "--operator", id2); code != 0 || !strings.Contains(out, "cancel requested for transfer "+id2) {
+		t.Fatalf("cancel --operator: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	// What reaches the control topic: a cancel whose key the key object
+	// now lists beside the submitter's (the merger's side of it is
+	// TestForgedEndEventsChangeNothing's).
+	rctx, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	var got message.Event
+	_ = s.q.Receive(rctx, s.ps.ControlSubscription, queue.ReceiveSettings{MaxMessages: 10, MaxBytes: 1 << 20}, func(_ context.Context, m queue.Message) error {
+		var ev message.Event
+		if message.Decode(m.Data, &ev) == nil && ev.Type == message.EventCancel && ev.TransferID == id2 {
+			got = ev
+			stop()
+		}
+		return nil
+	})
+	b, err := s.store.ReadAll(ctx, s.bucket, message.KeyObject(id2))
+	must(t, err)
+	var k message.Keys
+	must(t, message.Decode(b, &k))
+	if got.TransferID != id2 || !k.Opens(got.Key) || len(k.SHA256) != 2 {
+		t.Fatalf("cancel event %+v and key object %+v: want the operator's key listed beside the submitter's", got, k)
+	}
+}

@@ -1,0 +1,101 @@
+package message
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+)
+
+// KeyRoot is the prefix of key objects, one per transfer. It is not under
+// StagingRoot: IAM lets submitters create objects here but not replace or
+// delete them, so a key object, once written, is the transfer's own (see
+// Keys).
+const KeyRoot = ".ferry-keys/"
+
+// KeyObject is the key object of a transfer.
+func KeyObject(transferID string) string { return KeyRoot + transferID }
+
+// MaxKeys is the most key hashes a key object holds.
+const MaxKeys = 16
+
+// Keys is a transfer's key object: the SHA-256, in hex, of every end key
+// that may end the transfer (its producer's; the requester's, from a
+// request's end_key_sha256; an operator's, added with producer cancel
+// --operator). Pub/Sub does not say who published a message, so an end
+// event on the control topic (sealed, failed, cancel) proves itself with a
+// key: the merger acts on it only when the key's SHA-256 is listed here.
+//
+// The producer writes the object before anything else of the transfer,
+// under a does-not-exist precondition, so a transfer id that appears in a
+// listing already has its key object. Replacing it needs
+// storage.objects.delete on KeyRoot, which terraform/ grants to the
+// producer service and operators, not to submitters: a submitter cannot
+// put its own key into another's transfer.
+type Keys struct {
+	V          int      `json:"v"`
+	TransferID string   `json:"transfer_id"`
+	SHA256     []string `json:"sha256"`
+}
+
+func (k *Keys) version() int { return k.V }
+
+// NewEndKey returns a fresh end key: 32 random bytes in hex.
+func NewEndKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// KeyHash is the SHA-256 of an end key, in hex: what a key object lists.
+func KeyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidKeyHex reports whether s is 64 lowercase hex digits: an end key or
+// its hash.
+func ValidKeyHex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Check rejects a key object ferry could not have written for transferID.
+func (k *Keys) Check(transferID string) error {
+	if k.TransferID != transferID {
+		return fmt.Errorf("key object of transfer %.64q, want %.64q", k.TransferID, transferID)
+	}
+	if len(k.SHA256) == 0 || len(k.SHA256) > MaxKeys {
+		return fmt.Errorf("%d key hashes, want 1 to %d", len(k.SHA256), MaxKeys)
+	}
+	for _, h := range k.SHA256 {
+		if !ValidKeyHex(h) {
+			return fmt.Errorf("key hash %.80q is not 64 lowercase hex digits", h)
+		}
+	}
+	return nil
+}
+
+// Opens reports whether key is one of the end keys k lists.
+func (k *Keys) Opens(key string) bool {
+	return ValidKeyHex(key) && slices.Contains(k.SHA256, KeyHash(key))
+}
+
+// Add lists the hash of one more key, dropping the oldest past MaxKeys.
+func (k *Keys) Add(hash string) {
+	if slices.Contains(k.SHA256, hash) {
+		return
+	}
+	k.SHA256 = append(k.SHA256, hash)
+	if len(k.SHA256) > MaxKeys {
+		k.SHA256 = k.SHA256[len(k.SHA256)-MaxKeys:]
+	}
+}
