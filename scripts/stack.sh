@@ -26,6 +26,8 @@ stack_up() {
   # shellcheck disable=SC1091
   source "$RUN/env"
   export FERRY_SPOOL_DIR="$RUN/spool" FERRY_RESULTS_FILE="$RUN/results.ndjson" FERRY_LOG_FORMAT=json
+  # producer submit keeps the end keys of the local transfers here, not in ~/.local/state.
+  export FERRY_KEY_DIR="$RUN/keys"
   export FERRY_TRANSPORT="${TRANSPORT:-spool}"
   # Several services share this machine: each serves /metrics on a free port (logged).
   export FERRY_HTTP_ADDR=127.0.0.1:0

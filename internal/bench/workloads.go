@@ -61,6 +61,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		"STORAGE_EMULATOR_HOST="+e.gcs,
 		"FERRY_SPOOL_DIR="+spool,
 		"FERRY_RESULTS_FILE="+results,
+		"FERRY_KEY_DIR="+filepath.Join(e.dir, "keys"),
 		"FERRY_HTTP_ADDR=127.0.0.1:0",
 		"FERRY_LOG_FORMAT=json",
 		"FERRY_LOG_LEVEL=warn",

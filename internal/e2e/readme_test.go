@@ -149,7 +149,7 @@ func TestREADMERecipe(t *testing.T) {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "TMPDIR="+tmp, "CLOUDSDK_CORE_DISABLE_PROMPTS=1")
+	env = append(env, "TMPDIR="+tmp, "CLOUDSDK_CORE_DISABLE_PROMPTS=1", "XDG_STATE_HOME="+tmp) // end keys stay in the test
 	_, haveGcloud := exec.LookPath("gcloud")
 	sh := newShell(t, dir, env)
 
