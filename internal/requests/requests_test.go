@@ -70,6 +70,7 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		{"malformed", []string{root}, nil, `{"v":1,"sources":"x"}`, "request message"},
 		{"no_clobber and overwrite", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"no_clobber":true,"overwrite":true`, 1), "--no-clobber (-n) and --overwrite"},
 		{"skip_unchanged", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"skip_unchanged":true,"checksum":true`, 1), ""},
+		{"end_key_sha256 not a hash", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"end_key_sha256":"secret"`, 1), "end_key_sha256"},
 		{"inside", []string{root}, []string{"landing"}, req(filepath.Join(root, "ok.csv"), "landing"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +96,46 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 				t.Fatal("a refused request published chunks")
 			}
 		})
+	}
+}
+
+// keyStore is memStore keeping the key objects written.
+type keyStore struct {
+	memStore
+	keys map[string][]byte
+}
+
+func (s *keyStore) PutSmall(_ context.Context, _, name string, data []byte, _ bool, _ string) (gcs.Attrs, error) {
+	if strings.HasPrefix(name, message.KeyRoot) {
+		s.keys[name] = data
+	}
+	return gcs.Attrs{}, nil
+}
+
+// Issue 32 §1: a request's end_key_sha256 is listed in the transfer's key
+// object beside the producer's own key, so that the requester can cancel
+// the transfer with the key it kept.
+func TestRequestersKeyOpensItsTransfer(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "ok.csv"), []byte("a,b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mine := message.NewEndKey()
+	body := fmt.Sprintf(`{"v":1,"sources":[%q],"destination":"gs://bkt/p","end_key_sha256":%q}`, filepath.Join(root, "ok.csv"), message.KeyHash(mine))
+	store := &keyStore{keys: map[string][]byte{}}
+	chunks := &teststack.Recorder{}
+	p := producer.New(producer.Options{Store: store, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
+	s := New(p, &teststack.Recorder{}, Options{Defaults: Defaults{ChunkSize: 1 << 20}, SourceRoots: []string{root}})
+	if err := s.Handle(context.Background(), queue.Message{ID: "m-key", Data: []byte(body)}); err != nil {
+		t.Fatal(err)
+	}
+	tid := producer.NewTransferID("pubsub-message:m-key")
+	var k message.Keys
+	if err := message.Decode(store.keys[message.KeyObject(tid)], &k); err != nil {
+		t.Fatalf("key object of %s: %v (written: %d)", tid, err, len(store.keys))
+	}
+	if !k.Opens(mine) || len(k.SHA256) != 2 || k.Check(tid) != nil {
+		t.Fatalf("key object %+v: want the requester's key and the producer's", k)
 	}
 }
 
