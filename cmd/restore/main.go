@@ -33,7 +33,12 @@ against the object's CRC32C. An output appears under its name only once
 proven; one that exists with the same bytes is skipped, one with other bytes
 is an error unless --overwrite. An interrupted restore resumes where it
 stopped when run again. ferry's own .ferry/ and .ferry-done/ objects are
-never restored, and no name may leave DEST.`
+never restored, and no name may leave DEST.
+
+Each file gets back its modification time and permission bits (never setuid
+or setgid) from the object's metadata, ferry's or gcloud storage cp
+--preserve-posix's (same keys); its owner and group too when restore runs as
+root or with --preserve-posix, and it says once when it cannot.`
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
@@ -70,6 +75,7 @@ func command() *cobra.Command {
 	fs.Var((*config.Bytes)(&f.o.RangeSize), "range-size", "most bytes one download request covers")
 	fs.DurationVar(&f.o.Timeout, "timeout", 2*time.Minute, "deadline of each request to GCS")
 	fs.BoolVar(&f.o.Overwrite, "overwrite", false, "replace outputs that exist with other bytes")
+	fs.BoolVar(&f.o.PreservePosix, "preserve-posix", false, "restore owners and groups from the objects' metadata also when not root (as root they always are); the mode bits always are")
 	fs.BoolVar(&f.json, "json", false, "print a JSON summary on stdout")
 	cli.Env(cmd, &config.Restore{})
 	return cmd
@@ -115,6 +121,9 @@ func realMain(cmd *cobra.Command, src, dest string, f flags) error {
 		if jerr := printJSON(stdout, sum); jerr != nil {
 			return jerr
 		}
+	}
+	if sum.Note != "" {
+		fmt.Fprintf(stderr, "restore: %s\n", sum.Note)
 	}
 	if sum.Failed > 1 {
 		for _, e := range sum.Errors {

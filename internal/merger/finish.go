@@ -74,6 +74,9 @@ func checkFile(f *message.File, i int, tid string) error {
 	if strings.HasPrefix(f.Object, message.StagingRoot) || strings.HasPrefix(f.Object, message.DoneRoot) {
 		return fmt.Errorf("final object %.64q is under ferry's own prefixes", f.Object)
 	}
+	if f.Posix != nil && f.Posix.Mode > 0o777 {
+		return fmt.Errorf("posix mode %o: want permission bits only (at most 777)", f.Posix.Mode)
+	}
 	switch len(f.Chunks) {
 	case 0:
 		return errors.New("no chunks")

@@ -148,6 +148,18 @@ type File struct {
 	// Mtime is the source's modification time (UTC), for the final
 	// object's MetaMtime.
 	Mtime time.Time `json:"mtime,omitzero"`
+	// Posix is the source's permission bits, owner and group, for the
+	// final object's metadata as gcloud storage cp --preserve-posix
+	// writes it (see PosixMetadata); nil for standard input.
+	Posix *Posix `json:"posix,omitempty"`
+}
+
+// Posix is a file's permission bits (mode & 0777, as gcloud keeps them),
+// owner and group.
+type Posix struct {
+	Mode uint32 `json:"mode"`
+	UID  uint32 `json:"uid"`
+	GID  uint32 `json:"gid"`
 }
 
 // ChunkInfo is one chunk of a file as the producer wrote it.

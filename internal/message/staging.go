@@ -115,11 +115,38 @@ func FormatMtime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // Metadata is the metadata of f's final object: FinalMetadata and, when
 // the source had one, its modification time (MetaMtime), which
-// --skip-unchanged compares with the source's.
+// --skip-unchanged compares with the source's, and its POSIX attributes
+// (PosixMetadata).
 func (f *File) Metadata(transferID, codec string) map[string]string {
 	md := FinalMetadata(transferID, f.Size, f.RawCRC32C, codec)
 	if !f.Mtime.IsZero() {
 		md[MetaMtime] = FormatMtime(f.Mtime)
 	}
+	PosixMetadata(md, f.Posix, f.Mtime)
 	return md
+}
+
+// The metadata keys of gcloud storage cp --preserve-posix (and gsutil -P):
+// ferry writes them, so gcloud restores the attributes of ferry's objects,
+// and restore reads them, so ferry restores those of gcloud's. The mode is
+// the permission bits in three octal digits ("755"), owner and group and
+// the modification time (whole seconds since 1970) decimal.
+const (
+	MetaPosixMode = "goog-reserved-posix-mode"
+	MetaPosixUID  = "goog-reserved-posix-uid"
+	MetaPosixGID  = "goog-reserved-posix-gid"
+	MetaFileMtime = "goog-reserved-file-mtime"
+)
+
+// PosixMetadata adds p and mtime to md under gcloud's keys; nil p and a
+// zero mtime add nothing.
+func PosixMetadata(md map[string]string, p *Posix, mtime time.Time) {
+	if p != nil {
+		md[MetaPosixMode] = fmt.Sprintf("%03o", p.Mode&0o777)
+		md[MetaPosixUID] = strconv.FormatUint(uint64(p.UID), 10)
+		md[MetaPosixGID] = strconv.FormatUint(uint64(p.GID), 10)
+	}
+	if !mtime.IsZero() && mtime.Unix() >= 0 {
+		md[MetaFileMtime] = strconv.FormatInt(mtime.Unix(), 10)
+	}
 }

@@ -21,6 +21,11 @@ type SourceFile struct {
 	// mtime set back.
 	Ino   uint64
 	Ctime int64
+	// Perm, UID and GID are the file's permission bits, owner and group
+	// (Owned: the platform reported them).
+	Perm     uint32
+	UID, GID uint32
+	Owned    bool
 	// Root and InRoot are set when sources are confined (Spec.Roots): the
 	// root the file's resolved path lies under, and that path relative to
 	// it. Open reads such a file through an os.Root, so a link swapped in

@@ -411,6 +411,10 @@ func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
 	f := SourceFile{Path: p, Rel: rel, Size: fi.Size(), Mod: fi.ModTime().UnixNano()}
 	w.bytes += f.Size
 	f.Ino, f.Ctime = statID(fi)
+	f.Perm = uint32(fi.Mode().Perm())
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		f.UID, f.GID, f.Owned = st.Uid, st.Gid, true
+	}
 	if w.conf != nil {
 		var err error
 		if f.Root, f.InRoot, err = w.conf.place(p); err != nil {

@@ -242,6 +242,7 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int,
 		p.Metadata = message.FinalMetadata(tid, rawSize, rawCRC, string(c))
 		if f.Stream == nil {
 			p.Metadata[message.MetaMtime] = message.FormatMtime(time.Unix(0, f.Mod))
+			message.PosixMetadata(p.Metadata, posixOf(f), time.Unix(0, f.Mod))
 		}
 	} else {
 		p.Object = message.ChunkObject(tid, fi, index)

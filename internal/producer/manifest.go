@@ -73,7 +73,8 @@ func newPager(m *message.Manifest, write func(ctx context.Context, name string, 
 // message.PageChunks chunks). A page closed with nothing pending is sent to
 // the writer, waiting while it is busy.
 func (g *pager) add(ctx context.Context, f *plan.File) (int, error) {
-	mf := message.File{Path: f.Rel, Object: f.Object, Size: f.Size, Mtime: time.Unix(0, f.Mod).UTC(), Chunks: make([]message.ChunkInfo, f.Chunks)}
+	mf := message.File{Path: f.Rel, Object: f.Object, Size: f.Size, Mtime: time.Unix(0, f.Mod).UTC(), Chunks: make([]message.ChunkInfo, f.Chunks),
+		Posix: posixOf(f)}
 	if f.Stream != nil {
 		// Standard input: no mtime; its size and chunks are known at
 		// its end (seal).
@@ -92,6 +93,15 @@ func (g *pager) add(ctx context.Context, f *plan.File) (int, error) {
 	o.pending += f.Chunks
 	g.mu.Unlock()
 	return i, g.sendPage(ctx, full)
+}
+
+// posixOf is f's permission bits, owner and group for its final object,
+// nil for standard input or where the platform reports no owner.
+func posixOf(f *plan.File) *message.Posix {
+	if f.Stream != nil || !f.Owned {
+		return nil
+	}
+	return &message.Posix{Mode: f.Perm & 0o777, UID: f.UID, GID: f.GID}
 }
 
 // closeOpen closes the open page and starts the next; it returns the

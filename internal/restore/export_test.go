@@ -5,3 +5,6 @@ package restore
 func SetFreeSpace(r *Restorer, free int64) {
 	r.freeSpace = func(string) (int64, error) { return free, nil }
 }
+
+// SetEUID makes r restore as if it ran as effective user euid.
+func SetEUID(r *Restorer, euid int) { r.euid = func() int { return euid } }

@@ -153,8 +153,16 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 		}
 		return res, err
 	}
-	if !k.mtime.IsZero() {
-		if err := root.Chtimes(tmp, time.Time{}, k.mtime); err != nil {
+	px := posixOf(a.Metadata)
+	if err := r.attributes(root, tmp, obj, px); err != nil {
+		return res, err
+	}
+	mtime := k.mtime // ferry's, to the nanosecond; else gcloud's, in seconds
+	if mtime.IsZero() {
+		mtime = px.mtime
+	}
+	if !mtime.IsZero() {
+		if err := root.Chtimes(tmp, time.Time{}, mtime); err != nil {
 			return res, fmt.Errorf("%s: %w", obj, err)
 		}
 	}

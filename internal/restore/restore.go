@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,11 @@ type Options struct {
 	// AsStored restores every object as its stored bytes, ferry objects
 	// too, without decompressing (verify runs the stock CLIs on these).
 	AsStored bool
+	// PreservePosix restores each file's owner and group from the
+	// object's metadata (gcloud's goog-reserved-posix-uid and -gid) also
+	// when not running as root, where that is done anyway. The mode is
+	// always restored.
+	PreservePosix bool
 }
 
 const (
@@ -148,6 +154,11 @@ type Restorer struct {
 	start              time.Time
 	// freeSpace is statfsFree; tests inject a small disk.
 	freeSpace func(dir string) (int64, error)
+	// euid is os.Geteuid; tests restore as someone else.
+	euid func() int
+	// noteOnce and noteText keep the first note (see note).
+	noteOnce sync.Once
+	noteText atomic.Pointer[string]
 }
 
 // New returns a Restorer reading from store.
@@ -163,7 +174,7 @@ func New(store Store, o Options) (*Restorer, error) {
 		bufSize:   min(perSlot/2, o.RangeSize),
 		window:    uint64(min(perSlot/2, 1<<30)),
 		start:     time.Now(),
-		freeSpace: statfsFree,
+		freeSpace: statfsFree, euid: os.Geteuid,
 	}
 	return r, nil
 }

@@ -46,6 +46,9 @@ type Summary struct {
 	FilesPerS    float64 `json:"files_per_s"`
 	// Errors are the failures, the first maxErrors of them.
 	Errors []string `json:"errors,omitempty"`
+	// Note is the first thing restore could not do and did not fail for
+	// (owners and groups it may not set), said once.
+	Note string `json:"note,omitempty"`
 }
 
 const maxErrors = 100
@@ -262,6 +265,9 @@ func (s *sink) fill(sum *Summary, r *Restorer, start time.Time) {
 	sum.Objects, sum.Restored, sum.Skipped, sum.Failed = s.objects, s.restored, s.skipped, s.failed
 	sum.RawBytes, sum.ResumedBytes, sum.Errors = s.raw, s.resumed, s.errs
 	sum.WireBytes = r.wire.Load()
+	if n := r.noteText.Load(); n != nil {
+		sum.Note = *n
+	}
 	sum.Seconds = time.Since(start).Seconds()
 	if sum.Seconds > 0 {
 		sum.RawMBps = float64(sum.RawBytes) / 1e6 / sum.Seconds
