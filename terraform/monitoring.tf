@@ -25,6 +25,8 @@ locals {
     { title = "Bytes uploaded per second", filter = "${local.prometheus}/ferry_bytes_uploaded_total/counter\"", aligner = "ALIGN_RATE", group = [] },
     { title = "Upload latency (s, 95th percentile)", filter = "${local.prometheus}/ferry_upload_seconds/histogram\"", aligner = "ALIGN_DELTA", group = [], reducer = "REDUCE_PERCENTILE_95" },
     { title = "Transfers finished per second, by status", filter = "${local.prometheus}/ferry_transfers_total/counter\"", aligner = "ALIGN_RATE", group = ["metric.label.status"] },
+    { title = "GCS slow-downs per second (429, 503 to uploads)", filter = "${local.prometheus}/ferry_gcs_throttled_total/counter\"", aligner = "ALIGN_RATE", group = [] },
+    { title = "Workers' write pace since GCS pushed back (writes/s, fleet)", filter = "${local.prometheus}/ferry_gcs_write_rate_limit/gauge\"", aligner = "ALIGN_MEAN", group = [], reducer = "REDUCE_SUM" },
     { title = "Dead-letter depth", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.dead})", aligner = "ALIGN_MAX", group = ["resource.label.subscription_id"] },
     { title = "Workers (autoscaler maximum: ${var.max_workers})", filter = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-worker\"", aligner = "ALIGN_MAX", group = [] },
   ]

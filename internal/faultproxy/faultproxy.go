@@ -41,6 +41,10 @@ const (
 	Status503
 	// Slow waits Plan.Delay, then forwards the request.
 	Slow
+	// Status429 drains the request body and answers 429
+	// rateLimitExceeded, as GCS does to writes above a bucket's rate,
+	// without forwarding.
+	Status429
 )
 
 func (f Fault) String() string {
@@ -53,6 +57,8 @@ func (f Fault) String() string {
 		return "503"
 	case Slow:
 		return "slow"
+	case Status429:
+		return "429"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -74,6 +80,11 @@ type Plan struct {
 	Max int
 	// Delay is how long Slow waits; default 200ms.
 	Delay time.Duration
+	// WriteLimit, when positive, answers 429 to the matching requests
+	// beyond WriteLimit a second (a token bucket holding a quarter second
+	// of them), as GCS does to writes beyond a bucket's rate. It applies
+	// before Fault and Decide.
+	WriteLimit float64
 	// ResetAfter is how many body bytes Reset reads before it closes the
 	// connection; default half the Content-Length, or 4 KiB when the
 	// length is unknown (a chunked body).
@@ -99,6 +110,7 @@ type Counts struct {
 	ResetMidBody int
 	Status503    int
 	Slow         int
+	Status429    int
 	// Up and Down are the request and response body bytes forwarded.
 	Up, Down Flow
 }
@@ -129,7 +141,7 @@ func (f *Flow) add(n int, at time.Time) {
 }
 
 // Faults is the number of faults injected.
-func (c Counts) Faults() int { return c.Reset + c.Status503 + c.Slow }
+func (c Counts) Faults() int { return c.Reset + c.Status503 + c.Slow + c.Status429 }
 
 // Proxy is a running fault-injecting proxy.
 type Proxy struct {
@@ -139,12 +151,35 @@ type Proxy struct {
 	rp        *httputil.ReverseProxy
 	tr        *http.Transport
 	up, down  *rate.Limiter // nil: no Rate
+	writes    *rate.Limiter // nil: no WriteLimit
 	tlsSrv    *http.Server
 	closed    chan struct{} // closed by Close: ends pending delays
 	closeOnce sync.Once
 
 	mu     sync.Mutex
 	counts Counts
+	// passed counts the matching requests let through, by Unix second.
+	passed map[int64]int
+}
+
+// PassedPerSecond is how many matching requests the proxy let through in
+// each second from the first to the last one that saw any: the rate the
+// server behind it saw.
+func (p *Proxy) PassedPerSecond() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var lo, hi int64
+	for s := range p.passed {
+		if lo == 0 || s < lo {
+			lo = s
+		}
+		hi = max(hi, s)
+	}
+	var out []int
+	for s := lo; lo != 0 && s <= hi; s++ {
+		out = append(out, p.passed[s])
+	}
+	return out
 }
 
 // Start listens on a free loopback port and forwards to target, a base URL
@@ -161,7 +196,10 @@ func Start(target string, plan Plan) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: %w", err)
 	}
-	p := &Proxy{plan: plan, ln: ln, tr: &http.Transport{MaxIdleConnsPerHost: 64}, closed: make(chan struct{})}
+	p := &Proxy{plan: plan, ln: ln, tr: &http.Transport{MaxIdleConnsPerHost: 64}, closed: make(chan struct{}), passed: map[int64]int{}}
+	if plan.WriteLimit > 0 {
+		p.writes = rate.NewLimiter(rate.Limit(plan.WriteLimit), max(1, int(plan.WriteLimit/4)))
+	}
 	if plan.Rate > 0 {
 		p.up = rate.NewLimiter(rate.Limit(plan.Rate), rateBurst)
 		p.down = rate.NewLimiter(rate.Limit(plan.Rate), rateBurst)
@@ -288,6 +326,10 @@ func (p *Proxy) decide(r *http.Request) Fault {
 	}
 	p.counts.Matched++
 	n := p.counts.Matched
+	if p.writes != nil && !p.writes.Allow() {
+		p.counts.Status429++
+		return Status429
+	}
 	if p.plan.Max > 0 && p.counts.Faults() >= p.plan.Max {
 		return None
 	}
@@ -306,6 +348,11 @@ func (p *Proxy) decide(r *http.Request) Fault {
 		p.counts.Status503++
 	case Slow:
 		p.counts.Slow++
+	case Status429:
+		p.counts.Status429++
+	}
+	if f == None || f == Slow {
+		p.passed[time.Now().Unix()]++
 	}
 	return f
 }
@@ -321,6 +368,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"Service Unavailable (injected by faultproxy)",`+
 			`"errors":[{"message":"Service Unavailable (injected by faultproxy)","domain":"global","reason":"backendError"}]}}`)
+		return
+	case Status429:
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":{"code":429,"message":"The rate of change requests to the bucket is too high (injected by faultproxy)",`+
+			`"errors":[{"message":"The rate of change requests to the bucket is too high (injected by faultproxy)","domain":"usageLimits","reason":"rateLimitExceeded"}]}}`)
 		return
 	case Slow:
 		t := time.NewTimer(p.plan.Delay)

@@ -322,3 +322,42 @@ func TestStartRejectsABadTarget(t *testing.T) {
 		t.Fatal("a target without a scheme was accepted")
 	}
 }
+
+// WriteLimit answers 429 rateLimitExceeded, as GCS does, to the matching
+// requests beyond its rate, and forwards the rest; PassedPerSecond counts
+// what the backend saw.
+func TestWriteLimitAnswers429AboveItsRate(t *testing.T) {
+	b := newBackend(t)
+	p := start(t, b.URL, Plan{Match: Uploads, WriteLimit: 1}) // a burst of 1
+	var refused, passed int
+	for range 20 {
+		resp, err := http.Post(p.URL()+"/upload/storage/v1/b/x/o", "text/plain", bytes.NewReader(payload(64)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests:
+			refused++
+			if !strings.Contains(string(body), `"reason":"rateLimitExceeded"`) {
+				t.Fatalf("429 body %s, want GCS's rateLimitExceeded", body)
+			}
+		case http.StatusCreated:
+			passed++
+		default:
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	c := p.Counts()
+	if refused == 0 || c.Status429 != refused || len(b.arrivals()) != passed {
+		t.Fatalf("%d refused, %d passed, counts %+v, backend saw %d", refused, passed, c, len(b.arrivals()))
+	}
+	total := 0
+	for _, n := range p.PassedPerSecond() {
+		total += n
+	}
+	if total != passed {
+		t.Errorf("PassedPerSecond sums to %d, want the %d passed", total, passed)
+	}
+}

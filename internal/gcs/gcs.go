@@ -49,6 +49,13 @@ var (
 	ErrPrecondition = errors.New("precondition failed")
 	// ErrChecksum: what the server stored is not what the caller expected.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrThrottled: GCS asked the caller to slow down (429
+	// rateLimitExceeded, or 503); the request was not carried out.
+	ErrThrottled = errors.New("slow down")
+	// ErrRateLimited: the 429 among those (it is ErrThrottled too): the
+	// request was refused for its rate alone, and is worth sending again
+	// at a slower pace.
+	ErrRateLimited = errors.New("rate limited")
 	// ErrUnreachable: the call got no answer (refused, reset, or nothing
 	// within its deadline). It is reach.ErrUnreachable, Pub/Sub's too.
 	ErrUnreachable = reach.ErrUnreachable
@@ -585,6 +592,10 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %v", ErrNotFound, err)
 		case http.StatusPreconditionFailed:
 			return fmt.Errorf("%w: %v", ErrPrecondition, err)
+		case http.StatusTooManyRequests:
+			return fmt.Errorf("%w (%w): %v", ErrRateLimited, ErrThrottled, err)
+		case http.StatusServiceUnavailable:
+			return fmt.Errorf("%w: %v", ErrThrottled, err)
 		case http.StatusBadRequest:
 			if strings.Contains(strings.ToLower(ge.Message), "checksum") || strings.Contains(strings.ToLower(ge.Message), "crc32c") {
 				return fmt.Errorf("%w: %v", ErrChecksum, err)

@@ -71,6 +71,8 @@ type EventPart struct {
 	Started time.Time `json:"started"`
 	Created time.Time `json:"created"`
 	Attempt int       `json:"attempt"`
+	// Paced counts the 429s (GCS: slow down) the upload waited out.
+	Paced int `json:"paced,omitempty"`
 }
 
 // Manifest is what the producer read, written once it has read everything.

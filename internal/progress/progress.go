@@ -17,6 +17,9 @@ type State struct {
 	Uploaded   int64 // raw bytes whose chunks workers uploaded
 	Composed   bool  // the merger finished: final objects composed and verified
 	Elapsed    time.Duration
+	// Paced counts the uploads GCS asked to slow down (429) that the
+	// workers waited out: the line then says GCS is pacing the transfer.
+	Paced int64
 }
 
 const width = 24
@@ -48,7 +51,15 @@ func Line(s State) string {
 		composed = "composed -"
 	}
 	return fmt.Sprintf("%s %3.0f%%  compressed %s  uploaded %s / %s  %s  %.1f MB/s",
-		bar, frac*100, mb(s.Compressed), mb(s.Uploaded), mb(s.Total), composed, rate)
+		bar, frac*100, mb(s.Compressed), mb(s.Uploaded), mb(s.Total), composed, rate) + paced(s)
+}
+
+// paced says that GCS is pacing the uploads, when it is.
+func paced(s State) string {
+	if s.Paced == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  GCS pacing (%d slow-downs)", s.Paced)
 }
 
 // unknownTotal renders a transfer whose size is known only at its end: no
@@ -62,7 +73,7 @@ func unknownTotal(s State) string {
 	if s.Composed {
 		composed = "composed ✓"
 	}
-	return fmt.Sprintf("compressed %s  uploaded %s  %s  %.1f MB/s", mb(s.Compressed), mb(s.Uploaded), composed, rate)
+	return fmt.Sprintf("compressed %s  uploaded %s  %s  %.1f MB/s", mb(s.Compressed), mb(s.Uploaded), composed, rate) + paced(s)
 }
 
 // Draw overwrites the current terminal line with s.

@@ -18,6 +18,8 @@ func TestLine(t *testing.T) {
 		{State{Total: 200e6, Compressed: 200e6, Uploaded: 200e6, Composed: true, Elapsed: 2 * time.Second}, []string{"100%", "composed ✓"}},
 		{State{Total: 0, Composed: true}, []string{"100%"}},
 		{State{Total: -1, Compressed: 30e6, Uploaded: 20e6, Elapsed: time.Second}, []string{"compressed 30.0 MB  uploaded 20.0 MB  composed -  30.0 MB/s"}},
+		// Issue 32 §2: the line says when GCS is pacing the uploads.
+		{State{Total: 200e6, Compressed: 100e6, Uploaded: 50e6, Elapsed: time.Second, Paced: 37}, []string{"uploaded 50.0 MB", "GCS pacing (37 slow-downs)"}},
 	}
 	for _, tc := range tests {
 		got := Line(tc.s)

@@ -21,6 +21,7 @@ import (
 type progressBar struct {
 	p        *producer.Producer
 	uploaded atomic.Int64
+	paced    atomic.Int64 // 429s the workers waited out
 	start    time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -65,6 +66,7 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string
 				if k := [2]int{p.File, p.Index}; !seen[k] { // duplicates count once
 					seen[k] = true
 					b.uploaded.Add(p.RawBytes)
+					b.paced.Add(int64(p.Paced))
 				}
 			}
 			return nil
@@ -97,7 +99,8 @@ func (b *progressBar) draw(composed bool) {
 	_, compressed := b.p.Progress()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	progress.Draw(b.w, progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start)})
+	progress.Draw(b.w, progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start),
+		Paced: b.paced.Load()})
 }
 
 // stop draws the last state (if drawing began), ends the line and removes

@@ -35,6 +35,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/pacer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
 )
@@ -79,6 +80,9 @@ type Options struct {
 	// MaxRate bounds the bytes per second this process uploads, over all
 	// its uploads (FERRY_MAX_RATE); 0: no limit.
 	MaxRate int64
+	// Pacer paces this process's uploads when GCS pushes back (429,
+	// 503); nil: New makes one with the defaults.
+	Pacer *pacer.Pacer
 	// DoneCheckEvery is how often, at most, the worker looks for the done
 	// marker of a transfer whose chunks it receives, to drop the chunks of
 	// a transfer that ended (cancelled, failed) without uploading them;
@@ -116,6 +120,9 @@ func New(o Options) (*Worker, error) {
 	}
 	if o.now == nil {
 		o.now = time.Now
+	}
+	if o.Pacer == nil {
+		o.Pacer = pacer.New(pacer.Options{})
 	}
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter,
 		done: &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
@@ -306,11 +313,12 @@ func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, at
 	for i := range c.Parts {
 		g.Go(func() error {
 			p := &c.Parts[i]
-			a, d, err := w.upload(gctx, c, p, section(i), attempt)
+			a, d, paced, err := w.paced(gctx, c, p, section(i), attempt)
 			if err != nil {
 				return err
 			}
 			out[i], dup[i] = eventPart(p, a), d
+			out[i].Paced = paced
 			return nil
 		})
 	}
@@ -342,6 +350,45 @@ func check(c *message.Chunk, p *message.Part, body io.Reader) error {
 }
 
 func where(p *message.Part) string { return fmt.Sprintf("file %s chunk %d", p.Path, p.Index) }
+
+// maxRateLimited is how many 429s one part's upload waits out in one
+// delivery before the message goes back to Pub/Sub.
+const maxRateLimited = 20
+
+// paced uploads p at the pace GCS allows (Options.Pacer). A 429 is GCS
+// asking for patience, not a failure of the file: the worker slows down
+// and the upload goes again when its turn comes, while the message's lease
+// is kept, up to maxRateLimited times. A 503 slows the worker too, and the
+// message goes back to Pub/Sub as any transient failure does. paced counts
+// the 429s waited out.
+func (w *Worker) paced(ctx context.Context, c *message.Chunk, p *message.Part, body io.ReadSeeker, attempt int) (a gcs.Attrs, dup bool, paced int, err error) {
+	pc := w.o.Pacer
+	for {
+		if err := pc.Wait(ctx); err != nil {
+			return gcs.Attrs{}, false, paced, fmt.Errorf("%s: waiting for its turn to upload: %w", where(p), err)
+		}
+		a, dup, err = w.upload(ctx, c, p, body, attempt)
+		if !errors.Is(err, gcs.ErrThrottled) {
+			if err == nil {
+				pc.Done()
+				metrics.WriteRateLimit.Set(pc.Limit())
+			}
+			return a, dup, paced, err
+		}
+		metrics.Throttled.Inc()
+		if pc.PushedBack() {
+			metrics.WriteRateLimit.Set(pc.Limit())
+			w.log.Warn("GCS asks for fewer writes; pacing uploads", "writes_per_s", fmt.Sprintf("%.1f", pc.Limit()), "bucket", c.Bucket, "err", err)
+		}
+		if !errors.Is(err, gcs.ErrRateLimited) || paced+1 >= maxRateLimited {
+			return gcs.Attrs{}, false, paced, err
+		}
+		paced++
+		if _, err := body.Seek(0, io.SeekStart); err != nil {
+			return gcs.Attrs{}, false, paced, err
+		}
+	}
+}
 
 // upload stores one part whose bytes were checked; dup reports that it was
 // there already. It uploads first, under a DoesNotExist precondition, and

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+)
+
+// Issue 32 §2: GCS answers 429 (rateLimitExceeded) to writes beyond a
+// bucket's rate. A proxy in front of the storage emulator does the same
+// above writeLimit uploads a second; four workers send a tree of small
+// files through it. The transfer ends ok with every file in place, nothing
+// is dead-lettered, and the workers, pacing themselves, meet far fewer
+// refusals than they make writes (an unpaced fleet retrying at once would
+// be refused more often than served).
+func TestAFleetThatMeetsGCSsRateLimitSlowsDownAndEndsOK(t *testing.T) {
+	const files, writeLimit = 1200, 40.0
+	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{Match: faultproxy.Uploads, WriteLimit: writeLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	s := newStack(t, stackOptions{workers: 4, inlineMax: 64 << 10, bundleMax: 16 << 10, workerEndpoint: proxy.URL() + "/storage/v1/"})
+
+	// Whatever Pub/Sub dead-letters would wait here.
+	ctx := context.Background()
+	dead := s.ps.ChunksDeadLetter + "-watch"
+	must(t, s.q.EnsureTopic(ctx, s.ps.ChunksDeadLetter))
+	must(t, s.q.EnsureSubscription(ctx, queue.Subscription{ID: dead, Topic: s.ps.ChunksDeadLetter, AckDeadline: 10 * time.Second}))
+
+	dir := filepath.Join(t.TempDir(), "small")
+	for i := range files {
+		sub := filepath.Join(dir, fmt.Sprintf("d%02d", i/100))
+		must(t, os.MkdirAll(sub, 0o755))
+		must(t, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644))
+	}
+	start := time.Now()
+	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/paced", Codec: codec.None,
+		ChunkSize: 1 << 20, Method: "e2e-paced"})
+	if err != nil || done.Status != message.StatusOK || done.Files != files {
+		t.Fatalf("transfer: %v, done %+v; want ok with %d files", err, done, files)
+	}
+	c := proxy.Counts()
+	perSecond := proxy.PassedPerSecond()
+	t.Logf("%d files in %v; the proxy let %d uploads through and refused %d with 429; uploads per second %v",
+		files, time.Since(start).Round(time.Millisecond), c.Matched-c.Status429, c.Status429, perSecond) // measured, not asserted
+	if c.Status429 == 0 {
+		t.Fatalf("the proxy refused no upload: the fleet never met the rate limit (%+v)", c)
+	}
+	if passed := c.Matched - c.Status429; c.Status429*2 > passed {
+		t.Errorf("%d uploads refused with 429 against %d let through: the workers did not pace themselves", c.Status429, passed)
+	}
+
+	rctx, stop := context.WithTimeout(ctx, 3*time.Second)
+	defer stop()
+	var deadLettered int
+	_ = s.q.Receive(rctx, dead, queue.ReceiveSettings{MaxMessages: 10, MaxBytes: 1 << 20}, func(context.Context, queue.Message) error {
+		deadLettered++
+		return nil
+	})
+	if deadLettered > 0 {
+		t.Errorf("%d chunk messages dead-lettered", deadLettered)
+	}
+	s.assertClean()
+	if r := s.row(done.TransferID); r.Status != "ok" || r.Files != files {
+		t.Errorf("row %+v", r)
+	}
+}
