@@ -80,11 +80,11 @@ var mutants = []mutant{
 		pkg:  "internal/merger", test: "TestMergerMemoryDoesNotGrowWithFileCount",
 	},
 	{
-		name: "the producer's memory does not grow with the file count",
+		name: "the producer holds the manifest a page at a time",
 		file: "internal/producer/manifest.go",
 		from: "len(o.files) == message.PageFiles ||",
 		to:   "len(o.files) == 100*message.PageFiles ||",
-		pkg:  "internal/producer", test: "TestProducerMemoryDoesNotGrowWithFileCount",
+		pkg:  "internal/producer", test: "TestPagerHoldsPagesNotTheTransfer",
 	},
 }
 
