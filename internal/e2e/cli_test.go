@@ -212,18 +212,26 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	if code, out, stderr := runBinary(t, env, "producer", "cancel", id2); code != 0 || !strings.Contains(out, "cancel requested for transfer "+id2) {
 		t.Fatalf("cancel: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
-	rctx, stop := context.WithTimeout(ctx, time.Minute)
+	got := s.controlEvent(message.EventCancel, id2)
+	if got.TransferID != id2 || got.Bucket != s.bucket {
+		t.Fatalf("cancel event %+v, want one for %s in %s", got, id2, s.bucket)
+	}
+}
+
+// controlEvent waits up to a minute for an event of type typ about transfer
+// id on the stack's control subscription (no merger receiving), and
+// returns it; the zero Event if none came.
+func (s *stack) controlEvent(typ, id string) message.Event {
+	rctx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
 	var got message.Event
 	_ = s.q.Receive(rctx, s.ps.ControlSubscription, queue.ReceiveSettings{MaxMessages: 10, MaxBytes: 1 << 20}, func(_ context.Context, m queue.Message) error {
 		var ev message.Event
-		if message.Decode(m.Data, &ev) == nil && ev.Type == message.EventCancel {
+		if message.Decode(m.Data, &ev) == nil && ev.Type == typ && ev.TransferID == id {
 			got = ev
 			stop()
 		}
 		return nil
 	})
-	if got.TransferID != id2 || got.Bucket != s.bucket {
-		t.Fatalf("cancel event %+v, want one for %s in %s", got, id2, s.bucket)
-	}
+	return got
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -88,17 +87,7 @@ func TestForgedEndEventsOnTheControlTopicChangeNothing(t *testing.T) {
 	// What reaches the control topic: a cancel whose key the key object
 	// now lists beside the submitter's (the merger's side of it is
 	// TestForgedEndEventsChangeNothing's).
-	rctx, stop := context.WithTimeout(ctx, time.Minute)
-	defer stop()
-	var got message.Event
-	_ = s.q.Receive(rctx, s.ps.ControlSubscription, queue.ReceiveSettings{MaxMessages: 10, MaxBytes: 1 << 20}, func(_ context.Context, m queue.Message) error {
-		var ev message.Event
-		if message.Decode(m.Data, &ev) == nil && ev.Type == message.EventCancel && ev.TransferID == id2 {
-			got = ev
-			stop()
-		}
-		return nil
-	})
+	got := s.controlEvent(message.EventCancel, id2)
 	b, err := s.store.ReadAll(ctx, s.bucket, message.KeyObject(id2))
 	must(t, err)
 	var k message.Keys

@@ -14,6 +14,7 @@ package faultproxy
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -363,18 +364,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.reset(w, r)
 		return
 	case Status503:
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"Service Unavailable (injected by faultproxy)",`+
-			`"errors":[{"message":"Service Unavailable (injected by faultproxy)","domain":"global","reason":"backendError"}]}}`)
+		answer(w, r, http.StatusServiceUnavailable, "global", "backendError", "Service Unavailable (injected by faultproxy)")
 		return
 	case Status429:
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = io.WriteString(w, `{"error":{"code":429,"message":"The rate of change requests to the bucket is too high (injected by faultproxy)",`+
-			`"errors":[{"message":"The rate of change requests to the bucket is too high (injected by faultproxy)","domain":"usageLimits","reason":"rateLimitExceeded"}]}}`)
+		answer(w, r, http.StatusTooManyRequests, "usageLimits", "rateLimitExceeded",
+			"The rate of change requests to the bucket is too high (injected by faultproxy)")
 		return
 	case Slow:
 		t := time.NewTimer(p.plan.Delay)
@@ -391,6 +385,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		r.Body = &flowReader{r: r.Body, c: r.Body, lim: p.up, ctx: r.Context(), count: p.countUp, left: r.ContentLength}
 	}
 	p.rp.ServeHTTP(w, r)
+}
+
+// answer drains r's body and answers with a GCS-style JSON error.
+func answer(w http.ResponseWriter, r *http.Request, code int, domain, reason, msg string) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg,
+		"errors": []map[string]string{{"message": msg, "domain": domain, "reason": reason}}}})
 }
 
 // reset reads part of r's body, then closes the connection with a TCP RST.
