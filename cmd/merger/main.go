@@ -69,7 +69,7 @@ func realMain(ctx context.Context) error {
 	receive := func(sub, deadLetter string, h queue.Handler) func() error {
 		return func() error {
 			err := q.Receive(gctx, sub, queue.ReceiveSettings{
-				MaxMessages: cfg.Concurrency, MaxBytes: 64 << 20, Grace: 0, DeadLetterTopic: deadLetter,
+				MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.Memory / 4), Grace: 0, DeadLetterTopic: deadLetter,
 			}, h)
 			if err == nil {
 				err = errReceiveEnded

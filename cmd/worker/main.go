@@ -33,6 +33,7 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer svc.Close()
+	setup.MemoryLimit(worker.Budget(int64(cfg.MaxOutstanding), cfg.Concurrency))
 	log := svc.Log.With("worker", cfg.ID)
 	spool := ""
 	if cfg.Spool.Transport == config.TransportSpool {

@@ -355,6 +355,7 @@ type Merger struct {
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
 	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
 	Concurrency        int    `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
+	Memory             Bytes  `env:"FERRY_MERGER_MEMORY, default=128MiB" help:"bound on event bytes held at once (a quarter for each of the two subscriptions' flow control) and, with a stated overhead, the Go runtime's memory limit; listings, rows and done listings are paged or spooled, so nothing else grows with a transfer"`
 
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"a transfer with no progress for this long ends failed, with its staging removed (a producer that died and was never resubmitted)"`
 	DoneRetention   time.Duration `env:"FERRY_DONE_RETENTION, default=720h" help:"how long done markers (.ferry-done/) are kept; while one exists, a request with the same idempotency key is answered, not run again"`
@@ -364,6 +365,9 @@ type Merger struct {
 func (m *Merger) Validate() error {
 	if err := firstErr(m.PubSub.Validate(), m.Emulators.Validate(), m.Buckets.Validate(), m.Log.Validate()); err != nil {
 		return err
+	}
+	if m.Memory < 16<<20 {
+		return fmt.Errorf("FERRY_MERGER_MEMORY=%d: want at least 16MiB", m.Memory)
 	}
 	if b := m.BigQuery; b.Dataset != "" {
 		if b.ResultsBucket == "" {

@@ -110,7 +110,7 @@ type Worker struct {
 // New returns a Worker. It creates the spool directory if it is missing.
 func New(o Options) (*Worker, error) {
 	if o.PartConcurrency <= 0 {
-		o.PartConcurrency = 8
+		o.PartConcurrency = defaultPartConcurrency
 	}
 	if o.DoneCheckEvery <= 0 {
 		o.DoneCheckEvery = 5 * time.Second
@@ -350,6 +350,18 @@ func check(c *message.Chunk, p *message.Part, body io.Reader) error {
 }
 
 func where(p *message.Part) string { return fmt.Sprintf("file %s chunk %d", p.Path, p.Index) }
+
+// Budget is what a worker's work in flight may hold: the message bytes
+// Pub/Sub's flow control lets it hold (FERRY_WORKER_MAX_OUTSTANDING_BYTES)
+// and, for each message handled at once, the pooled copy buffers of its
+// parts' uploads (iobuf.Size each, Options.PartConcurrency parts). The
+// runtime's memory limit is this plus setup.MemoryOverhead.
+func Budget(maxOutstanding int64, concurrency int) int64 {
+	return maxOutstanding + int64(concurrency)*defaultPartConcurrency*2*iobuf.Size
+}
+
+// defaultPartConcurrency is Options.PartConcurrency's default.
+const defaultPartConcurrency = 8
 
 // maxRateLimited is how many 429s one part's upload waits out in one
 // delivery before the message goes back to Pub/Sub.

@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/setup"
+	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/worker"
+)
+
+// Issue 31 §1: each process's memory is its budget plus a stated overhead
+// (setup.MemoryOverhead), on a mixed tree through the whole stack, every
+// process a real binary: many small files, files of 10–30 MB, one larger
+// than the producer's budget, and incompressible ones. Each process's peak
+// RSS (the kernel's, from its rusage) must stay within budget + overhead.
+func TestEachProcessStaysWithinItsBudgetOnAMixedTree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: about 150 MB through the stack")
+	}
+	const (
+		producerBudget = 32 << 20
+		workerBytes    = 16 << 20 // FERRY_WORKER_MAX_OUTSTANDING_BYTES
+		workerConc     = 8
+		mergerBudget   = 32 << 20
+	)
+	s := newStack(t, stackOptions{noMerger: true})
+	dir := filepath.Join(t.TempDir(), "mixed")
+	for i := range 1500 {
+		body := make([]byte, 100+(i*397)%4000)
+		for j := range body {
+			body[j] = "abcdefgh,0123456789\n"[(i+j)%20]
+		}
+		p := filepath.Join(dir, "small", fmt.Sprintf("d%02d", i/100), fmt.Sprintf("f%04d.txt", i))
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, body, 0o644))
+	}
+	for i, mb := range []int64{12, 20, 30, 60} { // the last is larger than the producer's budget
+		writeCSV(t, filepath.Join(dir, "csv", fmt.Sprintf("c%d.csv", i)), mb<<20, int64(90+i))
+	}
+	for i := range 2 {
+		b := make([]byte, 8<<20)
+		_, _ = rand.Read(b)
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("random-%d.bin", i)), b, 0o644))
+	}
+
+	env := s.env("FERRY_BUCKETS="+s.bucket, fmt.Sprintf("FERRY_PRODUCER_MEMORY=%d", producerBudget),
+		fmt.Sprintf("FERRY_WORKER_MAX_OUTSTANDING_BYTES=%d", workerBytes), fmt.Sprintf("FERRY_WORKER_CONCURRENCY=%d", workerConc),
+		fmt.Sprintf("FERRY_MERGER_MEMORY=%d", mergerBudget), "FERRY_LOG_LEVEL=warn")
+	workers := []*proc{s.start("worker-1", "worker", append(env, "FERRY_WORKER_ID=wb1")), s.start("worker-2", "worker", append(env, "FERRY_WORKER_ID=wb2"))}
+	merger := s.start("merger", "merger", env)
+	prod := s.start("producer", "producer", env, "submit", "--wait", "--chunk-size", "8MiB", dir, "gs://"+s.bucket+"/mixed")
+	if code := prod.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("producer submit: exit %d\n%s", code, tail(prod.out.String(), 4000))
+	}
+	id := transferIDIn(prod.out.String())
+	teststack.Until(t, time.Minute, "the done marker", func() bool {
+		_, err := s.store.Attrs(t.Context(), s.bucket, message.DoneMarker(id))
+		return err == nil
+	})
+	if r := s.row(id); r.Status != message.StatusOK || r.Files != 1500+4+2 {
+		t.Fatalf("row %+v, want ok with %d files", r, 1506)
+	}
+	for _, p := range append(workers, merger) {
+		must(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		if code := p.wait(time.Minute); code != 0 {
+			t.Errorf("%s exited %d on SIGTERM", p.name, code)
+		}
+	}
+	peak := func(p *proc) int64 { return p.cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 }
+	check := func(name string, got, budget int64) {
+		limit := budget + setup.MemoryOverhead
+		t.Logf("%s: peak RSS %d MiB, budget %d MiB + overhead %d MiB = %d MiB", name, got>>20, budget>>20, setup.MemoryOverhead>>20, limit>>20)
+		if got > limit {
+			t.Errorf("%s peaked at %d MiB RSS, over its budget %d MiB + the stated overhead %d MiB", name, got>>20, budget>>20, setup.MemoryOverhead>>20)
+		}
+	}
+	check("producer", peak(prod), producerBudget)
+	for _, w := range workers {
+		check(w.name, peak(w), worker.Budget(workerBytes, workerConc))
+	}
+	check("merger", peak(merger), mergerBudget)
+}
+
+// transferIDIn is the first line of out that is a transfer id (producer
+// submit prints it first on stdout; its stderr may be interleaved).
+func transferIDIn(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); message.ValidTransferID(l) {
+			return l
+		}
+	}
+	return ""
+}
