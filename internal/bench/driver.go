@@ -52,6 +52,9 @@ type Bench struct {
 	data *Data
 	// kernelSkipped says why workload 6 could not run.
 	kernelSkipped error
+	// idle is what an idle worker and merger used (idleFleet), or why not.
+	idle    []IdleCPU
+	idleErr error
 }
 
 // New returns a Bench for cfg.
@@ -136,8 +139,55 @@ func (b *Bench) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	if ctx.Err() == nil {
+		b.idle, b.idleErr = b.idleFleet(ctx, idleWindow)
+	}
 	b.Print(b.cfg.Out)
 	return nil
+}
+
+// idleWindow is how long idleFleet watches a fleet with nothing to do.
+const idleWindow = 30 * time.Second
+
+// idleFleet starts a worker and a merger on a fresh local stack with
+// nothing to receive, lets them run for window, and returns what each
+// used: the cost of a fleet between transfers.
+func (b *Bench) idleFleet(ctx context.Context, window time.Duration) ([]IdleCPU, error) {
+	dir := filepath.Join(b.cfg.RunDir, "idle")
+	log, err := os.Create(filepath.Join(b.cfg.RunDir, "idle.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	st, err := StartStack(ctx, StackOptions{Bin: b.cfg.Bin, Dir: filepath.Join(dir, "stack"), PubSub: true, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = st.Stop() }()
+	vars := append(st.Environ(), "FERRY_SPOOL_DIR="+filepath.Join(dir, "spool"), "FERRY_RESULTS_FILE="+filepath.Join(dir, "results.ndjson"),
+		"FERRY_HTTP_ADDR=127.0.0.1:0", "FERRY_LOG_LEVEL=warn", "FERRY_SHUTDOWN_GRACE=5s")
+	var procs []*peer.Process
+	for _, name := range []string{"worker", "merger"} {
+		p, err := peer.Start(ctx, peer.Spec{Name: name, Argv: []string{filepath.Join(b.cfg.Bin, name)}, Env: vars, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	b.logf("watching an idle worker and merger for %v", window)
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+	}
+	var out []IdleCPU
+	for _, p := range procs {
+		u, err := p.Stop(10 * time.Second)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, IdleCPU{Name: u.Name, CPU: u.CPU, Window: window})
+	}
+	return out, nil
 }
 
 // Print writes every table and the goals.
@@ -169,6 +219,17 @@ func (b *Bench) Print(w io.Writer) {
 	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
+	}
+	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree} {
+		for _, tier := range Tiers(rs, wl) {
+			CPUTable(rs, wl, tier).Write(w)
+		}
+	}
+	switch {
+	case b.idleErr != nil:
+		fmt.Fprintf(w, "\n== CPU of an idle fleet\n  not measured: %v\n", b.idleErr)
+	case len(b.idle) > 0:
+		IdleTable(b.idle).Write(w)
 	}
 	WriteGoals(w, Goals(rs, b.cfg.LinkMBps, b.data.smallTier()))
 	fmt.Fprintf(w, "\nrows appended to %s (bench_run %s); make report shows them beside ferry's own\n", b.cfg.Rows, b.cfg.RunID)
@@ -396,7 +457,9 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 		}
 	}
 	before, _ := st.Stats(ctx)
+	cpu0 := st.CPU()
 	r, err := m.run(ctx, e)
+	serverCPU := st.CPU() - cpu0
 	after, _ := st.Stats(ctx)
 	if e.ns != nil {
 		if sent, serr := e.ns.sent(ctx); serr == nil && r.Wall > 0 {
@@ -411,6 +474,7 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 	if m.role == Ferry {
 		r.Workers = m.workers
 	}
+	r.ServerCPU = serverCPU
 	r.ServerComposeMS = after.ComposeMS - before.ComposeMS
 	r.ServerComposeCalls = after.ComposeCalls - before.ComposeCalls
 	if link != nil {

@@ -53,6 +53,9 @@ type Run struct {
 	// ServerComposeMS and ServerComposeCalls are what fake-gcs-server
 	// spent composing during the run (summed over calls).
 	ServerComposeMS, ServerComposeCalls int64
+	// ServerCPU is what the local stack (fake-gcs-server and, for ferry,
+	// the Pub/Sub emulator) used during the run.
+	ServerCPU time.Duration
 	// LinkMBps is the rate the shaped link carried the run's uploads at,
 	// as the proxy measured it; LinkBytes what it carried up.
 	LinkMBps  float64
@@ -140,6 +143,9 @@ func (r Run) Row(runID, version string) result.Row {
 	for _, p := range r.Procs {
 		add("cpu_s."+p.Name, ftoa(p.CPU.Seconds(), 2))
 		add("peak_rss_kb."+p.Name, itoa(int(p.MaxRSSKB)))
+	}
+	if r.ServerCPU > 0 {
+		add("cpu_s.server", ftoa(r.ServerCPU.Seconds(), 2))
 	}
 	if r.ServerComposeCalls > 0 {
 		add("server_compose_ms", itoa(int(r.ServerComposeMS)))

@@ -117,6 +117,11 @@ func (s *Stack) Environ() []string {
 // GCS is the base URL of the storage API, "http://127.0.0.1:PORT".
 func (s *Stack) GCS() string { return "http://" + s.Env["STORAGE_EMULATOR_HOST"] }
 
+// CPU is what the stack's processes (fake-gcs-server behind the shim,
+// and the Pub/Sub emulator it started) have used so far: read before and
+// after a run, the servers' share of it.
+func (s *Stack) CPU() time.Duration { return peer.TreeCPU(s.proc.Pid()) }
+
 // Stop ends the stack.
 func (s *Stack) Stop() error {
 	_ = s.store.Close()

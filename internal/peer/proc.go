@@ -112,6 +112,9 @@ func (p *Process) Stop(grace time.Duration) (Proc, error) {
 	return u, nil
 }
 
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
