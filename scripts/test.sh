@@ -6,7 +6,7 @@ mkdir -p .run
 log=.run/test.log
 # internal/mutants takes each guard away and runs its test (make mutants).
 export FERRY_MUTANTS=1
-go test -count=1 -timeout 20m -v "$@" ./... 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL|.*_test.go:[0-9]+:)' 
+go test -count=1 -timeout 40m -v "$@" ./... 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|panic:|\s+--- FAIL|.*_test.go:[0-9]+:)' 
 status=${PIPESTATUS[0]}
 
 # The decoders of everything that arrives over Pub/Sub, and the handlers
