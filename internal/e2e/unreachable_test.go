@@ -104,11 +104,11 @@ func rideOut(t *testing.T, name, binary string, args []string, variable, backend
 		return addr != "" && len(waits) >= 3
 	})
 	// gax's backoff: a limit from 0.5 s that doubles, each wait drawn at
-	// random below it (full jitter): never a spin, never past the limit,
-	// though not longer every time.
+	// random below it (full jitter) and never under 50 ms: never a spin,
+	// never past the limit, though not longer every time.
 	for i, w := range waits[:3] {
-		if limit := 500 * time.Millisecond << i; w <= 0 || w > limit {
-			t.Errorf("retry %d waited %v, want (0, %v] (backoff, not a spin); all: %v", i+1, w, limit, waits[:3])
+		if limit := 500 * time.Millisecond << i; w < 50*time.Millisecond || w > limit {
+			t.Errorf("retry %d waited %v, want [50ms, %v] (backoff, not a spin); all: %v", i+1, w, limit, waits[:3])
 		}
 	}
 	resp, err := http.Get("http://" + addr + "/readyz")

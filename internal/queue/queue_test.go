@@ -202,10 +202,11 @@ func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
 	}
 	// gax's backoff: the limit starts at 0.5 s and doubles, and each wait
 	// is drawn at random below it (full jitter), so the waits stay under
-	// 0.5 s, 1 s, 2 s without growing every time.
+	// 0.5 s, 1 s, 2 s without growing every time; the queue never waits
+	// less than 50 ms, which a draw near zero would otherwise do.
 	for i, w := range waits {
-		if limit := 500 * time.Millisecond << i; w <= 0 || w > limit {
-			t.Errorf("retry %d waited %v, want (0, %v]; all: %v", i+1, w, limit, waits)
+		if limit := 500 * time.Millisecond << i; w < 50*time.Millisecond || w > limit {
+			t.Errorf("retry %d waited %v, want [50ms, %v]; all: %v", i+1, w, limit, waits)
 		}
 	}
 	if err, _ := healthErr.Load().(error); !errors.Is(err, queue.ErrUnreachable) {

@@ -143,7 +143,7 @@ func fatal(err error) bool {
 // backoff; it reports whether ctx is still live.
 func (c *Client) retry(ctx context.Context, subscription string, bo *gax.Backoff, err error) bool {
 	c.report(err)
-	d := bo.Pause()
+	d := pause(bo)
 	c.log.Warn("cannot receive; retrying", "subscription", subscription, "endpoint", c.endpoint, "retry_in", d.Round(time.Millisecond), "err", err)
 	return sleep(ctx, d)
 }
@@ -166,7 +166,7 @@ func (c *Client) waitHold(ctx context.Context, subscription string) bool {
 			}
 			return true
 		}
-		d := bo.Pause()
+		d := pause(&bo)
 		waited = true
 		c.log.Warn("not pulling: the handlers could not do their work; retrying", "subscription", subscription, "retry_in", d.Round(time.Millisecond), "err", err)
 		if !sleep(ctx, d) {
@@ -179,6 +179,16 @@ func (c *Client) waitHold(ctx context.Context, subscription string) bool {
 // doubling to 30 s, with full jitter.
 func newBackoff() gax.Backoff {
 	return gax.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+}
+
+// minPause is the shortest wait between failed receives. gax draws each
+// wait at random below its limit (full jitter), which can come out at a
+// few nanoseconds: a spin against an endpoint that is down.
+const minPause = 50 * time.Millisecond
+
+// pause is the backoff's next wait, never shorter than minPause.
+func pause(bo *gax.Backoff) time.Duration {
+	return max(bo.Pause(), minPause)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
