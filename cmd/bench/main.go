@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -30,7 +31,9 @@ var version = "dev"
 const about = `bench — ferry beside its peers, in one run on one machine.
 
 Workloads: 1 large-file, 2 small-files, 3 shaped-link, 4 codecs, 5 restore,
-6 kernel-link, 7 big-tree (100,000 small files; 1,000,000 with BENCH_FULL).
+6 kernel-link, 7 big-tree (100,000 small files; 1,000,000 with BENCH_FULL;
+and a real source tree, the Go distribution's by default, with the default
+memory budgets, beside gcloud storage cp -r).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
@@ -57,7 +60,7 @@ type benchFlags struct {
 	repeats                      int
 	budget                       time.Duration
 	link                         float64
-	gcs                          string
+	gcs, tree                    string
 }
 
 func command() *cobra.Command {
@@ -82,6 +85,7 @@ func command() *cobra.Command {
 	fs.DurationVar(&f.budget, "method-budget", 20*time.Second, "a method repeats only while its runs together took less than this, so a slow peer runs once; 0: every repeat, as --full does (BENCH_METHOD_BUDGET)")
 	fs.StringVar(&f.workloads, "workloads", "", "comma-separated workloads by number or name (default all; BENCH_WORKLOADS)")
 	fs.Float64Var(&f.link, "link-mbps", 7, "the shaped link's rate in MB/s (BENCH_LINK_MBPS)")
+	fs.StringVar(&f.tree, "tree", "goroot", "a real source `DIR` workload 7 also sends with the default budgets (BENCH_TREE): a directory, goroot (go env GOROOT: 15,000 files of every size, on any machine that builds ferry) or none")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
 	cli.Env(root, &config.Bench{})
 	root.AddCommand(goUploadCommand(), putTreeCommand(), readmeCommand())
@@ -169,6 +173,34 @@ func (f *benchFlags) fromConfig(cmd *cobra.Command, c config.Bench) {
 	if !set("gcs") {
 		f.gcs = c.GCS
 	}
+	if !set("tree") {
+		f.tree = c.Tree
+	}
+}
+
+// realTree resolves --tree: "none" is no tree, "goroot" the Go
+// distribution's root, anything else a directory that must exist.
+func realTree(ctx context.Context, tree string) (string, error) {
+	switch tree {
+	case "none", "":
+		return "", nil
+	case "goroot":
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+		if err != nil {
+			return "", fmt.Errorf("--tree goroot (BENCH_TREE): go env GOROOT: %w", err)
+		}
+		tree = strings.TrimSpace(string(out))
+	}
+	st, err := os.Stat(tree)
+	if err != nil {
+		return "", &cli.UsageError{Err: fmt.Errorf("--tree %s (BENCH_TREE): %w", tree, err)}
+	}
+	if !st.IsDir() {
+		return "", cli.Usagef("--tree %s (BENCH_TREE): not a directory", tree)
+	}
+	return tree, nil
 }
 
 func (f *benchFlags) run(cmd *cobra.Command) error {
@@ -222,8 +254,12 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 	default:
 		return cli.Usagef("--gcs %q (BENCH_GCS): want fs or memory", f.gcs)
 	}
+	tree, err := realTree(cmd.Context(), f.tree)
+	if err != nil {
+		return err
+	}
 	cfg := bench.Config{
-		Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, MethodBudget: f.budget, Sizes: sizes, Workloads: wl,
+		RealTree: tree, Bin: absBin, Self: self, RunDir: absRun, Rows: f.rows, Repeats: f.repeats, MethodBudget: f.budget, Sizes: sizes, Workloads: wl,
 		LinkMBps: f.link, GCSRoot: gcsRoot, RunID: "bench" + time.Now().UTC().Format("20060102t150405"), Version: version, Out: stdout, Log: cmd.ErrOrStderr(),
 	}
 	started := time.Now().UTC()

@@ -33,6 +33,9 @@ type Sizes struct {
 	Trees []TreeSize
 	// RandomSize is workload 4's file of random bytes (incompressible).
 	RandomSize int64
+	// RealTreeGcloud runs gcloud storage cp -r beside ferry on the real
+	// tree (Config.RealTree): two minutes for the Go distribution.
+	RealTreeGcloud bool
 }
 
 // TreeSize is one tree of workload 7: its number of files, and whether
@@ -46,12 +49,12 @@ type TreeSize struct {
 // Plain is make bench: the seeds' 10 MB and 200 MB tiers, 5,000 small
 // files and 100 × 10 MB, 100 MB over the shaped link.
 var Plain = Sizes{Tiers: []string{"small", "medium"}, SmallFiles: 5000, BigFiles: 100, BigEach: 10_000_000,
-	ShapedSize: 100_000_000, CodecTier: "medium", RestoreTier: "medium", Trees: []TreeSize{{Files: 100_000}}, RandomSize: 200_000_000}
+	ShapedSize: 100_000_000, CodecTier: "medium", RestoreTier: "medium", Trees: []TreeSize{{Files: 100_000}}, RandomSize: 200_000_000, RealTreeGcloud: true}
 
 // Full adds the 1.2 GB tier, and uses it for codecs and restore.
 var Full = Sizes{Tiers: []string{"small", "medium", "large"}, SmallFiles: 5000, BigFiles: 100, BigEach: 10_000_000,
 	ShapedSize: 100_000_000, CodecTier: "large", RestoreTier: "large",
-	Trees: []TreeSize{{Files: 100_000, Gcloud: true}, {Files: 1_000_000}}, RandomSize: 200_000_000}
+	Trees: []TreeSize{{Files: 100_000, Gcloud: true}, {Files: 1_000_000}}, RandomSize: 200_000_000, RealTreeGcloud: true}
 
 // Quick proves the bench works end to end in a few minutes: small data,
 // figures that mean little.

@@ -38,10 +38,13 @@ type Config struct {
 	// bucket; empty: the memory backend, which scans the bucket on every
 	// write and so measures itself more than the clients.
 	GCSRoot string
-	RunID   string
-	Version string
-	Out     io.Writer // tables
-	Log     io.Writer // progress
+	// RealTree is a real source tree workload 7 also sends, with the
+	// processes' default memory budgets; empty: none.
+	RealTree string
+	RunID    string
+	Version  string
+	Out      io.Writer // tables
+	Log      io.Writer // progress
 }
 
 // Bench runs workloads and keeps their runs.

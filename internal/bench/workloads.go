@@ -373,7 +373,32 @@ func (b *Bench) bigTree(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return b.realTree(ctx)
+}
+
+// realTree sends Config.RealTree, a real source tree (files of every size,
+// from empty to tens of megabytes), with every process at its default
+// memory budget: the issue-31 row that a budget holds on real data, not
+// only on generated files of one size.
+func (b *Bench) realTree(ctx context.Context) error {
+	if b.cfg.RealTree == "" {
+		return nil
+	}
+	b.logf("counting the real tree %s", b.cfg.RealTree)
+	t, err := treeOf(b.cfg.RealTree)
+	if err != nil {
+		return fmt.Errorf("the real tree %s: %w", b.cfg.RealTree, err)
+	}
+	t.Name = fmt.Sprintf("tree-%s-%d", filepath.Base(t.Dir), t.Files)
+	b.data.Trees = append(b.data.Trees, t)
+	dir := t.Dir
+	src := func() []string { return []string{dir} }
+	ms := []method{b.ferryMethod("ferry-2w", 2, "zstd", 0, src)}
+	if b.cfg.Sizes.RealTreeGcloud {
+		ms = append(ms, b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
+			func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }))
+	}
+	return b.runPlan(ctx, plan{workload: BigTree, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/"), repeats: 1})
 }
 
 func (b *Bench) shapedLink(ctx context.Context) error {

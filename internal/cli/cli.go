@@ -56,7 +56,9 @@ func Env(cmd *cobra.Command, cfg any) {
 // SIGINT or SIGTERM, and exits with Run's status.
 func Main(root *cobra.Command) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	endProfile := startProfile(root.Name(), os.Stderr)
 	code := Run(ctx, root, os.Args[1:], os.Stdout, os.Stderr)
+	endProfile()
 	stop()
 	os.Exit(code)
 }

@@ -418,6 +418,7 @@ type Bench struct {
 	Workloads string  `env:"BENCH_WORKLOADS" help:"bench: comma-separated workloads by number or name; empty: all (--workloads)"`
 	LinkMBps  float64 `env:"BENCH_LINK_MBPS, default=7" help:"bench: the shaped link's rate in MB/s (--link-mbps)"`
 	GCS       string  `env:"BENCH_GCS, default=fs" help:"bench: fake-gcs-server backend of every method's server: fs (files on a tmpfs) or memory (--gcs)"`
+	Tree      string  `env:"BENCH_TREE, default=goroot" help:"bench: the real source tree workload 7 also sends: a directory, goroot (the Go distribution that built ferry, go env GOROOT) or none (--tree)"`
 	// MethodBudget: a method stops repeating once its runs took this long
 	// together, so that a slow peer runs once.
 	MethodBudget time.Duration `env:"BENCH_METHOD_BUDGET, default=20s" help:"bench: a method repeats only while its runs together took less than this; 0: every repeat (--method-budget; BENCH_FULL runs every repeat)"`

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
@@ -19,8 +20,8 @@ import (
 )
 
 // BenchmarkCompressVsZstdCLI runs the producer's pipeline (read, compress
-// independent frames on all cores, spool) and the stock `zstd -3 -T2` on the
-// same file in the same run, and reports both speeds, their quotient and both
+// independent frames on all cores, spool) and the stock `zstd -T2`, at
+// levels 1 and 3, on the same file in the same run, and reports both speeds, their quotient and both
 // ratios. FERRY_BENCH_FILE names the file; by default a 200 MB seed-like CSV
 // is generated. cpu-vs-zstd is the quotient of the CPU time (user and
 // system) each spent: on a shared machine it moves less with the other
@@ -40,6 +41,14 @@ func BenchmarkCompressVsZstdCLI(b *testing.B) {
 		b.Fatal(err)
 	}
 	size := st.Size()
+	for _, level := range []int{1, 3} {
+		b.Run(fmt.Sprintf("level=%d", level), func(b *testing.B) { compareWithZstdCLI(b, zstdCLI, src, size, level) })
+	}
+}
+
+// compareWithZstdCLI is one level of BenchmarkCompressVsZstdCLI: ferry at
+// that zstd level against `zstd -LEVEL -T2`.
+func compareWithZstdCLI(b *testing.B, zstdCLI, src string, size int64, level int) {
 	dir := b.TempDir()
 	var ferryNS, cliNS, ferryWire, cliWire int64
 	var ferryCPU, cliCPU time.Duration
@@ -51,7 +60,7 @@ func BenchmarkCompressVsZstdCLI(b *testing.B) {
 		spool := filepath.Join(dir, "spool")
 		p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, SpoolDir: spool})
 		t0, cpu0 := time.Now(), cpuTime()
-		man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bench/x", ChunkSize: 32 << 20})
+		man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bench/x", ChunkSize: 32 << 20, Codec: codec.Zstd, Level: level})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,7 +73,7 @@ func BenchmarkCompressVsZstdCLI(b *testing.B) {
 
 		out := filepath.Join(dir, "cli.zst")
 		t0 = time.Now()
-		cli := exec.Command(zstdCLI, "-3", "-T2", "-q", "-f", "-o", out, src)
+		cli := exec.Command(zstdCLI, fmt.Sprintf("-%d", level), "-T2", "-q", "-f", "-o", out, src)
 		if msg, err := cli.CombinedOutput(); err != nil {
 			b.Fatalf("zstd: %v: %s", err, msg)
 		}
