@@ -97,15 +97,13 @@ func NewEncoder(c Codec, level int) (Encoder, error) {
 	switch c {
 	case Zstd:
 		// One goroutine per encoder: ferry parallelises across chunks, and
-		// zero frames keeps a 0-byte file a valid zstd file. No xxhash64
-		// per frame: every object carries the raw bytes' CRC32C, which
-		// restore checks, so the frame checksum would be a second pass
-		// over the bytes (3 % of the producer's CPU) that proves nothing
-		// more.
+		// zero frames keeps a 0-byte file a valid zstd file. Each frame
+		// keeps zstd's xxhash64 (3 % of the producer's CPU): the object's
+		// CRC32C says that it is corrupt, the frame's checksum says where,
+		// so restore names the byte range at fault.
 		enc, err := zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
 			zstd.WithEncoderConcurrency(1),
-			zstd.WithEncoderCRC(false),
 			zstd.WithWindowSize(2<<20), // what zstd -3 uses on large inputs; faster than 8 MiB
 			zstd.WithZeroFrames(true))
 		if err != nil {
