@@ -307,15 +307,7 @@ func treeGoals(rs []Result) []Goal {
 		if !ok || len(f.OK) == 0 {
 			return 0, false
 		}
-		return f.MaxOf(func(r Run) float64 {
-			var m int64
-			for _, p := range r.Procs {
-				if strings.HasPrefix(p.Name, name) {
-					m = max(m, p.MaxRSSKB)
-				}
-			}
-			return float64(m) / 1024
-		}), true
+		return peakKB(f, name) / 1024, true
 	}
 	if len(tiers) == 0 {
 		return out
@@ -360,17 +352,7 @@ func realTreeGoal(sel []Result, tier string) Goal {
 	if !ok || len(f.OK) == 0 {
 		return goal(name, target, "-", false, false)
 	}
-	peak := func(name string) int64 {
-		return int64(f.MaxOf(func(r Run) float64 {
-			var m int64
-			for _, p := range r.Procs {
-				if strings.HasPrefix(p.Name, name) {
-					m = max(m, p.MaxRSSKB)
-				}
-			}
-			return float64(m)
-		})) << 10
-	}
+	peak := func(name string) int64 { return int64(peakKB(f, name)) << 10 }
 	p, m, w := peak("producer"), peak("merger"), peak("worker")
 	measured := fmt.Sprintf("%d / %d / %d MiB at %s files/s", p>>20, m>>20, w>>20, fmtRate(f.FilesPerSec()))
 	if g, ok := Find(sel, GcloudRecurse); ok && len(g.OK) > 0 {

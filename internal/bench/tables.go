@@ -476,7 +476,17 @@ func BigTreeTable(rs []Result, tiers []string) Table {
 // procRSS is the largest peak RSS, over g's runs, of its processes whose
 // name starts with name.
 func procRSS(g Result, name string) string {
-	v := g.MaxOf(func(r Run) float64 {
+	v := peakKB(g, name)
+	if v <= 0 {
+		return "-"
+	}
+	return ftoa(v/1024, 0)
+}
+
+// peakKB is the largest peak RSS in KiB, over g's runs, of its processes
+// whose name starts with name.
+func peakKB(g Result, name string) float64 {
+	return g.MaxOf(func(r Run) float64 {
 		var m int64
 		for _, p := range r.Procs {
 			if strings.HasPrefix(p.Name, name) {
@@ -485,10 +495,6 @@ func procRSS(g Result, name string) string {
 		}
 		return float64(m)
 	})
-	if v <= 0 {
-		return "-"
-	}
-	return ftoa(v/1024, 0)
 }
 
 // mergerCPU is the merger's median CPU seconds per 1,000 files.
