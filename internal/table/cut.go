@@ -1,0 +1,106 @@
+package table
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Range is one part of a delimited file: Size bytes from Offset, whole
+// records, the first of them on line Line (1-based, as a text editor counts
+// lines; a quoted field's newlines count).
+type Range struct {
+	Offset, Size int64
+	Line         int64
+}
+
+// Layout is where a file's header and parts are.
+type Layout struct {
+	// Header is the header record's bytes, its line ending included.
+	Header []byte
+	Parts  []Range
+}
+
+// MaxHeader is the largest header record Cut reads.
+const MaxHeader = 1 << 20
+
+// ErrUnterminatedQuote: the file ends inside a quoted field.
+var ErrUnterminatedQuote = errors.New("unterminated quoted field: the file ends inside quotes")
+
+// Cut reads r (a file of size bytes, path naming it in errors) once and
+// cuts it after its header into parts of about target bytes, each ending at
+// a record boundary: a newline outside quotes. A quote toggles quoting,
+// and RFC 4180's escaped quote ("") toggles it twice, so a position is
+// inside quotes when the quotes before it are odd in number; the scan only
+// counts quotes and newlines, at memory speed. A record longer than target
+// makes a part of its own. An empty file, or one of a header only, has no
+// parts.
+func Cut(r io.Reader, path string, target int64) (*Layout, error) {
+	if target <= 0 {
+		return nil, fmt.Errorf("table: part size %d", target)
+	}
+	const block = 1 << 20
+	buf := make([]byte, block)
+	var (
+		l        Layout
+		pos      int64 // file offset of buf[0]
+		quotes   int64 // quotes since the file's start
+		line     int64 = 1
+		start    int64 = -1 // the open part's start; -1: in the header
+		partLine int64
+	)
+	for {
+		n, err := io.ReadFull(r, buf)
+		b := buf[:n]
+		for i := 0; i < len(b); {
+			nl := bytes.IndexByte(b[i:], '\n')
+			if nl < 0 {
+				quotes += int64(bytes.Count(b[i:], []byte{'"'}))
+				if start < 0 {
+					l.Header = append(l.Header, b[i:]...)
+					if len(l.Header) > MaxHeader {
+						return nil, fmt.Errorf("%s: line 1: the header record is longer than %d bytes (is this a delimited text file?)", path, MaxHeader)
+					}
+				}
+				break
+			}
+			quotes += int64(bytes.Count(b[i:i+nl], []byte{'"'}))
+			end := pos + int64(i+nl+1) // just past the newline
+			if start < 0 {
+				l.Header = append(l.Header, b[i:i+nl+1]...)
+				if len(l.Header) > MaxHeader {
+					return nil, fmt.Errorf("%s: line 1: the header record is longer than %d bytes (is this a delimited text file?)", path, MaxHeader)
+				}
+			}
+			i += nl + 1
+			line++
+			if quotes%2 == 1 {
+				continue // a newline inside a quoted field
+			}
+			if start < 0 {
+				start, partLine = end, line
+				continue
+			}
+			if end-start >= target {
+				l.Parts = append(l.Parts, Range{Offset: start, Size: end - start, Line: partLine})
+				start, partLine = end, line
+			}
+		}
+		pos += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if quotes%2 == 1 {
+		return nil, fmt.Errorf("%s: %w", path, ErrUnterminatedQuote)
+	}
+	if start >= 0 && pos > start {
+		// The last records, the very last perhaps without its newline.
+		l.Parts = append(l.Parts, Range{Offset: start, Size: pos - start, Line: partLine})
+	}
+	return &l, nil
+}

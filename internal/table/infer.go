@@ -1,0 +1,170 @@
+package table
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SampleRows is how many records after the header Infer looks at.
+const SampleRows = 10_000
+
+// Infer chooses each column's type from the header's names and a sample of
+// records: the narrowest type every non-empty value of the column fits, in
+// the order INT64, NUMERIC (every value with the same number of decimals,
+// at most MaxScale, so that 0.51 stays exactly 0.51), FLOAT64, BOOL, DATE,
+// TIMESTAMP, else STRING. A column with no value in the sample is STRING.
+// Integers with a leading zero ("007", a code, not a count) stay STRING.
+// Every column is NULLABLE: a later record may leave it empty.
+func Infer(header []string, sample [][]string) (Schema, error) {
+	s := make(Schema, len(header))
+	seen := map[string]int{}
+	for i, name := range header {
+		if err := CheckName(name); err != nil {
+			return nil, fmt.Errorf("header, column %d: %w", i+1, err)
+		}
+		key := strings.ToLower(name)
+		if j, dup := seen[key]; dup {
+			return nil, fmt.Errorf("header, column %d: name %q is column %d's too (BigQuery column names are case-insensitive)", i+1, name, j+1)
+		}
+		seen[key] = i
+		s[i] = inferColumn(name, i, sample)
+	}
+	return s, nil
+}
+
+// guess is what the values of one column seen so far allow.
+type guess struct {
+	int64, numeric, float, boolean, date, timestamp bool
+	scale, intDigits                                int
+	any                                             bool
+}
+
+func inferColumn(name string, col int, sample [][]string) Field {
+	g := guess{int64: true, numeric: true, float: true, boolean: true, date: true, timestamp: true, scale: -1}
+	for _, rec := range sample {
+		if col >= len(rec) || rec[col] == "" {
+			continue
+		}
+		g.observe(rec[col])
+	}
+	f := Field{Name: name, Type: String}
+	switch {
+	case !g.any:
+	case g.int64:
+		f.Type = Int64
+	case g.numeric && (g.scale >= 1 || g.intDigits > 18):
+		f.Type, f.Scale = Numeric, g.scale
+		f.Precision = 18 // fits an INT64 in Parquet
+		if g.intDigits+g.scale > 18 {
+			f.Precision = MaxPrecision
+		}
+	case g.float:
+		f.Type = Float64
+	case g.boolean:
+		f.Type = Bool
+	case g.date:
+		f.Type = Date
+	case g.timestamp:
+		f.Type = Timestamp
+	}
+	return f
+}
+
+func (g *guess) observe(v string) {
+	g.any = true
+	if g.int64 {
+		_, err := strconv.ParseInt(v, 10, 64)
+		g.int64 = err == nil && !leadingZero(v) && v[0] != '+'
+	}
+	if g.numeric {
+		intDigits, scale, ok := decimalShape(v)
+		switch {
+		case !ok || scale > MaxScale || intDigits+scale > MaxPrecision || intDigits > MaxPrecision-MaxScale:
+			g.numeric = false
+		case g.scale == -1:
+			g.scale = scale
+		case g.scale != scale:
+			g.numeric = false
+		}
+		g.intDigits = max(g.intDigits, intDigits)
+	}
+	if g.float {
+		x, err := strconv.ParseFloat(v, 64)
+		whole, _, _ := strings.Cut(v, ".")
+		g.float = err == nil && !math.IsInf(x, 0) && !math.IsNaN(x) && !strings.ContainsAny(v, "_xXpP") && v[0] != '+' && !leadingZero(whole)
+	}
+	if g.boolean {
+		_, ok := parseBool(v)
+		g.boolean = ok
+	}
+	if g.date {
+		_, err := time.Parse(time.DateOnly, v)
+		g.date = err == nil
+	}
+	if g.timestamp {
+		t, ok := parseTimestamp(v)
+		g.timestamp = ok && t.Nanosecond()%1000 == 0 // BigQuery keeps microseconds
+	}
+}
+
+// leadingZero: "0" and "-0" are numbers, "007" and "-07" codes.
+func leadingZero(v string) bool {
+	v = strings.TrimPrefix(v, "-")
+	return len(v) > 1 && v[0] == '0'
+}
+
+// decimalShape reads v as [-]DIGITS[.DIGITS]: the digits before the point
+// (leading zeros not counted) and after it.
+func decimalShape(v string) (intDigits, scale int, ok bool) {
+	v = strings.TrimPrefix(v, "-")
+	whole, frac, _ := strings.Cut(v, ".")
+	if whole == "" || !allDigits(whole) || !allDigits(frac) || (leadingZero(whole) && strings.TrimLeft(whole, "0") != "") {
+		return 0, 0, false
+	}
+	return len(strings.TrimLeft(whole, "0")), len(frac), true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func parseBool(v string) (bool, bool) {
+	switch strings.ToLower(v) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// timestampLayouts are what a TIMESTAMP column's values may look like: RFC
+// 3339, and BigQuery's own "YYYY-MM-DD HH:MM:SS[.ffffff]" with or without a
+// zone; a value without a zone is UTC, as BigQuery reads it.
+var timestampLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999 Z07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999",
+}
+
+func parseTimestamp(v string) (time.Time, bool) {
+	if len(v) < len("2006-01-02 15:04:05") {
+		return time.Time{}, false
+	}
+	for _, l := range timestampLayouts {
+		if t, err := time.Parse(l, v); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}

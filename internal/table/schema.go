@@ -1,0 +1,220 @@
+// Package table turns delimited text (CSV, TSV) into typed Parquet that
+// BigQuery and Spark read as tables: it reads and infers schemas in
+// BigQuery's JSON schema format, cuts a file into parts at record
+// boundaries (quote-aware: a quoted field may hold newlines), and converts
+// each part on its own, so parts convert in parallel and memory stays
+// bounded by the part, not the file. Every error names the file, line and
+// column at fault.
+package table
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Type is a column's type, by BigQuery's standard SQL names.
+type Type string
+
+// The types ferry infers and converts.
+const (
+	Int64     Type = "INT64"
+	Numeric   Type = "NUMERIC" // Parquet DECIMAL(precision, scale)
+	Float64   Type = "FLOAT64"
+	Bool      Type = "BOOL"
+	Date      Type = "DATE"
+	Timestamp Type = "TIMESTAMP" // microseconds, UTC
+	String    Type = "STRING"
+)
+
+// aliases are the legacy SQL names a BigQuery schema file may use.
+var aliases = map[string]Type{
+	"INT64": Int64, "INTEGER": Int64, "NUMERIC": Numeric, "DECIMAL": Numeric, "BIGNUMERIC": Numeric, "BIGDECIMAL": Numeric,
+	"FLOAT64": Float64, "FLOAT": Float64, "BOOL": Bool, "BOOLEAN": Bool, "DATE": Date, "TIMESTAMP": Timestamp, "STRING": String,
+}
+
+// MaxScale and MaxPrecision bound a NUMERIC column: those of BigQuery's
+// NUMERIC, which a Parquet DECIMAL of them loads into.
+const (
+	MaxScale     = 9
+	MaxPrecision = 38
+)
+
+// Field is one column.
+type Field struct {
+	Name string
+	Type Type
+	// Precision and Scale are a NUMERIC column's.
+	Precision, Scale int
+	// Required columns refuse empty values; others read them as NULL
+	// (a STRING's empty value is the empty string).
+	Required bool
+}
+
+// Schema is a table's columns, in the order of the file's fields.
+type Schema []Field
+
+// bqField is a column in BigQuery's JSON schema format (bq show --schema,
+// bq load --schema FILE): precision and scale are int64s, which BigQuery's
+// REST API writes as strings; both forms are read.
+type bqField struct {
+	Name      string      `json:"name"`
+	Type      string      `json:"type"`
+	Mode      string      `json:"mode,omitempty"`
+	Precision json.Number `json:"precision,omitempty"`
+	Scale     json.Number `json:"scale,omitempty"`
+}
+
+// MarshalJSON writes s in BigQuery's JSON schema format.
+func (s Schema) MarshalJSON() ([]byte, error) {
+	out := make([]bqField, len(s))
+	for i, f := range s {
+		out[i] = bqField{Name: f.Name, Type: string(f.Type), Mode: "NULLABLE"}
+		if f.Required {
+			out[i].Mode = "REQUIRED"
+		}
+		if f.Type == Numeric {
+			out[i].Precision, out[i].Scale = json.Number(strconv.Itoa(f.Precision)), json.Number(strconv.Itoa(f.Scale))
+		}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads s strictly (ParseSchema).
+func (s *Schema) UnmarshalJSON(b []byte) error {
+	v, err := ParseSchema(b)
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// ParseSchema reads a schema in BigQuery's JSON schema format: an array of
+// fields, or an object whose "fields" is one. Unknown keys, nested or
+// repeated fields, types ferry does not convert and duplicate names are
+// refused, naming the field.
+func ParseSchema(b []byte) (Schema, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var wrap struct {
+			Fields json.RawMessage `json:"fields"`
+		}
+		if err := strictDecode(b, &wrap); err != nil {
+			return nil, fmt.Errorf("schema: %w", err)
+		}
+		b = wrap.Fields
+	}
+	var fields []bqField
+	if err := strictDecode(b, &fields); err != nil {
+		return nil, fmt.Errorf("schema: %w (want BigQuery's JSON schema format: [{\"name\": ..., \"type\": ...}, ...])", err)
+	}
+	if len(fields) == 0 {
+		return nil, errors.New("schema: no fields")
+	}
+	s := make(Schema, len(fields))
+	seen := map[string]bool{}
+	for i, bf := range fields {
+		f, err := bf.field()
+		if err != nil {
+			return nil, fmt.Errorf("schema: field %d (%.64q): %w", i+1, bf.Name, err)
+		}
+		if key := strings.ToLower(f.Name); seen[key] {
+			return nil, fmt.Errorf("schema: field %d: name %q appears twice (BigQuery column names are case-insensitive)", i+1, f.Name)
+		} else {
+			seen[key] = true
+		}
+		s[i] = f
+	}
+	return s, nil
+}
+
+func (bf bqField) field() (Field, error) {
+	f := Field{Name: bf.Name}
+	if err := CheckName(bf.Name); err != nil {
+		return f, err
+	}
+	t, ok := aliases[strings.ToUpper(bf.Type)]
+	if !ok {
+		return f, fmt.Errorf("type %.32q: ferry converts INT64, NUMERIC, FLOAT64, BOOL, DATE, TIMESTAMP and STRING", bf.Type)
+	}
+	f.Type = t
+	switch strings.ToUpper(bf.Mode) {
+	case "", "NULLABLE":
+	case "REQUIRED":
+		f.Required = true
+	default:
+		return f, fmt.Errorf("mode %.32q: want NULLABLE or REQUIRED (a CSV column is never REPEATED)", bf.Mode)
+	}
+	if t != Numeric {
+		if bf.Precision != "" || bf.Scale != "" {
+			return f, fmt.Errorf("precision and scale are for NUMERIC columns, not %s", t)
+		}
+		return f, nil
+	}
+	f.Precision, f.Scale = MaxPrecision, MaxScale
+	if bf.Precision != "" {
+		p, err := strconv.Atoi(string(bf.Precision))
+		if err != nil || p < 1 || p > MaxPrecision {
+			return f, fmt.Errorf("precision %s: want 1 to %d", bf.Precision, MaxPrecision)
+		}
+		f.Precision, f.Scale = p, 0
+	}
+	if bf.Scale != "" {
+		sc, err := strconv.Atoi(string(bf.Scale))
+		if err != nil || sc < 0 || sc > MaxScale || sc > f.Precision {
+			return f, fmt.Errorf("scale %s: want 0 to %d and at most the precision (%d)", bf.Scale, MaxScale, f.Precision)
+		}
+		f.Scale = sc
+	}
+	return f, nil
+}
+
+// CheckName refuses a column name BigQuery refuses: empty, longer than
+// 300 bytes, or not UTF-8.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty column name")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("column name %.64q is not valid UTF-8", name)
+	case len(name) > 300:
+		return fmt.Errorf("column name %.32q… is %d bytes; BigQuery allows 300", name, len(name))
+	}
+	return nil
+}
+
+func strictDecode(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("trailing data after the schema")
+	}
+	return nil
+}
+
+// String is s as a person reads it: one column a line.
+func (s Schema) String() string {
+	var b strings.Builder
+	for i, f := range s {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s %s", f.Name, f.Type)
+		if f.Type == Numeric {
+			fmt.Fprintf(&b, "(%d, %d)", f.Precision, f.Scale)
+		}
+		if f.Required {
+			b.WriteString(" REQUIRED")
+		}
+	}
+	return b.String()
+}

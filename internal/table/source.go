@@ -1,0 +1,111 @@
+package table
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Source is a delimited-text file ready to convert: where its parts are,
+// and the one schema all of them are written with (BigQuery takes a
+// table's schema from the last file of a load, so every part must agree).
+type Source struct {
+	Layout
+	Schema Schema
+	Comma  rune
+}
+
+// ErrNoRecords: an empty file, or a header with no record after it.
+var ErrNoRecords = errors.New("no records to convert (the file is empty or holds a header only)")
+
+// Comma is the field separator of the file named name: a tab for .tsv,
+// else a comma.
+func Comma(name string) rune {
+	if strings.HasSuffix(strings.ToLower(name), ".tsv") {
+		return '\t'
+	}
+	return ','
+}
+
+// Scan reads the first size bytes of r, the file at path, once to cut them
+// into parts of about target bytes (Cut), then reads its header and up to
+// SampleRows records of its first part to settle the schema: given, when it
+// must match the header column for column (names compared as BigQuery does,
+// ignoring case), or inferred (Infer). Errors name path, and the line and
+// column at fault.
+func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, given Schema) (*Source, error) {
+	l, err := Cut(io.NewSectionReader(r, 0, size), path, target)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.Parts) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrNoRecords)
+	}
+	header, err := readHeader(l.Header, comma, path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{Layout: *l, Comma: comma}
+	if given != nil {
+		if err := matchHeader(given, header, path); err != nil {
+			return nil, err
+		}
+		s.Schema = given
+		return s, nil
+	}
+	first := l.Parts[0]
+	cr := csv.NewReader(io.NewSectionReader(r, first.Offset, first.Size))
+	cr.Comma = comma
+	cr.FieldsPerRecord = len(header)
+	var sample [][]string
+	for len(sample) < SampleRows {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// Convert names the record at fault the same way.
+			return nil, (&Converter{fields: headerFields(header)}).readError(err, rec, path, first.Line)
+		}
+		sample = append(sample, rec)
+	}
+	if s.Schema, err = Infer(header, sample); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func readHeader(b []byte, comma rune, path string) ([]string, error) {
+	r := csv.NewReader(bytes.NewReader(b))
+	r.Comma = comma
+	h, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: line 1 (the header): %w", path, err)
+	}
+	return h, nil
+}
+
+func headerFields(header []string) Schema {
+	s := make(Schema, len(header))
+	for i, n := range header {
+		s[i] = Field{Name: n, Type: String}
+	}
+	return s
+}
+
+// matchHeader checks that the file's header names the schema's columns, in
+// its order.
+func matchHeader(s Schema, header []string, path string) error {
+	if len(header) != len(s) {
+		return fmt.Errorf("%s: line 1: the header has %d columns, the schema %d", path, len(header), len(s))
+	}
+	for i, f := range s {
+		if !strings.EqualFold(header[i], f.Name) {
+			return fmt.Errorf("%s: line 1, column %d: the header says %.64q, the schema %q", path, i+1, header[i], f.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package table_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/table"
+	"github.com/ferry-dev/ferry/internal/table/tabletest"
+)
+
+// convertFile cuts data into parts of target bytes, converts each, and
+// returns the Parquet parts and the schema inferred from its header and
+// first records.
+func convertFile(t testing.TB, data []byte, comma rune, target int64, s table.Schema) ([][]byte, table.Schema, *table.Layout) {
+	t.Helper()
+	l, err := table.Cut(bytes.NewReader(data), "data.csv", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s == nil {
+		hdr := tabletest.Records(t, l.Header, comma)[0]
+		sample := tabletest.Records(t, data[l.Parts[0].Offset:l.Parts[0].Offset+l.Parts[0].Size], comma)
+		if s, err = table.Infer(hdr, sample); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := table.NewConverter(s, table.Options{Comma: comma})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [][]byte
+	for _, p := range l.Parts {
+		b, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "data.csv", p.Line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, bytes.Clone(b))
+	}
+	return parts, s, l
+}
+
+// Seed-like data (internal/datagen, what make run sends) becomes typed
+// Parquet parts: dates as DATE, prices as exact decimals, volumes as
+// INT64; read back by parquet-go, every cell equals the CSV's and the rows
+// add up to its records.
+func TestSeedDataRoundTripsCellByCell(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := datagen.WriteCSV(&buf, 3<<20, 7); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	parts, s, l := convertFile(t, data, ',', 512<<10, nil)
+	if len(parts) < 5 {
+		t.Fatalf("%d parts of a 3 MiB file cut at 512 KiB", len(parts))
+	}
+	want := "date DATE\nsymbol STRING\nisin STRING\nexchange STRING\ncurrency STRING\nopen NUMERIC(18, 6)\nhigh NUMERIC(18, 6)\nlow NUMERIC(18, 6)\nclose NUMERIC(18, 6)\nadj_close NUMERIC(18, 6)\nvolume INT64"
+	if s.String() != want {
+		t.Fatalf("schema:\n%s\nwant:\n%s", s, want)
+	}
+	recs := tabletest.Records(t, data, ',')
+	header, recs := recs[0], recs[1:]
+	row := 0
+	for k, part := range parts {
+		names, types, rows := tabletest.ReadBack(t, part)
+		if strings.Join(names, ",") != strings.Join(header, ",") {
+			t.Fatalf("part %d: columns %v, want %v", k, names, header)
+		}
+		if k == 0 {
+			t.Logf("types read back: %v", types)
+			if types[0] != "DATE" || types[5] != "DECIMAL(18,6)" || types[10] != "INT64" || types[1] != "STRING" {
+				t.Fatalf("types read back: %v", types)
+			}
+		}
+		for _, got := range rows {
+			if row >= len(recs) {
+				t.Fatalf("more rows than the CSV's %d records", len(recs))
+			}
+			for c := range got {
+				if exp := tabletest.Expect(t, types[c], recs[row][c]); got[c] != exp {
+					t.Fatalf("record %d (line %d of the CSV), column %s: Parquet has %q, the CSV %q", row+1, row+2, names[c], got[c], recs[row][c])
+				}
+			}
+			row++
+		}
+	}
+	if row != len(recs) {
+		t.Fatalf("parts hold %d rows, the CSV %d records", row, len(recs))
+	}
+	var pq int
+	for _, p := range parts {
+		pq += len(p)
+	}
+	t.Logf("%d bytes of CSV, %d records: %d parts, %d bytes of Parquet (%.2fx smaller); header %d bytes", len(data), len(recs), len(parts), pq, float64(len(data))/float64(pq), len(l.Header))
+}
+
+// Every type ferry infers, NULLs, quoted fields with commas, quotes and
+// newlines, a TSV, and a cut that falls inside a quoted newline.
+func TestEveryTypeAndQuotedNewlines(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("id,price,ratio,ok,day,at,note,code\n")
+	for i := range 400 {
+		note := fmt.Sprintf("\"line one\nline \"\"two\"\", with a comma %d\"", i)
+		if i%7 == 0 {
+			note = ""
+		}
+		ratio := fmt.Sprintf("%g", float64(i)/3)
+		price := fmt.Sprintf("%d.%02d", i-200, i%100)
+		if i == 3 {
+			price = "-0.51"
+		}
+		fmt.Fprintf(&b, "%d,%s,%s,%v,2026-%02d-%02d,2026-12-03 10:%02d:%02d.%06d,%s,%03d\n", i, price, ratio, i%2 == 0, 1+i%12, 1+i%28, i%60, i%60, i, note, i%50)
+	}
+	b.WriteString("400,,,,,,,007") // NULLs, and no final newline
+	data := []byte(b.String())
+	for _, comma := range []rune{',', '\t'} {
+		d := data
+		if comma == '\t' {
+			d = []byte(strings.ReplaceAll(b.String(), ",", "\t")) // no commas in values but the note's
+		}
+		parts, s, _ := convertFile(t, d, comma, 2<<10, nil)
+		wantTypes := []table.Type{table.Int64, table.Numeric, table.Float64, table.Bool, table.Date, table.Timestamp, table.String, table.String}
+		for i, f := range s {
+			if f.Type != wantTypes[i] {
+				t.Fatalf("comma %q: column %s inferred %s, want %s (schema %s)", comma, f.Name, f.Type, wantTypes[i], s)
+			}
+		}
+		recs := tabletest.Records(t, d, comma)[1:]
+		row := 0
+		for _, part := range parts {
+			_, types, rows := tabletest.ReadBack(t, part)
+			for _, got := range rows {
+				for c := range got {
+					if exp := tabletest.Expect(t, types[c], recs[row][c]); got[c] != exp {
+						t.Fatalf("comma %q: record %d, column %d (%s): Parquet %q, CSV %q", comma, row+1, c+1, types[c], got[c], recs[row][c])
+					}
+				}
+				row++
+			}
+		}
+		if row != len(recs) || len(parts) < 10 {
+			t.Fatalf("comma %q: %d rows in %d parts, the file %d records", comma, row, len(parts), len(recs))
+		}
+	}
+}
+
+// Bad input is refused with the file, line and column at fault.
+func TestBadInputNamesLineAndColumn(t *testing.T) {
+	s := table.Schema{{Name: "id", Type: table.Int64}, {Name: "price", Type: table.Numeric, Precision: 18, Scale: 2}, {Name: "name", Type: table.String}}
+	big := strings.Repeat("x", 10<<20)
+	cases := []struct {
+		name, data string
+		line       int64
+		want       string
+	}{
+		{"wrong field count", "1,2.50,a\n2,3.00\n", 10, "data.csv: line 11: wrong number of fields: 2 fields, the header has 3"},
+		{"not an integer", "1,2.50,a\nx2,3.00,b\n", 10, `data.csv: line 11, column 1 (id): "x2" is not an INT64`},
+		{"too many decimals", "1,2.505,a\n", 10, `data.csv: line 10, column 2 (price): "2.505" has 3 decimals; the column is NUMERIC(18, 2) and ferry does not round`},
+		{"invalid UTF-8", "1,2.50,a\xff\n", 4, "data.csv: line 4, column 3 (name): invalid UTF-8"},
+		{"line after a quoted newline", "1,2.50,\"a\nb\"\n2,x,c\n", 2, `data.csv: line 4, column 2 (price): "x" is not a NUMERIC`},
+		{"10 MB field", "1,2.50," + big + "\n", 2, "data.csv: line 2, column 3 (name): field of 10485760 bytes; ferry converts fields up to 4194304"},
+		{"bare quote", "1,2.50,a\"b\n", 2, `data.csv: line 2: bare " in non-quoted-field`},
+	}
+	c, err := table.NewConverter(s, table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		_, _, err := c.Convert([]byte(tc.data), "data.csv", tc.line)
+		var re *table.RowError
+		if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one starting %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Cut refuses an unterminated quote, names a header-only and an empty file
+// by having no parts, and never cuts inside quotes.
+func TestCutEdges(t *testing.T) {
+	if _, err := table.Cut(strings.NewReader("a,b\n1,\"open\n2,3\n"), "x.csv", 4); !errors.Is(err, table.ErrUnterminatedQuote) || !strings.HasPrefix(err.Error(), "x.csv: ") {
+		t.Fatalf("unterminated quote: %v", err)
+	}
+	for _, d := range []string{"", "a,b\n", "a,b"} {
+		l, err := table.Cut(strings.NewReader(d), "x.csv", 4)
+		if err != nil || len(l.Parts) != 0 {
+			t.Fatalf("%q: %+v, %v; want no parts", d, l, err)
+		}
+	}
+	l, err := table.Cut(strings.NewReader("a,b\n1,\"x\ny\"\n2,3\n4,5"), "x.csv", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(l.Parts)
+	if want := "[{4 8 2} {12 4 4} {16 3 5}]"; got != want {
+		t.Fatalf("parts %s, want %s", got, want)
+	}
+}
+
+// A schema in BigQuery's JSON format, as bq show --schema prints it and as
+// its REST API writes it (numbers as strings), and what is refused.
+func TestParseSchema(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.json")
+	if err := os.WriteFile(p, []byte(`[{"name":"id","type":"INTEGER","mode":"REQUIRED"},{"name":"px","type":"NUMERIC","precision":"10","scale":2},{"name":"at","type":"TIMESTAMP"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	s, err := table.ParseSchema(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.String(); got != "id INT64 REQUIRED\npx NUMERIC(10, 2)\nat TIMESTAMP" {
+		t.Fatalf("schema %q", got)
+	}
+	out, _ := s.MarshalJSON()
+	if again, err := table.ParseSchema(out); err != nil || again.String() != s.String() {
+		t.Fatalf("round trip %s: %v %v", out, again, err)
+	}
+	for in, want := range map[string]string{
+		`[{"name":"a","type":"RECORD"}]`:                             "type \"RECORD\"",
+		`[{"name":"a","type":"STRING","mode":"REPEATED"}]`:           "mode \"REPEATED\"",
+		`[{"name":"a","type":"STRING"},{"name":"A","type":"INT64"}]`: `name "A" appears twice`,
+		`[{"name":"a","type":"STRING","colour":"red"}]`:              "unknown field",
+		`[]`: "no fields",
+		`{"fields":[{"name":"a","type":"NUMERIC","scale":"12"}]}`: "scale 12",
+	} {
+		if _, err := table.ParseSchema([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", in, err, want)
+		}
+	}
+}

@@ -1,0 +1,190 @@
+// Package tabletest reads Parquet files back for tests with parquet-go, an
+// implementation independent of the writer's (arrow-go), and says what a
+// CSV cell must read back as: ferry's conversion is checked by a reader
+// nobody here wrote.
+package tabletest
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// ReadBack reads a Parquet file with parquet-go, a different implementation
+// from the writer's (arrow-go), and returns its column names, the type its
+// schema gives each, and every cell as text the way the CSV would write it
+// ("" for NULL), decoding logical types by the file's own schema.
+func ReadBack(t testing.TB, b []byte) (names, types []string, rows [][]string) {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatalf("parquet-go cannot open the part: %v", err)
+	}
+	fields := f.Schema().Fields()
+	for _, fl := range fields {
+		names = append(names, fl.Name())
+		types = append(types, logicalName(fl))
+	}
+	for _, rg := range f.RowGroups() {
+		rr := rg.Rows()
+		buf := make([]parquet.Row, 256)
+		for {
+			n, err := rr.ReadRows(buf)
+			for _, row := range buf[:n] {
+				cells := make([]string, len(fields))
+				for _, v := range row {
+					cells[v.Column()] = cellText(t, fields[v.Column()], v)
+				}
+				rows = append(rows, cells)
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("parquet-go reading rows: %v", err)
+			}
+		}
+		_ = rr.Close()
+	}
+	if int64(len(rows)) != f.NumRows() {
+		t.Fatalf("read %d rows, the footer says %d", len(rows), f.NumRows())
+	}
+	return names, types, rows
+}
+
+// logical is the annotation of a column, nil for a plain physical type.
+func logical(f parquet.Field) format.LogicalTypeValue {
+	if lt := f.Type().LogicalType(); lt != nil {
+		return lt.Value
+	}
+	return nil
+}
+
+func logicalName(f parquet.Field) string {
+	switch lt := logical(f).(type) {
+	case *format.DecimalType:
+		return fmt.Sprintf("DECIMAL(%d,%d)", lt.Precision, lt.Scale)
+	case *format.DateType:
+		return "DATE"
+	case *format.TimestampType:
+		_, micros := lt.Unit.Value.(*format.MicroSeconds)
+		return fmt.Sprintf("TIMESTAMP(utc=%v,micros=%v)", lt.IsAdjustedToUTC, micros)
+	case *format.StringType:
+		return "STRING"
+	}
+	return f.Type().Kind().String()
+}
+
+func cellText(t testing.TB, f parquet.Field, v parquet.Value) string {
+	if v.IsNull() {
+		return ""
+	}
+	switch lt := logical(f).(type) {
+	case *format.DecimalType:
+		if f.Type().Kind() != parquet.Int64 {
+			t.Fatalf("decimal column %s stored as %s, want INT64", f.Name(), f.Type().Kind())
+		}
+		return decimalText(v.Int64(), int(lt.Scale))
+	case *format.DateType:
+		return time.Unix(int64(v.Int32())*86400, 0).UTC().Format(time.DateOnly)
+	case *format.TimestampType:
+		return time.UnixMicro(v.Int64()).UTC().Format("2006-01-02 15:04:05.999999")
+	case *format.StringType:
+		return string(v.ByteArray())
+	}
+	switch f.Type().Kind() {
+	case parquet.Int64:
+		return strconv.FormatInt(v.Int64(), 10)
+	case parquet.Double:
+		return "f" + strconv.FormatUint(math.Float64bits(v.Double()), 16)
+	case parquet.Boolean:
+		return strconv.FormatBool(v.Boolean())
+	}
+	t.Fatalf("column %s: unexpected type %s", f.Name(), f.Type())
+	return ""
+}
+
+func decimalText(unscaled int64, scale int) string {
+	neg := unscaled < 0
+	if neg {
+		unscaled = -unscaled
+	}
+	s := strconv.FormatInt(unscaled, 10)
+	if scale > 0 {
+		for len(s) <= scale {
+			s = "0" + s
+		}
+		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// Records reads data as encoding/csv does: the reference for what the
+// CSV says.
+func Records(t testing.TB, data []byte, comma rune) [][]string {
+	t.Helper()
+	r := csv.NewReader(bytes.NewReader(data))
+	r.Comma = comma
+	recs, err := r.ReadAll()
+	if err != nil {
+		t.Fatalf("encoding/csv: %v", err)
+	}
+	return recs
+}
+
+// Expect is a CSV cell as ReadBack gives it for a column of type typ.
+func Expect(t testing.TB, typ, cell string) string {
+	t.Helper()
+	if cell == "" && typ != "STRING" {
+		return ""
+	}
+	switch {
+	case typ == "DOUBLE":
+		x, err := strconv.ParseFloat(cell, 64)
+		if err != nil {
+			t.Fatalf("cell %q: %v", cell, err)
+		}
+		return "f" + strconv.FormatUint(math.Float64bits(x), 16)
+	case typ == "BOOLEAN":
+		return strings.ToLower(cell)
+	case strings.HasPrefix(typ, "TIMESTAMP"):
+		for _, l := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999"} {
+			if ts, err := time.Parse(l, cell); err == nil {
+				return ts.UTC().Format("2006-01-02 15:04:05.999999")
+			}
+		}
+		t.Fatalf("cell %q is no timestamp", cell)
+	case strings.HasPrefix(typ, "DECIMAL("):
+		var p, s int
+		if _, err := fmt.Sscanf(typ, "DECIMAL(%d,%d)", &p, &s); err != nil {
+			t.Fatalf("type %q: %v", typ, err)
+		}
+		neg := strings.HasPrefix(cell, "-")
+		whole, frac, _ := strings.Cut(strings.TrimPrefix(cell, "-"), ".")
+		whole = strings.TrimLeft(whole, "0")
+		if whole == "" {
+			whole = "0"
+		}
+		out := whole
+		if s > 0 {
+			out += "." + frac + strings.Repeat("0", s-len(frac))
+		}
+		if neg && strings.Trim(out, "0.") != "" {
+			out = "-" + out
+		}
+		return out
+	}
+	return cell
+}
