@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -34,6 +35,8 @@ type submitFlags struct {
 	filters                                    []plan.Filter
 	filesFrom                                  string
 	dryRun                                     bool
+	convert, schema, parquetCompression        string
+	convertMatch                               []string
 }
 
 func submitCommand() *cobra.Command {
@@ -81,6 +84,19 @@ one listing of the destination, no file read) and replaces those that
 changed; with --checksum it compares size and CRC32C, reading the files.
 Skipped files are counted in the done event and the benchmark row.
 
+--convert parquet sends each .csv and .tsv file (and each file whose name a
+--convert-match glob matches) as typed Parquet: the file is cut at record
+boundaries (quoted newlines respected) into parts of about --chunk-size, and
+each part becomes gs://BUCKET/PREFIX/<path>/part-NNNNN.parquet, one row group,
+every part of one schema. The schema is --schema FILE (BigQuery's JSON schema,
+as bq show --schema prints it) or inferred from the header and the first
+10,000 records: INT64, NUMERIC (every value with the same decimals, so 0.51
+stays exact), FLOAT64, BOOL, DATE, TIMESTAMP (microseconds, UTC), else STRING;
+--dry-run prints it. A record that does not fit (field count, type, invalid
+UTF-8, a field over 4 MiB, an unterminated quote) fails the transfer, naming
+file, line and column, and no part of it is left. Other files travel as
+usual. BigQuery reads the parts with bq load --source_format=PARQUET.
+
 Prints the transfer id on stdout once the transfer has started. With --wait it
 blocks until the transfer's done event and exits 0 only if the transfer
 succeeded. --timeout bounds the whole command: connecting, reading and
@@ -112,6 +128,10 @@ or configuration error.`,
 	fs.Var(&filterFlag{&f.filters, false}, "exclude", "skip paths matching this rsync pattern (repeatable; with --include, the first match wins)")
 	fs.Var(&filterFlag{&f.filters, true}, "include", "send paths matching this rsync pattern even if a later --exclude matches (repeatable)")
 	fs.StringVar(&f.filesFrom, "files-from", "", "send only the paths listed in this file (- for standard input), one a line, relative to the one SOURCE directory")
+	fs.StringVar(&f.convert, "convert", "", "parquet: send delimited text (.csv, .tsv, --convert-match) as typed Parquet parts")
+	fs.StringArrayVar(&f.convertMatch, "convert-match", nil, "with --convert, also convert files whose name matches this glob (repeatable; .tsv files are tab-separated, others comma-separated)")
+	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
+	fs.StringVar(&f.parquetCompression, "parquet-compression", "", "with --convert, the Parquet column compression: zstd (default), snappy or none")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent and skipped, with totals; send and write nothing")
 	fs.BoolVar(&f.wait, "wait", false, "block until the done event; exit 0 only on success")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long, whatever the command is doing (0: no limit)")
@@ -176,6 +196,15 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 		}
 		req.Selection.FilesFrom = list
 	}
+	var schema []byte
+	if f.schema != "" {
+		if schema, err = readSmall(f.schema, maxSchemaFile); err != nil {
+			return producer.Request{}, cli.Usagef("--schema: %w", err)
+		}
+	}
+	if req.Convert, err = plan.ParseConvert(f.convert, f.convertMatch, schema, f.parquetCompression); err != nil {
+		return producer.Request{}, cli.Usagef("--convert: %w", err)
+	}
 	if plan.IsStdin(req.Sources) {
 		if f.filesFrom == "-" {
 			return producer.Request{}, cli.Usagef("--files-from - and SOURCE - both want standard input")
@@ -205,6 +234,27 @@ func submit(ctx context.Context, cmd *cobra.Command, f *submitFlags, args []stri
 		Request: req, Wait: f.wait, JSON: f.json, DryRun: f.dryRun, Timeout: f.timeout, MaxRate: int64(f.maxRate),
 		Version: version, ID: hostID(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 	})
+}
+
+// maxSchemaFile bounds a --schema file: BigQuery's own limit on a
+// table's schema is 10,000 columns.
+const maxSchemaFile = 4 << 20
+
+// readSmall reads the file at name, refusing one over limit bytes.
+func readSmall(name string, limit int64) ([]byte, error) {
+	fh, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return b, nil
 }
 
 // filterFlag is --exclude or --include: both append to one list, so the

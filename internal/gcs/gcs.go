@@ -86,6 +86,8 @@ type Attrs struct {
 	Generation int64
 	Metadata   map[string]string
 	Created    time.Time
+	// ContentType is the object's media type.
+	ContentType string
 	// KMSKey is the Cloud KMS key that encrypts the object, with its
 	// version (…/cryptoKeyVersions/N) as GCS reports it; empty when the
 	// bucket's default encryption applies (and on fake-gcs-server, which
@@ -444,7 +446,7 @@ func (s *Store) composeRaw(ctx context.Context, bucket, dst string, srcs []strin
 	if err != nil {
 		return Attrs{}, err
 	}
-	a := Attrs{Name: o.Name, Size: int64(o.Size), Generation: o.Generation, Metadata: o.Metadata, KMSKey: o.KmsKeyName}
+	a := Attrs{Name: o.Name, Size: int64(o.Size), Generation: o.Generation, Metadata: o.Metadata, KMSKey: o.KmsKeyName, ContentType: o.ContentType}
 	a.Created, _ = time.Parse(time.RFC3339Nano, o.TimeCreated)
 	c, err := base64.StdEncoding.DecodeString(o.Crc32c)
 	if err != nil || len(c) != 4 {
@@ -524,7 +526,7 @@ func fromAttrs(a *storage.ObjectAttrs) Attrs {
 		return Attrs{}
 	}
 	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata,
-		Created: a.Created, KMSKey: a.KMSKeyName}
+		Created: a.Created, KMSKey: a.KMSKeyName, ContentType: a.ContentType}
 }
 
 // fail records what call op found and returns its error, nil for nil: the

@@ -154,6 +154,24 @@ type File struct {
 	// final object's metadata as gcloud storage cp --preserve-posix
 	// writes it (see PosixMetadata); nil for standard input.
 	Posix *Posix `json:"posix,omitempty"`
+	// Table is set when the file is a Parquet part of a source converted
+	// from delimited text.
+	Table *TablePart `json:"table,omitempty"`
+}
+
+// TablePart is one Parquet part of a source converted from delimited text
+// (producer submit --convert parquet): which bytes of the source it holds,
+// from which line, and how many rows.
+type TablePart struct {
+	Source string `json:"source"` // the source's relative path
+	Part   int    `json:"part"`
+	Parts  int    `json:"parts"`
+	Offset int64  `json:"offset"`
+	Size   int64  `json:"size"`
+	Line   int64  `json:"line"`
+	Rows   int64  `json:"rows"`
+	// Schema is the parts' schema in BigQuery's JSON format, on part 0.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // Posix is a file's permission bits (mode & 0777, as gcloud keeps them),

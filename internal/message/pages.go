@@ -36,6 +36,8 @@ type Totals struct {
 	Bytes     int64 `json:"bytes"`
 	WireBytes int64 `json:"wire_bytes"`
 	Skipped   int   `json:"skipped"`
+	// Rows are the rows of the Parquet parts of converted sources.
+	Rows int64 `json:"rows,omitempty"`
 }
 
 // FilePage is the body of a ManifestPage object.

@@ -1,5 +1,7 @@
 package message
 
+import "encoding/json"
+
 // Request is a transfer request as a batch system publishes it on the
 // requests topic (schema version 1). Omitted fields take the producer's
 // defaults (FERRY_CODEC, FERRY_LEVEL, FERRY_CHUNK_SIZE, FERRY_METHOD).
@@ -48,6 +50,15 @@ type Request struct {
 	// the transfer's key object lists it, so that the requester can cancel
 	// the transfer with producer cancel --key-file (see Keys).
 	EndKeySHA256 string `json:"end_key_sha256,omitempty"`
+	// Convert "parquet" sends delimited text (.csv, .tsv, and the file
+	// names ConvertMatch's globs match) as typed Parquet parts, of
+	// Schema (BigQuery's JSON schema format) or of a schema inferred per
+	// file; ParquetCompression is zstd (default), snappy or none
+	// (--convert, --convert-match, --schema, --parquet-compression).
+	Convert            string          `json:"convert,omitempty"`
+	ConvertMatch       []string        `json:"convert_match,omitempty"`
+	Schema             json.RawMessage `json:"schema,omitempty"`
+	ParquetCompression string          `json:"parquet_compression,omitempty"`
 }
 
 func (r *Request) version() int { return r.V }

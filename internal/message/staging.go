@@ -97,7 +97,16 @@ const (
 	MetaWorker   = "ferry-worker"
 	MetaUploadAt = "ferry-upload-start"
 	MetaAttempt  = "ferry-attempt"
+	// A Parquet part of a converted source (TablePart): the source's
+	// relative path, the part's bytes of it ("OFFSET+SIZE") and its
+	// row count.
+	MetaTableSource = "ferry-table-source"
+	MetaTableRange  = "ferry-table-range"
+	MetaTableRows   = "ferry-table-rows"
 )
+
+// ParquetContentType is the media type of Apache Parquet files.
+const ParquetContentType = "application/vnd.apache.parquet"
 
 // FinalMetadata is the metadata every final object carries: which transfer
 // wrote it, and the size and CRC32C of the raw bytes it decompresses to.

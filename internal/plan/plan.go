@@ -10,6 +10,7 @@ package plan
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -27,6 +28,8 @@ type Spec struct {
 	Roots []string
 	// Selection: links, unreadable files, filters and --files-from.
 	Selection Selection
+	// Convert, when set, sends delimited text as Parquet.
+	Convert *Convert
 }
 
 // Plan is a validated Spec: the files, their objects and chunk sizes.
@@ -67,6 +70,9 @@ type File struct {
 	// Stream is set for standard input, whose length is unknown until its
 	// end: Size, Mod and Chunks are then 0, and Stream sizes the chunks.
 	Stream *Stream
+	// Part is set for a part of a source converted to Parquet
+	// (Spec.Convert): Size is then the part's bytes of the source.
+	Part *Part
 }
 
 // Request chunk sizes outside these bounds are refused.
@@ -108,7 +114,17 @@ func Open(s Spec, l Limits) (*Plan, error) {
 	if s.ChunkSize < MinRequestChunk || s.ChunkSize > MaxRequestChunk {
 		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", s.ChunkSize)
 	}
+	if s.Convert != nil {
+		cv := *s.Convert
+		if err := cv.check(); err != nil {
+			return nil, err
+		}
+		s.Convert = &cv
+	}
 	if IsStdin(s.Sources) {
+		if s.Convert != nil {
+			return nil, fmt.Errorf("standard input cannot be converted to Parquet: a file is cut into parts before it is read")
+		}
 		p, err := streamPlan(s, l, c, level)
 		if p != nil {
 			p.stream = true
@@ -155,7 +171,16 @@ func (p *Plan) ObjectsPrefix() string {
 	case st.IsDir():
 		return p.Dest.Object(base, "") + "/"
 	}
-	return p.Dest.Object(base, p.Codec.Ext())
+	return p.Dest.Object(base, p.suffix(base))
+}
+
+// suffix is what follows the relative path rel in its object's name: the
+// codec's extension, or "/" and the part's name for a converted file.
+func (p *Plan) suffix(rel string) string {
+	if p.spec.Convert.converts(path.Base(rel)) {
+		return convertKey
+	}
+	return p.Codec.Ext()
 }
 
 // Walk walks the plan's sources and calls fn with each file, in the order
@@ -173,7 +198,14 @@ func (p *Plan) Walk(fn func(File) error, skip func(Skipped)) error {
 		return nil
 	}
 	ext := p.Codec.Ext()
-	excluded, err := walkOrdered(p.spec.Sources, p.conf, p.spec.Selection, ext, func(sf SourceFile) error {
+	excluded, err := walkOrdered(p.spec.Sources, p.conf, p.spec.Selection, p.suffix, func(sf SourceFile) error {
+		if cv := p.spec.Convert; cv.converts(path.Base(sf.Rel)) {
+			target, err := ChunkSize(sf.Size, p.spec.ChunkSize, codec.None, p.limits)
+			if err != nil {
+				return fmt.Errorf("source %s: %w", sf.Path, err)
+			}
+			return cv.parts(sf, p.Dest, target, fn)
+		}
 		obj := p.Dest.Object(sf.Rel, ext)
 		if err := checkName(obj); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)
@@ -183,7 +215,7 @@ func (p *Plan) Walk(fn func(File) error, skip func(Skipped)) error {
 			return fmt.Errorf("source %s: %w", sf.Path, err)
 		}
 		return fn(File{SourceFile: sf, Object: obj, ChunkSize: size, Chunks: ChunkCount(sf.Size, size)})
-	}, func(k Skip) { skip(Skipped{Skip: k, Object: p.Dest.Object(k.Rel, ext)}) })
+	}, func(k Skip) { skip(Skipped{Skip: k, Object: p.Dest.Object(k.Rel, p.suffix(k.Rel))}) })
 	p.Excluded = excluded
 	return err
 }

@@ -91,11 +91,11 @@ type walker struct {
 	bytes    int64
 	found    int
 	// ordered: each directory's entries are taken in the order of their
-	// object names, files named with ext appended; out is told of each
-	// file, and onSkip of each skip, as the walk finds them. Otherwise
-	// files and skipped collect them.
+	// object names, files named with their suffix appended; out is told
+	// of each file, and onSkip of each skip, as the walk finds them.
+	// Otherwise files and skipped collect them.
 	ordered bool
-	ext     string
+	suffix  func(name string) string
 	out     func(SourceFile) error
 	onSkip  func(Skip)
 }
@@ -138,21 +138,21 @@ func checkSelection(sources []string, sel Selection) (Selection, error) {
 }
 
 // walkOrdered is walk for a transfer: it tells out of each file in the
-// order of its object name (its relative path with ext appended, the order
-// in which GCS lists), and onSkip of each skip, as it finds them. It holds
+// order of its object name (its relative path with its suffix appended,
+// the order in which GCS lists), and onSkip of each skip, as it finds them. It holds
 // no list of files, only the entries of the directories it is in. When the
 // sources cannot be walked one after the other in that order (--files-from,
 // two sources of one name, a source such as "." whose entries stand beside
 // other sources'), it collects them first, as walk does, and sorts them. It
 // returns how many entries the filters left out.
-func walkOrdered(sources []string, conf *confiner, sel Selection, ext string, out func(SourceFile) error, onSkip func(Skip)) (int, error) {
+func walkOrdered(sources []string, conf *confiner, sel Selection, suffix func(name string) string, out func(SourceFile) error, onSkip func(Skip)) (int, error) {
 	sel, err := checkSelection(sources, sel)
 	if err != nil {
 		return 0, err
 	}
 	if sel.FilesFrom == nil {
-		if sorted, ok := orderSources(sources, conf, ext); ok {
-			w := &walker{conf: conf, sel: sel, ordered: true, ext: ext, out: out, onSkip: onSkip}
+		if sorted, ok := orderSources(sources, conf, suffix); ok {
+			w := &walker{conf: conf, sel: sel, ordered: true, suffix: suffix, out: out, onSkip: onSkip}
 			err := w.all(sorted)
 			return w.excluded, err
 		}
@@ -164,7 +164,7 @@ func walkOrdered(sources []string, conf *confiner, sel Selection, ext string, ou
 	for _, k := range w.skipped {
 		onSkip(k)
 	}
-	slices.SortStableFunc(w.files, func(a, b SourceFile) int { return strings.Compare(a.Rel+ext, b.Rel+ext) })
+	slices.SortStableFunc(w.files, func(a, b SourceFile) int { return strings.Compare(a.Rel+suffix(a.Rel), b.Rel+suffix(b.Rel)) })
 	for _, f := range w.files {
 		if err := out(f); err != nil {
 			return w.excluded, err
@@ -175,7 +175,7 @@ func walkOrdered(sources []string, conf *confiner, sel Selection, ext string, ou
 
 // orderSources sorts sources by the object names they lead to; ok is false
 // when their objects would interleave.
-func orderSources(sources []string, conf *confiner, ext string) ([]string, bool) {
+func orderSources(sources []string, conf *confiner, suffix func(name string) string) ([]string, bool) {
 	keys := map[string]string{}
 	probe := &walker{conf: conf}
 	for _, src := range sources {
@@ -188,7 +188,8 @@ func orderSources(sources []string, conf *confiner, ext string) ([]string, bool)
 		case fi.IsDir():
 			base += "/"
 		default:
-			base = filepath.Base(filepath.Clean(src)) + ext
+			base = filepath.Base(filepath.Clean(src))
+			base += suffix(base)
 		}
 		for _, k := range keys {
 			if k == base {
@@ -442,8 +443,9 @@ func (w *walker) skip(p, rel, reason string) {
 }
 
 // order sorts the entries of directory p by the object names they lead
-// to: a file's name with the walk's extension, a directory's (or a link to
-// one that -L follows) with "/", as GCS lists the objects.
+// to: a file's name with its suffix (the codec's extension, or "/" for a
+// converted file), a directory's (or a link to one that -L follows) with
+// "/", as GCS lists the objects.
 func (w *walker) order(p string, entries []fs.DirEntry) {
 	keys := make(map[string]string, len(entries))
 	for _, e := range entries {
@@ -456,7 +458,7 @@ func (w *walker) order(p string, entries []fs.DirEntry) {
 		if dir {
 			keys[e.Name()] = e.Name() + "/"
 		} else {
-			keys[e.Name()] = e.Name() + w.ext
+			keys[e.Name()] = e.Name() + w.suffix(e.Name())
 		}
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(keys[a.Name()], keys[b.Name()]) })

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -10,6 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/table"
 )
 
 // The compress stage. A job's pieces are cut into frames of
@@ -165,6 +167,8 @@ type encodedPart struct {
 	segs [][]byte
 	// seek lists the frames (zstd), for the manifest.
 	seek []seektable.Frame
+	// table is set for a Parquet part of a converted source.
+	table *message.TablePart
 }
 
 // compressor is one goroutine of the compress stage.
@@ -176,11 +180,18 @@ type compressor struct {
 	srcs   [][]byte
 	tables [][]byte
 	seek   []seektable.Frame
+	// cv converts the parts of the source whose schema is cvSchema.
+	cv       *table.Converter
+	cvSchema *table.Field
+	cvPart   plan.Part
 }
 
 // compress turns a job into its parts, compressed at level. The result is
 // valid until the next call; it holds no reference to the job's raw buffer.
 func (c *compressor) compress(j job, level int) ([]encodedPart, error) {
+	if pc := j.pieces[0]; pc.f.Part != nil {
+		return c.convert(pc) // a part travels alone
+	}
 	c.srcs = c.srcs[:0]
 	for _, pc := range j.pieces {
 		c.srcs = append(c.srcs, pc.raw)
@@ -248,4 +259,40 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int,
 		p.Object = message.ChunkObject(tid, fi, index)
 	}
 	return p
+}
+
+// convert turns a part of a converted source into its Parquet object, which
+// travels as it is (codec none): what a restore gives back is the Parquet
+// file. A record the schema does not take fails the source (SourceError)
+// with its file, line and column.
+func (c *compressor) convert(pc piece) ([]encodedPart, error) {
+	f, pt := pc.f, pc.f.Part
+	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression {
+		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression})
+		if err != nil {
+			return nil, &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
+		}
+		c.cv, c.cvSchema, c.cvPart = cv, &pt.Schema[0], *pt
+	}
+	data, rows, err := c.cv.Convert(pc.raw, f.Path, pt.Line)
+	if err != nil {
+		return nil, &SourceError{err}
+	}
+	crc := crc32c.Checksum(data)
+	size := int64(len(data))
+	ep := encodedPart{file: pc.file, segs: [][]byte{data}, table: &message.TablePart{
+		Source: f.Rel, Part: pt.Index, Parts: pt.Count, Offset: pt.Offset, Size: pt.Size, Line: pt.Line, Rows: rows}}
+	if pt.Index == 0 {
+		if ep.table.Schema, err = pt.Schema.MarshalJSON(); err != nil {
+			return nil, err
+		}
+	}
+	ep.part = newPart(c.tid, codec.None, pc.file, f, 0, 1, 0, size, crc)
+	ep.part.ContentType = message.ParquetContentType
+	ep.part.Metadata[message.MetaTableSource] = f.Rel
+	ep.part.Metadata[message.MetaTableRange] = fmt.Sprintf("%d+%d", pt.Offset, pt.Size)
+	ep.part.Metadata[message.MetaTableRows] = strconv.FormatInt(rows, 10)
+	ep.part.WireSize, ep.part.WireCRC32C = size, crc
+	c.parts = append(c.parts[:0], ep)
+	return c.parts, nil
 }

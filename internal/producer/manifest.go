@@ -165,6 +165,9 @@ func (g *pager) record(ctx context.Context, p *encodedPart) error {
 		f.Chunks = append(f.Chunks, message.ChunkInfo{}) // a stream's grow as they come
 	}
 	f.Chunks[p.index] = info
+	if p.table != nil {
+		f.Table = p.table
+	}
 	pg.pending--
 	var whole *page
 	if pg.closed && pg.pending == 0 {
@@ -223,12 +226,16 @@ func (g *pager) sealFiles(files []message.File) {
 		t.Chunks += len(f.Chunks)
 		t.Bytes += f.Size
 		t.WireBytes += f.WireSize
+		if f.Table != nil {
+			t.Rows += f.Table.Rows
+		}
 	}
 	g.mu.Lock()
 	g.m.Totals.Files += t.Files
 	g.m.Totals.Chunks += t.Chunks
 	g.m.Totals.Bytes += t.Bytes
 	g.m.Totals.WireBytes += t.WireBytes
+	g.m.Totals.Rows += t.Rows
 	g.mu.Unlock()
 }
 

@@ -255,8 +255,10 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.
 		if err != nil {
 			return err
 		}
-		ad.Observe(level.Observation{Level: lvl, Chunks: len(j.pieces), Raw: raw, Wire: wire, Backlog: p.backlog(ob),
-			Blocked: blocked || msg.waited, Small: len(j.pieces) > 1 || raw < voteMin})
+		if j.pieces[0].f.Part == nil { // a Parquet part has no level
+			ad.Observe(level.Observation{Level: lvl, Chunks: len(j.pieces), Raw: raw, Wire: wire, Backlog: p.backlog(ob),
+				Blocked: blocked || msg.waited, Small: len(j.pieces) > 1 || raw < voteMin})
+		}
 	}
 	return nil
 }

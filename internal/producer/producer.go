@@ -77,11 +77,13 @@ type Request struct {
 	// EndKeySHA256 is a requester's key hash for the transfer's key
 	// object (message.Request's end_key_sha256); "" none.
 	EndKeySHA256 string
+	// Convert, when set, sends delimited text as Parquet (plan.Convert).
+	Convert *plan.Convert
 }
 
 func (r Request) spec() plan.Spec {
 	return plan.Spec{Sources: r.Sources, Destination: r.Destination, Codec: r.Codec, Level: r.Level,
-		ChunkSize: r.ChunkSize, Roots: r.SourceRoots, Selection: r.Selection}
+		ChunkSize: r.ChunkSize, Roots: r.SourceRoots, Selection: r.Selection, Convert: r.Convert}
 }
 
 // NewTransferID returns the id of a transfer: derived from the idempotency key

@@ -60,6 +60,12 @@ func (r *reader) run(ctx context.Context, files <-chan planned, jobs chan<- job)
 			}
 			continue
 		}
+		if f.Part != nil {
+			if err := r.readPart(ctx, i, f, jobs); err != nil {
+				return err
+			}
+			continue
+		}
 		if !r.bundler.takes(i, f) {
 			if err := r.readChunks(ctx, i, f, jobs); err != nil {
 				return err
@@ -163,6 +169,35 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 	return unchanged(fh, f)
 }
 
+// readPart reads file fi, a part of a source converted to Parquet: its
+// range of the source, one job.
+func (r *reader) readPart(ctx context.Context, fi int, f *plan.File, jobs chan<- job) error {
+	fh, err := f.Open()
+	if err != nil {
+		return &SourceError{fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))}
+	}
+	defer fh.Close()
+	buf, err := r.get(ctx)
+	if err != nil {
+		return err
+	}
+	buf = buf[:f.Size]
+	if _, err := fh.ReadAt(buf, f.Part.Offset); err != nil {
+		r.pool <- buf
+		return &SourceError{fmt.Errorf("source %s: read part %d at byte %d: %w (did the file change while it was read?)", f.Path, f.Part.Index, f.Part.Offset, err)}
+	}
+	if err := same(fh, f, f.Part.FileSize); err != nil {
+		r.pool <- buf
+		return err
+	}
+	r.count(f.Size)
+	if err := send(ctx, jobs, job{buf: buf, pieces: []piece{{file: fi, f: f, chunks: 1, raw: buf}}}); err != nil {
+		r.pool <- buf
+		return err
+	}
+	return nil
+}
+
 func (r *reader) count(n int64) {
 	r.read.Add(n)
 	metrics.BytesRead.Add(float64(n))
@@ -177,14 +212,20 @@ func unchanged(fh *os.File, f *plan.File) error {
 	if k, _ := fh.Read(one[:]); k != 0 {
 		return &SourceError{fmt.Errorf("source %s: %w: file grew while it was read (planned %d bytes)", f.Path, plan.ErrChanged, f.Size)}
 	}
+	return same(fh, f, f.Size)
+}
+
+// same checks that the open file fh still has size bytes and f's mtime and
+// ctime.
+func same(fh *os.File, f *plan.File, size int64) error {
 	st, err := fh.Stat()
 	if err != nil {
 		return &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 	}
 	_, ctime := plan.StatID(st)
-	if st.Size() != f.Size || st.ModTime().UnixNano() != f.Mod || (f.Ctime != 0 && ctime != f.Ctime) {
+	if st.Size() != size || st.ModTime().UnixNano() != f.Mod || (f.Ctime != 0 && ctime != f.Ctime) {
 		return &SourceError{fmt.Errorf("source %s: %w: file changed while it was read (size %d→%d, mtime %s→%s, ctime %s→%s)",
-			f.Path, plan.ErrChanged, f.Size, st.Size(), stamp(f.Mod), stamp(st.ModTime().UnixNano()), stamp(f.Ctime), stamp(ctime))}
+			f.Path, plan.ErrChanged, size, st.Size(), stamp(f.Mod), stamp(st.ModTime().UnixNano()), stamp(f.Ctime), stamp(ctime))}
 	}
 	return nil
 }

@@ -207,6 +207,11 @@ func skipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
 	if req.NoClobber {
 		return SkipExists, nil
 	}
+	if f.Part != nil {
+		// A Parquet part's object says nothing of the source bytes it
+		// came from: it is converted again.
+		return "", nil
+	}
 	if a.Metadata[message.MetaRawSize] != strconv.FormatInt(f.Size, 10) {
 		return "", nil
 	}

@@ -155,6 +155,9 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
 	req.Selection = sel
+	if req.Convert, err = plan.ParseConvert(r.Convert, r.ConvertMatch, r.Schema, r.ParquetCompression); err != nil {
+		return s.reject(ctx, req.TransferID, r.Destination, err)
+	}
 	req.Selection.Found = func(int, int64) { s.walked.Add(1) }
 	if err := s.allowed(req); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)

@@ -25,6 +25,13 @@ type DryRunLine struct {
 	Bytes    int64  `json:"bytes,omitempty"`
 	Skipped  int    `json:"skipped,omitempty"`
 	Excluded int    `json:"excluded,omitempty"`
+	// Parts and Schema are set on the first part of a file converted to
+	// Parquet: how many parts it has, and their schema in BigQuery's JSON
+	// format.
+	Parts  int             `json:"parts,omitempty"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+
+	schemaText string
 }
 
 // PrintDryRun prints what a transfer would send and skip, one line each,
@@ -42,6 +49,9 @@ func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
 		var err error
 		if l.Action == "send" {
 			_, err = fmt.Fprintf(bw, "send  %s  %s  (%s)\n", l.Object, result.FormatBytes(float64(l.Size)), l.Path)
+			if err == nil && l.Schema != nil {
+				_, err = fmt.Fprintf(bw, "      as %d Parquet parts of schema: %s\n", l.Parts, l.schemaText)
+			}
 		} else {
 			_, err = fmt.Fprintf(bw, "skip  %s  %s  (%s)\n", l.Object, l.Reason, l.Path)
 		}
@@ -50,7 +60,15 @@ func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
 	for _, f := range d.Plan.Files {
 		total.Files++
 		total.Bytes += f.Size
-		if err := emit(DryRunLine{Action: "send", Path: f.Rel, Object: "gs://" + bucket + "/" + f.Object, Size: f.Size}); err != nil {
+		l := DryRunLine{Action: "send", Path: f.Rel, Object: "gs://" + bucket + "/" + f.Object, Size: f.Size}
+		if f.Part != nil && f.Part.Index == 0 {
+			sj, err := f.Part.Schema.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			l.Parts, l.Schema, l.schemaText = f.Part.Count, sj, strings.ReplaceAll(f.Part.Schema.String(), "\n", ", ")
+		}
+		if err := emit(l); err != nil {
 			return err
 		}
 	}

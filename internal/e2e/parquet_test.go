@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/table/tabletest"
+)
+
+// objects lists the bucket's objects under prefix, ferry's own aside.
+func (s *stack) objects(prefix string) map[string]gcs.Attrs {
+	s.t.Helper()
+	out := map[string]gcs.Attrs{}
+	err := s.store.List(context.Background(), s.bucket, prefix, func(a gcs.Attrs) error {
+		out[a.Name] = a
+		return nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// Issue 29: with --convert parquet a CSV and a TSV land as typed Parquet
+// parts under <path>/, read back cell by cell by parquet-go (not the
+// writer's library) equal to the source, every part's CRC32C is GCS's, the
+// rows add up to the records, and the other files travel as before. The
+// binary's --dry-run prints the schema.
+func TestCSVLandsAsParquetParts(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
+	dir := filepath.Join(t.TempDir(), "export")
+	var seed bytes.Buffer
+	if _, err := datagen.WriteCSV(&seed, 3<<20, 11); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "prices.csv"), seed.Bytes(), 0o644))
+	tsv := "id\tnote\tat\n1\t\"two\nlines\"\t2026-12-04 10:00:00.123456\n2\t\t2026-12-04T10:00:01Z\n"
+	must(t, os.WriteFile(filepath.Join(dir, "sub", "notes.tsv"), []byte(tsv), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a table\n"), 0o644))
+
+	env := s.env("FERRY_BUCKETS=" + s.bucket)
+	code, stdout, stderr := runBinary(t, env, "producer", "submit", "--dry-run", "--convert", "parquet", "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
+	if code != 0 || !strings.Contains(stdout, "Parquet parts of schema: date DATE, symbol STRING") || !strings.Contains(stdout, "open NUMERIC(18, 6)") ||
+		!strings.Contains(stdout, "land/export/prices.csv/part-00000.parquet") {
+		t.Fatalf("dry run: exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+
+	cv, err := plan.ParseConvert("parquet", nil, nil, "")
+	must(t, err)
+	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land",
+		ChunkSize: 1 << 20, Method: "e2e-parquet", Convert: cv})
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	objs := s.objects("land/")
+	var names []string
+	for n := range objs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(done.Objects) != len(names) {
+		t.Fatalf("done event lists %d objects, the bucket holds %v", len(done.Objects), names)
+	}
+	for _, o := range done.Objects {
+		a, ok := objs[strings.TrimPrefix(o.Name, "gs://"+s.bucket+"/")]
+		if !ok || a.CRC32C != o.CRC32C || a.Size != o.Size {
+			t.Fatalf("done event's %+v, the bucket's %+v", o, a)
+		}
+	}
+	if _, ok := objs["land/export/readme.txt.zst"]; !ok {
+		t.Fatalf("the text file did not travel as before: %v", names)
+	}
+	check := func(source string, data []byte, comma rune, wantParts int) {
+		t.Helper()
+		recs := tabletest.Records(t, data, comma)
+		header, recs := recs[0], recs[1:]
+		row, parts := 0, 0
+		for _, n := range names {
+			if !strings.HasPrefix(n, "land/export/"+source+"/part-") {
+				continue
+			}
+			want := fmt.Sprintf("land/export/%s/part-%05d.parquet", source, parts)
+			if n != want {
+				t.Fatalf("part %s, want %s", n, want)
+			}
+			parts++
+			b, err := s.store.ReadAll(context.Background(), s.bucket, n)
+			must(t, err)
+			a := objs[n]
+			if crc32c.Checksum(b) != a.CRC32C || a.ContentType != message.ParquetContentType || a.Metadata[message.MetaTableSource] != "export/"+source {
+				t.Fatalf("%s: CRC32C %08x, GCS says %08x; content type %q; metadata %v", n, crc32c.Checksum(b), a.CRC32C, a.ContentType, a.Metadata)
+			}
+			cols, types, rows := tabletest.ReadBack(t, b)
+			if strings.Join(cols, ",") != strings.Join(header, ",") {
+				t.Fatalf("%s: columns %v, the header %v", n, cols, header)
+			}
+			if a.Metadata[message.MetaTableRows] != fmt.Sprint(len(rows)) {
+				t.Fatalf("%s: metadata says %s rows, the file holds %d", n, a.Metadata[message.MetaTableRows], len(rows))
+			}
+			for _, got := range rows {
+				for c := range got {
+					if exp := tabletest.Expect(t, types[c], recs[row][c]); got[c] != exp {
+						t.Fatalf("%s: record %d, column %s: Parquet %q, the source %q", n, row+1, cols[c], got[c], recs[row][c])
+					}
+				}
+				row++
+			}
+		}
+		if row != len(recs) || parts != wantParts {
+			t.Fatalf("%s: %d rows in %d parts, the source has %d records (want %d parts)", source, row, parts, len(recs), wantParts)
+		}
+	}
+	check("prices.csv", seed.Bytes(), ',', 3)
+	check("sub/notes.tsv", []byte(tsv), '\t', 1)
+	if row := s.row(done.TransferID); row.Status != "ok" || row.Files != len(names) {
+		t.Fatalf("row %+v, want ok over %d files", row, len(names))
+	}
+	s.assertClean()
+}
+
+// Issue 29: a record the schema does not take fails the transfer with the
+// file, line and column, and no part of the file (nor any other object of
+// the transfer) is left behind.
+func TestABadRecordLeavesNoPartBehind(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
+	dir := filepath.Join(t.TempDir(), "export")
+	var seed bytes.Buffer
+	if _, err := datagen.WriteCSV(&seed, 3<<20, 5); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(seed.String(), "\n")
+	bad := 25_000                     // in the third part: the first two are converted and stored first
+	lines[bad-1] = "x" + lines[bad-1] // not a DATE
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "a.csv"), seed.Bytes(), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte(strings.Join(lines, "")), 0o644))
+	cv, err := plan.ParseConvert("parquet", nil, nil, "")
+	must(t, err)
+	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land",
+		ChunkSize: 1 << 20, Method: "e2e-parquet", Convert: cv})
+	want := fmt.Sprintf("b.csv: line %d, column 1 (date)", bad)
+	if err == nil || done.Status != message.StatusFailed || !strings.Contains(err.Error(), want) || !strings.Contains(done.Error, want) {
+		t.Fatalf("submit: %v; done %+v; want both to say %q", err, done, want)
+	}
+	s.assertClean()
+	if left := s.objects("land/"); len(left) != 0 {
+		t.Fatalf("a failed transfer left %d objects: %v", len(left), left)
+	}
+}

@@ -1,0 +1,148 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ferry-dev/ferry/internal/table"
+)
+
+// Convert asks for delimited-text sources to travel as Parquet (package
+// table): each such file becomes parts of about its chunk size, cut at
+// record boundaries, each one Parquet object
+// PREFIX/<path>/part-NNNNN.parquet, all of one schema.
+type Convert struct {
+	// Match names more files to convert (glob patterns on a file's
+	// name, as filters match a pattern without "/"): .csv and .tsv files
+	// always are.
+	Match []string
+	// Schema, when set, is every converted file's; otherwise each
+	// file's is inferred from its header and first records.
+	Schema table.Schema
+	// Compression is the Parquet column compression: zstd, snappy or
+	// none ("" zstd).
+	Compression string
+
+	match []Filter
+}
+
+// ConvertParquet is the one conversion ferry makes.
+const ConvertParquet = "parquet"
+
+// ParseConvert is what --convert (a request's convert), --convert-match,
+// --schema (the file's bytes) and --parquet-compression ask for: nil when
+// kind is empty, which the others then must be too.
+func ParseConvert(kind string, match []string, schema []byte, compression string) (*Convert, error) {
+	if kind == "" {
+		if len(match) > 0 || len(schema) > 0 || compression != "" {
+			return nil, fmt.Errorf("a convert pattern, schema or Parquet compression without --convert parquet")
+		}
+		return nil, nil
+	}
+	if kind != ConvertParquet {
+		return nil, fmt.Errorf("convert %.32q: want parquet", kind)
+	}
+	c := &Convert{Match: match, Compression: compression}
+	if len(schema) > 0 {
+		s, err := table.ParseSchema(schema)
+		if err != nil {
+			return nil, fmt.Errorf("schema: %w", err)
+		}
+		c.Schema = s
+	}
+	return c, c.check()
+}
+
+// MaxConvertMatch bounds --convert-match patterns.
+const MaxConvertMatch = 100
+
+// check compiles the patterns; errors name the one at fault.
+func (c *Convert) check() error {
+	if err := table.CheckCompression(c.Compression); err != nil {
+		return err
+	}
+	if len(c.Match) > MaxConvertMatch {
+		return fmt.Errorf("%d --convert-match patterns; %d at most", len(c.Match), MaxConvertMatch)
+	}
+	c.match = c.match[:0]
+	for _, m := range c.Match {
+		if strings.Contains(m, "/") {
+			return fmt.Errorf("convert pattern %.64q: matches a file's name, which has no \"/\"", m)
+		}
+		f, err := NewFilter(true, m)
+		if err != nil {
+			return fmt.Errorf("convert pattern: %w", err)
+		}
+		c.match = append(c.match, f)
+	}
+	return nil
+}
+
+// converts reports whether the file named name (its last path element) is
+// converted.
+func (c *Convert) converts(name string) bool {
+	if c == nil {
+		return false
+	}
+	lower := strings.ToLower(name)
+	if strings.HasSuffix(lower, ".csv") || strings.HasSuffix(lower, ".tsv") {
+		return true
+	}
+	for _, f := range c.match {
+		if f.matches(name, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// Part is one part of a converted source: the plan's File is then the
+// part, its Size the part's bytes of the source, and its object a Parquet
+// file of its own.
+type Part struct {
+	table.Range
+	Index, Count int
+	// FileSize is the whole source's size, for the check that it did
+	// not change while it was read.
+	FileSize    int64
+	Schema      table.Schema
+	Comma       rune
+	Compression string
+}
+
+// PartObject is the object of part index of the source whose own object
+// name (with no extension) is obj.
+func PartObject(obj string, index int) string {
+	return fmt.Sprintf("%s/part-%05d.parquet", obj, index)
+}
+
+// convertKey is what a converted file's name sorts as among its
+// neighbours: its parts' objects follow its name and a "/".
+const convertKey = "/"
+
+// parts plans the parts of the converted source sf, whose parts are about
+// target bytes.
+func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(File) error) error {
+	fh, err := sf.Open()
+	if err != nil {
+		return fmt.Errorf("source %s: %w", sf.Path, err)
+	}
+	src, err := table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema)
+	_ = fh.Close()
+	if err != nil {
+		return err
+	}
+	obj := dest.Object(sf.Rel, "")
+	for i, r := range src.Parts {
+		f := File{SourceFile: sf, Object: PartObject(obj, i), ChunkSize: max(r.Size, 1), Chunks: 1,
+			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression}}
+		f.Size = r.Size
+		if err := checkName(f.Object); err != nil {
+			return fmt.Errorf("source %s: object name: %w", sf.Path, err)
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/table"
+)
+
+// A tree with converted and plain files plans in the order GCS lists the
+// objects: a CSV's parts under its name and "/", beside a file whose name
+// continues the CSV's; a matched .dat converts, a .txt does not; the parts
+// cover the CSV's records after its header, one schema for all.
+func TestConvertPlansPartsInObjectOrder(t *testing.T) {
+	dir := t.TempDir()
+	var csv strings.Builder
+	csv.WriteString("id,price\n")
+	for i := range 20_000 { // 160 kB: three parts of at least 64 KiB
+		csv.WriteString(strings.Repeat("1", 1+i%3) + ",0.51\n")
+	}
+	files := map[string]string{
+		"a.csv": csv.String(), "a.csv.gz": "zz", "b.dat": "x|y\n1|2\n", "c.txt": "text\n", "d/e.tsv": "k\tv\n1\ttrue\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	cv, err := ParseConvert("parquet", []string{"*.dat"}, nil, "snappy")
+	must(t, err)
+	p, err := New(Spec{Sources: []string{dir + "/"}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: cv}, Limits{})
+	must(t, err)
+	var objs []string
+	var covered int64
+	for i, f := range p.Files {
+		objs = append(objs, f.Object)
+		if i > 0 && p.Files[i-1].Object >= f.Object {
+			t.Fatalf("objects out of order: %v", objs)
+		}
+		if f.Part != nil && strings.HasSuffix(f.Rel, "/a.csv") {
+			covered += f.Size
+			if f.Part.Schema.String() != "id INT64\nprice NUMERIC(18, 2)" || f.Part.Compression != "snappy" || f.Part.Comma != ',' {
+				t.Fatalf("part %+v", f.Part)
+			}
+		}
+	}
+	want := strings.ReplaceAll("p/D/a.csv.gz.zst p/D/a.csv/part-00000.parquet p/D/a.csv/part-00001.parquet p/D/a.csv/part-00002.parquet "+
+		"p/D/b.dat/part-00000.parquet p/D/c.txt.zst p/D/d/e.tsv/part-00000.parquet", "D", filepath.Base(dir))
+	if got := strings.Join(objs, " "); got != want {
+		t.Fatalf("objects\n%s\nwant\n%s", got, want)
+	}
+	if covered != int64(len(files["a.csv"])-len("id,price\n")) {
+		t.Fatalf("a.csv's parts cover %d bytes, its records %d", covered, len(files["a.csv"])-9)
+	}
+}
+
+// What cannot be converted is refused naming the file: an empty file, a
+// header only, a header the given schema does not name; and what a
+// request cannot ask for.
+func TestConvertRefusals(t *testing.T) {
+	dir := t.TempDir()
+	schema := []byte(`[{"name":"id","type":"INT64"},{"name":"name","type":"STRING"}]`)
+	for name, tc := range map[string]struct {
+		body, schema, want string
+	}{
+		"empty.csv":  {"", "", "empty.csv: " + table.ErrNoRecords.Error()},
+		"header.csv": {"a,b\n", "", "header.csv: " + table.ErrNoRecords.Error()},
+		"names.csv":  {"id,nom\n1,x\n", string(schema), `names.csv: line 1, column 2: the header says "nom", the schema "name"`},
+		"count.csv":  {"id\n1\n", string(schema), "count.csv: line 1: the header has 1 columns, the schema 2"},
+		"quote.csv":  {"id,name\n1,\"x\n", "", "quote.csv: " + table.ErrUnterminatedQuote.Error()},
+	} {
+		p := filepath.Join(dir, name)
+		must(t, os.WriteFile(p, []byte(tc.body), 0o644))
+		cv, err := ParseConvert("parquet", nil, []byte(tc.schema), "")
+		must(t, err)
+		_, err = New(Spec{Sources: []string{p}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: cv}, Limits{})
+		if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error ending %q", name, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		kind, match, compression, want string
+	}{
+		{"orc", "", "", `convert "orc": want parquet`},
+		{"", "*.dat", "", "without --convert parquet"},
+		{"parquet", "a/*.dat", "", `matches a file's name`},
+		{"parquet", "", "lz4", `parquet compression "lz4"`},
+	} {
+		var match []string
+		if tc.match != "" {
+			match = []string{tc.match}
+		}
+		if _, err := ParseConvert(tc.kind, match, nil, tc.compression); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc, err, tc.want)
+		}
+	}
+	_, err := Open(Spec{Sources: []string{"-"}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: &Convert{}}, Limits{})
+	if err == nil || !strings.Contains(err.Error(), "standard input cannot be converted") {
+		t.Fatalf("stdin: %v", err)
+	}
+}
