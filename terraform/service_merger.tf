@@ -23,6 +23,7 @@ locals {
     stop_timeout_seconds = 60
     env = merge(local.common_env, {
       FERRY_BQ_DATASET       = google_bigquery_dataset.ferry.dataset_id
+      FERRY_BQ_LOAD_DATASETS = join(",", var.bq_load_datasets)
       FERRY_BQ_PROJECT       = var.project
       FERRY_BQ_LOCATION      = google_bigquery_dataset.ferry.location
       FERRY_RESULTS_BUCKET   = google_storage_bucket.data.name
@@ -71,6 +72,17 @@ resource "google_storage_bucket_iam_member" "merger" {
 
 resource "google_bigquery_dataset_iam_member" "merger" {
   dataset_id = google_bigquery_dataset.ferry.dataset_id
+  role       = "roles/bigquery.dataEditor"
+  member     = google_service_account.merger.member
+}
+
+# The tables transfers load their Parquet parts into (--bq-table): the
+# datasets are the user's; the merger writes their tables.
+resource "google_bigquery_dataset_iam_member" "loads" {
+  for_each = toset(var.bq_load_datasets)
+
+  project    = split(".", each.value)[0]
+  dataset_id = split(".", each.value)[1]
   role       = "roles/bigquery.dataEditor"
   member     = google_service_account.merger.member
 }

@@ -22,6 +22,7 @@ locals {
     stop_timeout_seconds = 60
     env = merge(local.common_env, local.spool_env, {
       FERRY_SOURCE_ROOTS      = join(",", var.source_roots)
+      FERRY_BQ_LOAD_DATASETS  = join(",", var.bq_load_datasets)
       FERRY_PRODUCER_REQUESTS = var.producer_requests
     })
   }

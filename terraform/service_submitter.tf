@@ -86,14 +86,15 @@ locals {
   # The environment of an on-premises submitter (terraform output
   # submitter_env writes it as a .env file for FERRY_ENV_FILE).
   submitter_env = {
-    FERRY_PROJECT       = var.project
-    FERRY_CHUNKS_TOPIC  = local.topics.chunks
-    FERRY_EVENTS_TOPIC  = local.topics.events
-    FERRY_CONTROL_TOPIC = local.topics.control
-    FERRY_DONE_TOPIC    = local.topics.done
-    FERRY_TRANSPORT     = "pubsub"
-    FERRY_SUBMIT_WAIT   = "marker"
-    FERRY_BUCKETS       = google_storage_bucket.data.name
-    FERRY_KMS_KEY       = local.kms_key
+    FERRY_PROJECT          = var.project
+    FERRY_CHUNKS_TOPIC     = local.topics.chunks
+    FERRY_EVENTS_TOPIC     = local.topics.events
+    FERRY_CONTROL_TOPIC    = local.topics.control
+    FERRY_DONE_TOPIC       = local.topics.done
+    FERRY_TRANSPORT        = "pubsub"
+    FERRY_SUBMIT_WAIT      = "marker"
+    FERRY_BUCKETS          = google_storage_bucket.data.name
+    FERRY_KMS_KEY          = local.kms_key
+    FERRY_BQ_LOAD_DATASETS = join(",", var.bq_load_datasets)
   }
 }

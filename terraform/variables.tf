@@ -299,3 +299,14 @@ variable "alert_backlog_age_minutes" {
     error_message = "alert_backlog_age_minutes must be at least 5."
   }
 }
+
+variable "bq_load_datasets" {
+  type        = list(string)
+  default     = []
+  description = "PROJECT.DATASET that transfers may load Parquet parts into (producer submit --bq-table; FERRY_BQ_LOAD_DATASETS). The merger gets BigQuery Data Editor on each; the datasets must exist, in the location of bq_location, and are not managed here."
+
+  validation {
+    condition     = alltrue([for d in var.bq_load_datasets : can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]\\.[A-Za-z0-9_]+$", d))])
+    error_message = "bq_load_datasets entries must be PROJECT.DATASET."
+  }
+}

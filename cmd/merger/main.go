@@ -51,8 +51,10 @@ func realMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tables, closeTables := tableLoads(cfg, log)
+	defer func() { _ = closeTables() }()
 	m := merger.New(merger.Options{
-		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink,
+		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink, Tables: tables, Loads: cfg.Loads,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Buckets: cfg.Buckets, Log: log,
 		TransferTimeout: cfg.TransferTimeout, DoneRetention: cfg.DoneRetention,
 	})
@@ -90,6 +92,20 @@ func realMain(ctx context.Context) error {
 // errReceiveEnded stops the group when receiving ends without an error
 // (shutdown), so the sweeps and the loader stop with it.
 var errReceiveEnded = errors.New("receiving ended")
+
+// tableLoads runs the table loads transfers ask for (--bq-table): in
+// BigQuery when the merger has FERRY_BQ_DATASET (in FERRY_BQ_LOCATION),
+// else as lines of FERRY_LOADS_FILE.
+func tableLoads(cfg config.Merger, log *slog.Logger) (merger.TableLoader, func() error) {
+	if cfg.BigQuery.Dataset == "" {
+		if len(cfg.Loads.Datasets) > 0 {
+			log.Info("table loads are written to FERRY_LOADS_FILE, not run: FERRY_BQ_DATASET is empty", "file", cfg.LoadsFile)
+		}
+		return loader.NewLocalTables(cfg.LoadsFile), func() error { return nil }
+	}
+	t := loader.NewTables(cfg.BigQuery.Location)
+	return t, t.Close
+}
 
 // rowSink is where benchmark rows go: staged in GCS and loaded into BigQuery
 // when FERRY_BQ_DATASET is set (load then runs the loader until its context

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/setup"
@@ -37,6 +38,7 @@ type submitFlags struct {
 	dryRun                                     bool
 	convert, schema, parquetCompression        string
 	convertMatch                               []string
+	bqTable, bqWrite                           string
 }
 
 func submitCommand() *cobra.Command {
@@ -97,6 +99,16 @@ UTF-8, a field over 4 MiB, an unterminated quote) fails the transfer, naming
 file, line and column, and no part of it is left. Other files travel as
 usual. BigQuery reads the parts with bq load --source_format=PARQUET.
 
+--bq-table PROJECT.DATASET.TABLE (with --convert parquet) has the merger run
+one BigQuery load job over exactly this transfer's Parquet parts when it ends
+ok: the job id is derived from the transfer, so it loads once however often
+the end is repeated, and --bq-write says how it writes the table (empty, the
+default, append or truncate). The done event and the benchmark row carry the
+table, the job id and the rows loaded; a failed load ends the transfer failed
+with BigQuery's error and leaves the parts in place. The dataset must be in
+FERRY_BQ_LOAD_DATASETS; a merger without FERRY_BQ_DATASET writes the job
+request to FERRY_LOADS_FILE instead of running it.
+
 Prints the transfer id on stdout once the transfer has started. With --wait it
 blocks until the transfer's done event and exits 0 only if the transfer
 succeeded. --timeout bounds the whole command: connecting, reading and
@@ -132,6 +144,8 @@ or configuration error.`,
 	fs.StringArrayVar(&f.convertMatch, "convert-match", nil, "with --convert, also convert files whose name matches this glob (repeatable; .tsv files are tab-separated, others comma-separated)")
 	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", "", "with --convert, the Parquet column compression: zstd (default), snappy or none")
+	fs.StringVar(&f.bqTable, "bq-table", "", "with --convert parquet, load the parts into this BigQuery table, PROJECT.DATASET.TABLE, when the transfer ends ok (the dataset must be in FERRY_BQ_LOAD_DATASETS)")
+	fs.StringVar(&f.bqWrite, "bq-write", "", "with --bq-table: empty (default: the table must be empty or absent, as bq load), append or truncate")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent and skipped, with totals; send and write nothing")
 	fs.BoolVar(&f.wait, "wait", false, "block until the done event; exit 0 only on success")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long, whatever the command is doing (0: no limit)")
@@ -204,6 +218,11 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 	}
 	if req.Convert, err = plan.ParseConvert(f.convert, f.convertMatch, schema, f.parquetCompression); err != nil {
 		return producer.Request{}, cli.Usagef("--convert: %w", err)
+	}
+	if f.bqTable != "" || f.bqWrite != "" {
+		if req.Load, err = message.ParseLoad(f.bqTable, f.bqWrite); err != nil {
+			return producer.Request{}, cli.Usagef("--bq-table: %w", err)
+		}
 	}
 	if plan.IsStdin(req.Sources) {
 		if f.filesFrom == "-" {

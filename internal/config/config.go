@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
+
+	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // PubSub names the project, topics and subscriptions.
@@ -168,6 +171,34 @@ func (b *Buckets) Validate() error {
 	return nil
 }
 
+// Loads are the BigQuery datasets transfers may load tables into.
+type Loads struct {
+	Datasets []string `env:"FERRY_BQ_LOAD_DATASETS" help:"comma-separated PROJECT.DATASET that a transfer's --bq-table (a request's bq_table) may load into; empty: no transfer loads a table"`
+}
+
+// Validate names the variable at fault.
+func (l *Loads) Validate() error {
+	for _, d := range l.Datasets {
+		if _, _, _, err := message.SplitTable(d + ".t"); err != nil {
+			return fmt.Errorf("FERRY_BQ_LOAD_DATASETS: %q is not PROJECT.DATASET", d)
+		}
+	}
+	return nil
+}
+
+// Allows refuses a table outside the allowed datasets, naming the
+// variable that decides.
+func (l Loads) Allows(table string) error {
+	project, dataset, _, err := message.SplitTable(table)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(l.Datasets, project+"."+dataset) {
+		return fmt.Errorf("bigquery table %s: dataset %s.%s is not in FERRY_BQ_LOAD_DATASETS (%s)", table, project, dataset, strings.Join(l.Datasets, ","))
+	}
+	return nil
+}
+
 // Allows reports whether ferry may write to bucket.
 func (b Buckets) Allows(bucket string) bool {
 	if len(b.Allowed) == 0 {
@@ -224,6 +255,7 @@ type Producer struct {
 	Buckets   Buckets
 	Log       Log
 	HTTP      HTTP
+	Loads     Loads
 
 	ChunkSize    Bytes         `env:"FERRY_CHUNK_SIZE, default=32MiB" help:"default chunk size; grows so that no file needs more than FERRY_MAX_CHUNKS chunks (with FERRY_TRANSPORT=pubsub it is capped so that a chunk fits a message)"`
 	MaxChunks    int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
@@ -246,7 +278,7 @@ type Producer struct {
 
 // Validate names the variable at fault.
 func (p *Producer) Validate() error {
-	if err := firstErr(p.PubSub.Validate(), p.Emulators.Validate(), p.Spool.Validate(), p.Buckets.Validate(), p.Log.Validate()); err != nil {
+	if err := firstErr(p.PubSub.Validate(), p.Emulators.Validate(), p.Spool.Validate(), p.Buckets.Validate(), p.Log.Validate(), p.Loads.Validate()); err != nil {
 		return err
 	}
 	if err := CheckChunkSize(p.ChunkSize); err != nil {
@@ -351,8 +383,10 @@ type Merger struct {
 	Log       Log
 	HTTP      HTTP
 	BigQuery  BigQuery
+	Loads     Loads
 
 	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
+	LoadsFile          string `env:"FERRY_LOADS_FILE, default=ferry-loads.ndjson" help:"without FERRY_BQ_DATASET: local NDJSON file of the table loads transfers ask for (--bq-table), one load job request a line, instead of running them"`
 	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
 	Concurrency        int    `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
 	Memory             Bytes  `env:"FERRY_MERGER_MEMORY, default=128MiB" help:"bound on event bytes held at once (a quarter for each of the two subscriptions' flow control) and, with a stated overhead, the Go runtime's memory limit; listings, rows and done listings are paged or spooled, so nothing else grows with a transfer"`
@@ -363,7 +397,7 @@ type Merger struct {
 
 // Validate names the variable at fault.
 func (m *Merger) Validate() error {
-	if err := firstErr(m.PubSub.Validate(), m.Emulators.Validate(), m.Buckets.Validate(), m.Log.Validate()); err != nil {
+	if err := firstErr(m.PubSub.Validate(), m.Emulators.Validate(), m.Buckets.Validate(), m.Log.Validate(), m.Loads.Validate()); err != nil {
 		return err
 	}
 	if m.Memory < 16<<20 {

@@ -125,8 +125,9 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 	}
 	check("prices.csv", seed.Bytes(), ',', 3)
 	check("sub/notes.tsv", []byte(tsv), '\t', 1)
-	if row := s.row(done.TransferID); row.Status != "ok" || row.Files != len(names) {
-		t.Fatalf("row %+v, want ok over %d files", row, len(names))
+	records := len(tabletest.Records(t, seed.Bytes(), ',')) - 1 + 2
+	if row := s.row(done.TransferID); row.Status != "ok" || row.Files != len(names) || row.Rows != int64(records) || row.TableBytes != int64(seed.Len()-72+len(tsv)-len("id\tnote\tat\n")) {
+		t.Fatalf("row %+v, want ok over %d files, %d rows", row, len(names), records)
 	}
 	s.assertClean()
 }

@@ -34,6 +34,9 @@ type transfer struct {
 	// status is how the transfer ended, once known here (ok, failed,
 	// cancelled): a late chunk event then needs no look at the marker.
 	status string
+	// kept: it ended with its final objects confirmed and left in
+	// place (ok, or failed in its table load).
+	kept bool
 	// run is the transfer's current run as its sealed manifest or its
 	// RunObject said; oldRuns are runs seen superseded.
 	run     string

@@ -145,7 +145,7 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 		return err
 	}
 	t.end()
-	t.status = done.Status
+	t.status, t.kept = done.Status, done.Files > 0
 	metrics.Transfers.WithLabelValues(done.Status).Inc()
 	return nil
 }
@@ -273,8 +273,9 @@ func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string) (
 
 // lateFinals handles a chunk event that arrives after its transfer ended:
 // a worker that uploaded a one-chunk file's final object after a failure
-// or cancel. Unless the transfer ended ok, the objects it reports go, at
-// the generation reported, if they are this transfer's.
+// or cancel. Unless the transfer ended with its objects confirmed (ok, or
+// failed in its table load, which leaves them), the objects it reports go,
+// at the generation reported, if they are this transfer's.
 func (m *Merger) lateFinals(ctx context.Context, t *transfer, ev message.Event, log *slog.Logger) error {
 	var finals []message.EventPart
 	for _, p := range ev.Parts {
@@ -297,10 +298,10 @@ func (m *Merger) lateFinals(ctx context.Context, t *transfer, ev message.Event, 
 		if err := message.Decode(b, &d); err != nil {
 			return nil
 		}
-		t.status = d.Status
+		t.status, t.kept = d.Status, d.Files > 0
 	}
-	if t.status == message.StatusOK {
-		return nil
+	if t.status == message.StatusOK || t.kept {
+		return nil // its objects are the done event's
 	}
 	for _, p := range finals {
 		a, err := m.o.Store.Attrs(ctx, t.bucket, p.Object)

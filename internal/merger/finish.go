@@ -38,7 +38,7 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
 	}
 	var first, last string
-	var bytes, wire int64
+	var bytes, wire, rows int64
 	err := pg.each(ctx, func(i int, f *message.File) error {
 		if i > 0 && f.Object <= last {
 			return queue.Permanent(fmt.Errorf("%s: file %.64q: object %.64q does not come after %.64q (files are in object order)", where, f.Path, f.Object, last))
@@ -49,6 +49,12 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 		last = f.Object
 		bytes += f.Size
 		wire += f.WireSize
+		if tp := f.Table; tp != nil {
+			if tp.Rows < 0 || tp.Part < 0 || tp.Part >= tp.Parts || len(f.Chunks) != 1 {
+				return queue.Permanent(fmt.Errorf("%s: file %.64q: Parquet part %d of %d, %d rows, %d chunks", where, f.Path, tp.Part, tp.Parts, tp.Rows, len(f.Chunks)))
+			}
+			rows += tp.Rows
+		}
 		if err := checkFile(f, i, tid); err != nil {
 			return queue.Permanent(fmt.Errorf("%s: file %.64q: %v", where, f.Path, err))
 		}
@@ -57,8 +63,9 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 	if err != nil {
 		return "", err
 	}
-	if !man.Inline() && (bytes != man.Totals.Bytes || wire != man.Totals.WireBytes) {
-		return "", queue.Permanent(fmt.Errorf("%s: files of %d bytes (%d stored), the totals say %d (%d)", where, bytes, wire, man.Totals.Bytes, man.Totals.WireBytes))
+	if !man.Inline() && (bytes != man.Totals.Bytes || wire != man.Totals.WireBytes || rows != man.Totals.Rows) {
+		return "", queue.Permanent(fmt.Errorf("%s: files of %d bytes (%d stored, %d rows), the totals say %d (%d, %d rows)",
+			where, bytes, wire, rows, man.Totals.Bytes, man.Totals.WireBytes, man.Totals.Rows))
 	}
 	if err := man.CheckLevels(); err != nil {
 		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
@@ -190,6 +197,20 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 		return err
 	}
 	done.Files, done.Bytes, done.WireBytes, done.Objects = sum.files, sum.bytes, sum.wire, sum.objects
+	if man.Load != nil {
+		var lf *loadFailed
+		done.Load, err = m.loadTable(ctx, t)
+		switch {
+		case errors.As(err, &lf):
+			// The parts are complete and stay; the transfer did not
+			// do what it was asked.
+			done.Status, done.Error = message.StatusFailed, message.Truncate(err.Error(), message.MaxErrorBytes)
+			log.Error("transfer failed in its table load; its objects stay", "table", man.Load.Table, "err", err)
+		case err != nil:
+			return err
+		}
+		done.FinishedAt = m.o.now().UTC()
+	}
 	done.Timings = message.StageTimingMS{Compress: man.CompressMS, Upload: sum.uploadMS(), Compose: composeMS, Verify: verifyMS,
 		Total: done.FinishedAt.Sub(man.StartedAt).Milliseconds()}
 	if err := m.record(ctx, t, man, done, sum); err != nil {

@@ -88,6 +88,11 @@ type Options struct {
 	Store objectStore
 	Done  publisher
 	Sink  Sink
+	// Tables load the Parquet parts of transfers that name a BigQuery
+	// table (message.Manifest.Load) into datasets Loads allows
+	// (FERRY_BQ_LOAD_DATASETS); nil: such a transfer fails at its end.
+	Tables TableLoader
+	Loads  config.Loads
 	// ComposeConcurrency bounds the GCS calls one finishing transfer has
 	// in flight — composes, the Attrs of composed objects and seek-table
 	// uploads share the one limit; default 8.

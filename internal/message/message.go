@@ -118,6 +118,9 @@ type Manifest struct {
 	Pages        []Page `json:"pages,omitempty"`
 	SkippedPages int    `json:"skipped_pages,omitempty"`
 	Totals       Totals `json:"totals"`
+	// Load, when set, is the BigQuery table the merger loads the
+	// transfer's Parquet parts into once it ends ok.
+	Load *Load `json:"load,omitempty"`
 
 	inline bool // set by Unpaged
 }
@@ -235,6 +238,9 @@ type Done struct {
 	// final objects (gs://bucket/object).
 	FilesSkipped int      `json:"files_skipped,omitempty"`
 	Skipped      []string `json:"skipped,omitempty"`
+	// Load is what the load into a BigQuery table did, when the transfer
+	// asked for one (Manifest.Load) and ended ok, or failed in the load.
+	Load *Loaded `json:"load,omitempty"`
 }
 
 // Bounds of a done event, whatever the transfer's size.

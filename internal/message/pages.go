@@ -36,8 +36,10 @@ type Totals struct {
 	Bytes     int64 `json:"bytes"`
 	WireBytes int64 `json:"wire_bytes"`
 	Skipped   int   `json:"skipped"`
-	// Rows are the rows of the Parquet parts of converted sources.
-	Rows int64 `json:"rows,omitempty"`
+	// Rows are the rows of the Parquet parts of converted sources, and
+	// TableBytes the bytes of those sources they came from.
+	Rows       int64 `json:"rows,omitempty"`
+	TableBytes int64 `json:"table_bytes,omitempty"`
 }
 
 // FilePage is the body of a ManifestPage object.
@@ -118,6 +120,10 @@ func (m *Manifest) sum() Totals {
 		t.Chunks += len(m.Files[i].Chunks)
 		t.Bytes += m.Files[i].Size
 		t.WireBytes += m.Files[i].WireSize
+		if tp := m.Files[i].Table; tp != nil {
+			t.Rows += tp.Rows
+			t.TableBytes += tp.Size
+		}
 	}
 	return t
 }

@@ -59,6 +59,11 @@ type Request struct {
 	ConvertMatch       []string        `json:"convert_match,omitempty"`
 	Schema             json.RawMessage `json:"schema,omitempty"`
 	ParquetCompression string          `json:"parquet_compression,omitempty"`
+	// BQTable (PROJECT.DATASET.TABLE) has the merger load the Parquet
+	// parts into that table when the transfer ends ok, writing it as
+	// BQWrite says: empty (default), append or truncate.
+	BQTable string `json:"bq_table,omitempty"`
+	BQWrite string `json:"bq_write,omitempty"`
 }
 
 func (r *Request) version() int { return r.V }

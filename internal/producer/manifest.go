@@ -26,7 +26,7 @@ func newManifest(req Request, pl *plan.Plan, tid string, started time.Time, prod
 		V: message.Version, TransferID: tid, Bucket: pl.Dest.Bucket, Prefix: pl.Dest.Prefix,
 		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.Codec), Level: pl.Level,
 		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, StartedAt: started, ProducerID: producerID,
-		ContentType: pl.Codec.ContentType(), Symlinks: string(pl.Symlinks),
+		ContentType: pl.Codec.ContentType(), Symlinks: string(pl.Symlinks), Load: req.Load,
 	}
 }
 
@@ -228,6 +228,7 @@ func (g *pager) sealFiles(files []message.File) {
 		t.WireBytes += f.WireSize
 		if f.Table != nil {
 			t.Rows += f.Table.Rows
+			t.TableBytes += f.Table.Size
 		}
 	}
 	g.mu.Lock()
@@ -236,6 +237,7 @@ func (g *pager) sealFiles(files []message.File) {
 	g.m.Totals.Bytes += t.Bytes
 	g.m.Totals.WireBytes += t.WireBytes
 	g.m.Totals.Rows += t.Rows
+	g.m.Totals.TableBytes += t.TableBytes
 	g.mu.Unlock()
 }
 

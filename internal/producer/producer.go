@@ -79,6 +79,18 @@ type Request struct {
 	EndKeySHA256 string
 	// Convert, when set, sends delimited text as Parquet (plan.Convert).
 	Convert *plan.Convert
+	// Load, when set, has the merger load the Parquet parts into a
+	// BigQuery table when the transfer ends ok; it needs Convert, and its
+	// dataset must be one FERRY_BQ_LOAD_DATASETS allows.
+	Load *message.Load
+}
+
+// checkLoad refuses a table load the request cannot make.
+func (r Request) checkLoad() error {
+	if r.Load != nil && r.Convert == nil {
+		return fmt.Errorf("--bq-table %s loads Parquet parts: it needs --convert parquet", r.Load.Table)
+	}
+	return nil
 }
 
 func (r Request) spec() plan.Spec {
@@ -178,6 +190,9 @@ type Options struct {
 	// Buckets, when set, are the only buckets a request may write to
 	// (FERRY_BUCKETS).
 	Buckets []string
+	// Loads are the datasets a request may load a table into
+	// (FERRY_BQ_LOAD_DATASETS).
+	Loads config.Loads
 	// Concurrency is how many frames are compressed at once; 0 means one
 	// per CPU, since compression is CPU-bound.
 	Concurrency int
@@ -259,7 +274,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 		Transport: cfg.Spool.Transport, MessageMax: int64(cfg.MessageMax), MaxChunks: cfg.MaxChunks,
 		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
 		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
-		MemoryLimit: int64(cfg.MemoryLimit),
+		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads,
 	}
 }
 
@@ -315,6 +330,9 @@ func (p *Producer) limits() plan.Limits {
 // sources holding nothing of them.
 func Validate(req Request) error {
 	if err := req.checkSkip(); err != nil {
+		return err
+	}
+	if err := req.checkLoad(); err != nil {
 		return err
 	}
 	pl, err := plan.Open(req.spec(), plan.Limits{})
@@ -403,6 +421,14 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 	}
 	if err := req.checkSkip(); err != nil {
 		return nil, &InputError{err}
+	}
+	if err := req.checkLoad(); err != nil {
+		return nil, &InputError{err}
+	}
+	if req.Load != nil {
+		if err := p.o.Loads.Allows(req.Load.Table); err != nil {
+			return nil, &InputError{err}
+		}
 	}
 	if err := checkStream(*req, pl); err != nil {
 		return nil, &InputError{err}

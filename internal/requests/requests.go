@@ -158,6 +158,11 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 	if req.Convert, err = plan.ParseConvert(r.Convert, r.ConvertMatch, r.Schema, r.ParquetCompression); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
+	if r.BQTable != "" || r.BQWrite != "" {
+		if req.Load, err = message.ParseLoad(r.BQTable, r.BQWrite); err != nil {
+			return s.reject(ctx, req.TransferID, r.Destination, err)
+		}
+	}
 	req.Selection.Found = func(int, int64) { s.walked.Add(1) }
 	if err := s.allowed(req); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)

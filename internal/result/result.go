@@ -55,6 +55,11 @@ type Row struct {
 	FinishedAt   time.Time  `json:"finished_at" desc:"When the merger finished it"`
 	FerryVersion string     `json:"ferry_version" desc:"Version of the merger that wrote the row"`
 	Labels       []Label    `json:"labels,omitempty" desc:"Free-form labels of the request"`
+	TableBytes   int64      `json:"table_bytes,omitempty" desc:"Bytes of delimited text converted to Parquet (--convert parquet); their Parquet parts are counted in size_bytes and wire_bytes"`
+	Rows         int64      `json:"rows,omitempty" desc:"Rows of those Parquet parts"`
+	BQTable      string     `json:"bq_table,omitempty" desc:"BigQuery table the Parquet parts were loaded into (--bq-table)"`
+	BQJobID      string     `json:"bq_job_id,omitempty" desc:"Load job that loaded them (one per transfer)"`
+	BQRows       int64      `json:"bq_rows,omitempty" desc:"Rows the load job loaded"`
 }
 
 // LevelUse is what the producer compressed at one level.

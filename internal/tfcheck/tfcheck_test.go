@@ -122,7 +122,7 @@ func TestEachCheckCanFail(t *testing.T) {
 		{"a value the binary refuses", []edit{{"service_merger.tf", `"${var.done_retention_days * 24}h"`, `"${var.done_retention_days} days"`}}, "defaults", "env", "merger refuses this environment: config: FERRY_DONE_RETENTION"},
 		{"the local stack's project", []edit{{"main.tf", `    FERRY_PROJECT                    = var.project
 `, ""}}, "defaults", "env", "leaves FERRY_PROJECT at the local stack's default"},
-		{"a submitter with a spool", []edit{{"service_submitter.tf", `FERRY_TRANSPORT     = "pubsub"`, `FERRY_TRANSPORT     = "spool"`}}, "defaults", "env", "want pubsub"},
+		{"a submitter with a spool", []edit{{"service_submitter.tf", `FERRY_TRANSPORT        = "pubsub"`, `FERRY_TRANSPORT        = "spool"`}}, "defaults", "env", "want pubsub"},
 		{"a topic the code does not know", []edit{{"pubsub.tf", `chunks   = "ferry-chunks"`, `chunks   = "ferry-chunk"`}}, "defaults", "pubsub", "no topic ferry-chunks"},
 		{"a topic renamed in the environment only", []edit{{"main.tf", `FERRY_DONE_TOPIC                 = local.topics.done`, `FERRY_DONE_TOPIC                 = "ferry-finished"`}}, "defaults", "env", "FERRY_DONE_TOPIC=ferry-finished, but the code's topology names it ferry-done"},
 		{"other delivery attempts than the code's", []edit{{"pubsub.tf", `topic = "events", ack_deadline_seconds = 20, max_delivery_attempts = 10 }`, `topic = "events", ack_deadline_seconds = 20, max_delivery_attempts = 9 }`}}, "defaults", "pubsub", "ferry-events-merger: max_delivery_attempts 9, want 10"},

@@ -70,6 +70,9 @@ func WriteStatus(w io.Writer, t Transfer) {
 	if t.Listing != "" {
 		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
 	}
+	if l := t.Load; l != nil {
+		row("table", "%s: %d rows loaded by job %s (%s)", l.Table, l.Rows, l.JobID, l.Location)
+	}
 	_ = tw.Flush()
 	if len(t.Objects) == 0 {
 		return

@@ -81,6 +81,8 @@ type Transfer struct {
 	// gs://BUCKET/OBJECT of the NDJSON object that names every one.
 	Objects []Object `json:"objects,omitempty"`
 	Listing string   `json:"listing,omitempty"`
+	// Load is what the load into a BigQuery table did (--bq-table).
+	Load *message.Loaded `json:"load,omitempty"`
 }
 
 // Ended reports whether the transfer has ended, either way.
@@ -158,7 +160,7 @@ func readDone(ctx context.Context, s objectStore, bucket, id string) (message.Do
 func fromDone(d message.Done, objects bool) Transfer {
 	t := Transfer{ID: d.TransferID, State: d.Status, Destination: d.Destination, Error: d.Error,
 		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Files: d.Files, FilesDone: d.Files,
-		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing}
+		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing, Load: d.Load}
 	if objects {
 		for _, o := range d.Objects {
 			t.Objects = append(t.Objects, Object{Name: o.Name, Size: o.Size, CRC32C: crc32c.Base64(o.CRC32C),

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ferry-dev/ferry/internal/table/tabletest"
 )
 
 // Reader returns the bytes of a gs://BUCKET/OBJECT URI.
@@ -141,9 +143,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, `{"error":{"code":409,"message":"Already Exists: Job `+s.project+`:`+id+`"}}`)
 			return
 		}
-		status := s.run(r.Context(), job)
+		status, loaded := s.run(r.Context(), job)
 		s.mu.Lock()
 		job["status"] = status
+		job["statistics"] = map[string]any{"load": map[string]any{"outputRows": fmt.Sprint(loaded)}}
 		s.inserts = append(s.inserts, job)
 		s.jobs[id] = job
 		s.mu.Unlock()
@@ -166,8 +169,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// run carries out a load job and returns its final status.
-func (s *Server) run(ctx context.Context, job map[string]any) map[string]any {
+// run carries out a load job and returns its final status and the rows it
+// loaded.
+func (s *Server) run(ctx context.Context, job map[string]any) (map[string]any, int) {
+	status, n := s.load(ctx, job)
+	if status["errorResult"] != nil {
+		n = 0
+	}
+	return status, n
+}
+
+// load carries out a load job.
+func (s *Server) load(ctx context.Context, job map[string]any) (status map[string]any, loaded int) {
 	failed := func(msg string) map[string]any {
 		return map[string]any{"state": "DONE", "errorResult": map[string]any{"reason": "invalid", "message": msg}}
 	}
@@ -178,37 +191,79 @@ func (s *Server) run(ctx context.Context, job map[string]any) map[string]any {
 	}
 	s.mu.Unlock()
 	if inject {
-		return failed("injected load failure")
+		return failed("injected load failure"), 0
 	}
 	ld := LoadConfig(job)
 	if ld == nil || s.read == nil {
-		return map[string]any{"state": "DONE"}
+		return map[string]any{"state": "DONE"}, 0
 	}
 	dest, _ := ld["destinationTable"].(map[string]any)
 	table, _ := dest["tableId"].(string)
 	uris, _ := ld["sourceUris"].([]any)
+	format, _ := ld["sourceFormat"].(string)
 	var rows []map[string]any
 	for _, u := range uris {
 		uri, _ := u.(string)
 		b, err := s.read(ctx, uri)
 		if err != nil {
-			return failed(fmt.Sprintf("Not found: URI %s: %v", uri, err))
+			return failed(fmt.Sprintf("Not found: URI %s: %v", uri, err)), 0
 		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			var row map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-				return failed(fmt.Sprintf("Error while reading data from %s: %v", uri, err))
-			}
-			rows = append(rows, row)
+		var got []map[string]any
+		if format == "PARQUET" {
+			got, err = parquetRows(b)
+		} else {
+			got, err = ndjsonRows(b)
 		}
+		if err != nil {
+			return failed(fmt.Sprintf("Error while reading data from %s: %v", uri, err)), 0
+		}
+		rows = append(rows, got...)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ld["writeDisposition"] {
+	case "WRITE_EMPTY":
+		if len(s.rows[table]) > 0 {
+			return failed(fmt.Sprintf("Already Exists: Table %s.%s is not empty (writeDisposition WRITE_EMPTY)", dest["datasetId"], table)), 0
+		}
+	case "WRITE_TRUNCATE":
+		s.rows[table] = nil
+	}
 	s.rows[table] = append(s.rows[table], rows...) // a job's rows land together or not at all
-	s.mu.Unlock()
-	return map[string]any{"state": "DONE"}
+	return map[string]any{"state": "DONE"}, len(rows)
+}
+
+// ndjsonRows reads NEWLINE_DELIMITED_JSON.
+func ndjsonRows(b []byte) ([]map[string]any, error) {
+	var rows []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, sc.Err()
+}
+
+// parquetRows reads a Parquet file with parquet-go (tabletest): each cell
+// as text, "" for NULL.
+func parquetRows(b []byte) ([]map[string]any, error) {
+	names, _, cells, err := tabletest.Read(b)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]map[string]any, len(cells))
+	for i, c := range cells {
+		rows[i] = map[string]any{}
+		for j, n := range names {
+			rows[i][n] = c[j]
+		}
+	}
+	return rows, nil
 }

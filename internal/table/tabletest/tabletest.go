@@ -25,9 +25,19 @@ import (
 // ("" for NULL), decoding logical types by the file's own schema.
 func ReadBack(t testing.TB, b []byte) (names, types []string, rows [][]string) {
 	t.Helper()
+	names, types, rows, err := Read(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names, types, rows
+}
+
+// Read is ReadBack for callers without a testing.TB (a double serving a
+// test): it returns what is wrong.
+func Read(b []byte) (names, types []string, rows [][]string, err error) {
 	f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
-		t.Fatalf("parquet-go cannot open the part: %v", err)
+		return nil, nil, nil, fmt.Errorf("parquet-go cannot open the file: %w", err)
 	}
 	fields := f.Schema().Fields()
 	for _, fl := range fields {
@@ -38,27 +48,29 @@ func ReadBack(t testing.TB, b []byte) (names, types []string, rows [][]string) {
 		rr := rg.Rows()
 		buf := make([]parquet.Row, 256)
 		for {
-			n, err := rr.ReadRows(buf)
+			n, rerr := rr.ReadRows(buf)
 			for _, row := range buf[:n] {
 				cells := make([]string, len(fields))
 				for _, v := range row {
-					cells[v.Column()] = cellText(t, fields[v.Column()], v)
+					if cells[v.Column()], err = cellText(fields[v.Column()], v); err != nil {
+						return nil, nil, nil, err
+					}
 				}
 				rows = append(rows, cells)
 			}
-			if err == io.EOF {
+			if rerr == io.EOF {
 				break
 			}
-			if err != nil {
-				t.Fatalf("parquet-go reading rows: %v", err)
+			if rerr != nil {
+				return nil, nil, nil, fmt.Errorf("parquet-go reading rows: %w", rerr)
 			}
 		}
 		_ = rr.Close()
 	}
 	if int64(len(rows)) != f.NumRows() {
-		t.Fatalf("read %d rows, the footer says %d", len(rows), f.NumRows())
+		return nil, nil, nil, fmt.Errorf("read %d rows, the footer says %d", len(rows), f.NumRows())
 	}
-	return names, types, rows
+	return names, types, rows, nil
 }
 
 // logical is the annotation of a column, nil for a plain physical type.
@@ -84,33 +96,32 @@ func logicalName(f parquet.Field) string {
 	return f.Type().Kind().String()
 }
 
-func cellText(t testing.TB, f parquet.Field, v parquet.Value) string {
+func cellText(f parquet.Field, v parquet.Value) (string, error) {
 	if v.IsNull() {
-		return ""
+		return "", nil
 	}
 	switch lt := logical(f).(type) {
 	case *format.DecimalType:
 		if f.Type().Kind() != parquet.Int64 {
-			t.Fatalf("decimal column %s stored as %s, want INT64", f.Name(), f.Type().Kind())
+			return "", fmt.Errorf("decimal column %s stored as %s, want INT64", f.Name(), f.Type().Kind())
 		}
-		return decimalText(v.Int64(), int(lt.Scale))
+		return decimalText(v.Int64(), int(lt.Scale)), nil
 	case *format.DateType:
-		return time.Unix(int64(v.Int32())*86400, 0).UTC().Format(time.DateOnly)
+		return time.Unix(int64(v.Int32())*86400, 0).UTC().Format(time.DateOnly), nil
 	case *format.TimestampType:
-		return time.UnixMicro(v.Int64()).UTC().Format("2006-01-02 15:04:05.999999")
+		return time.UnixMicro(v.Int64()).UTC().Format("2006-01-02 15:04:05.999999"), nil
 	case *format.StringType:
-		return string(v.ByteArray())
+		return string(v.ByteArray()), nil
 	}
 	switch f.Type().Kind() {
 	case parquet.Int64:
-		return strconv.FormatInt(v.Int64(), 10)
+		return strconv.FormatInt(v.Int64(), 10), nil
 	case parquet.Double:
-		return "f" + strconv.FormatUint(math.Float64bits(v.Double()), 16)
+		return "f" + strconv.FormatUint(math.Float64bits(v.Double()), 16), nil
 	case parquet.Boolean:
-		return strconv.FormatBool(v.Boolean())
+		return strconv.FormatBool(v.Boolean()), nil
 	}
-	t.Fatalf("column %s: unexpected type %s", f.Name(), f.Type())
-	return ""
+	return "", fmt.Errorf("column %s: unexpected type %s", f.Name(), f.Type())
 }
 
 func decimalText(unscaled int64, scale int) string {

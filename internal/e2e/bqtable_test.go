@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/loader"
+	"github.com/ferry-dev/ferry/internal/loader/bqtest"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/table/tabletest"
+)
+
+// submitJSON runs producer submit --wait --json with args and returns the
+// done event it printed and its exit status.
+func submitJSON(t *testing.T, env []string, args ...string) (message.Done, int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "producer"), append([]string{"submit", "--wait", "--json"}, args...)...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	var done message.Done
+	out := stdout.String()
+	if i := strings.Index(out, "{"); i >= 0 {
+		_ = json.Unmarshal([]byte(out[i:]), &done)
+	}
+	if err != nil && code == 0 {
+		t.Fatalf("producer submit: %v", err)
+	}
+	return done, code, stderr.String()
+}
+
+// seedCSV writes a seed-like CSV of about size bytes into dir/name and
+// returns its bytes.
+func seedCSV(t *testing.T, dir, name string, size int64, seed int64) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := datagen.WriteCSV(&b, size, seed); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
+	return b.Bytes()
+}
+
+// Issue 29 §2, as deployed: producer submit --convert parquet --bq-table
+// has the merger binary run one load job over exactly the transfer's
+// Parquet parts, with the id the transfer decides, in the dataset's
+// location; the double reads the parts with parquet-go and the table holds
+// the CSV's records. The done event says the table, job and rows. A second
+// transfer into the same table with the default --bq-write empty fails with
+// BigQuery's own error and leaves its parts in place; a dataset outside
+// FERRY_BQ_LOAD_DATASETS is refused before anything is sent.
+func TestBQTableLoadsExactlyTheTransfersParts(t *testing.T) {
+	s := newStack(t, stackOptions{noMerger: true})
+	const bqProject = "bq-e2e"
+	bq := bqtest.New(bqProject, func(ctx context.Context, uri string) ([]byte, error) {
+		bucket, name, _ := strings.Cut(strings.TrimPrefix(uri, "gs://"), "/")
+		return s.store.ReadAll(ctx, bucket, name)
+	})
+	bq.Location = "us-central1"
+	allow := "FERRY_BQ_LOAD_DATASETS=bq-e2e.landing"
+	s.start("worker", "worker", s.env())
+	s.start("merger", "merger", s.env(append(bqtest.Intercept(t, bq),
+		"FERRY_BQ_DATASET=ferry_e2e", "FERRY_BQ_PROJECT="+bqProject, "FERRY_BQ_LOCATION="+bq.Location, "FERRY_RESULTS_BUCKET="+s.bucket, allow)...))
+
+	dir := filepath.Join(t.TempDir(), "day1")
+	data := seedCSV(t, dir, "prices.csv", 3<<20, 31)
+	done, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "bq-e2e.landing.prices", "--chunk-size", "1MiB",
+		dir, "gs://"+s.bucket+"/land")
+	recs := tabletest.Records(t, data, ',')
+	header, recs := recs[0], recs[1:]
+	if code != 0 || done.Status != message.StatusOK || done.Load == nil || done.Load.Rows != int64(len(recs)) ||
+		done.Load.JobID != message.LoadJobID(done.TransferID) || done.Load.Table != "bq-e2e.landing.prices" || done.Load.Location != bq.Location {
+		t.Fatalf("submit: exit %d, done %+v (load %+v); want ok with %d rows loaded\n%s", code, done, done.Load, len(recs), tail(stderr, 3000))
+	}
+	var parts []string
+	for n := range s.objects("land/day1/prices.csv/") {
+		parts = append(parts, "gs://"+s.bucket+"/"+n)
+	}
+	sort.Strings(parts)
+	var job map[string]any
+	for _, j := range bq.Loads() {
+		if bqtest.JobID(j) == done.Load.JobID {
+			if job != nil {
+				t.Fatalf("job %s inserted twice", done.Load.JobID)
+			}
+			job = j
+		}
+	}
+	ld := bqtest.LoadConfig(job)
+	dest, _ := ld["destinationTable"].(map[string]any)
+	var uris []string
+	for _, u := range ld["sourceUris"].([]any) {
+		uris = append(uris, u.(string))
+	}
+	ref, _ := job["jobReference"].(map[string]any)
+	if ld["sourceFormat"] != "PARQUET" || ld["writeDisposition"] != "WRITE_EMPTY" || ld["createDisposition"] != "CREATE_IF_NEEDED" ||
+		dest["projectId"] != bqProject || dest["datasetId"] != "landing" || dest["tableId"] != "prices" || ref["location"] != bq.Location ||
+		strings.Join(uris, " ") != strings.Join(parts, " ") || len(parts) != 3 {
+		t.Fatalf("load job %v\nwant a PARQUET load, WRITE_EMPTY, into bq-e2e.landing.prices in %s, of exactly the parts %v", job, bq.Location, parts)
+	}
+	rows := bq.Rows("prices")
+	if len(rows) != len(recs) {
+		t.Fatalf("the table holds %d rows, the CSV %d records", len(rows), len(recs))
+	}
+	for i, r := range []int{0, len(recs) / 2, len(recs) - 1} {
+		for c, name := range header {
+			typ := map[int]string{0: "DATE", 10: "INT64"}[c]
+			if c >= 5 && c <= 9 {
+				typ = "DECIMAL(18,6)"
+			}
+			if got, want := rows[r][name], tabletest.Expect(t, typ, recs[r][c]); got != want {
+				t.Fatalf("row %d (%d), column %s: the table has %v, the CSV %q", r, i, name, got, recs[r][c])
+			}
+		}
+	}
+
+	// Again into the same table, not empty now: BigQuery refuses, the
+	// transfer fails with its words, and the parts it wrote stay.
+	dir2 := filepath.Join(t.TempDir(), "day2")
+	seedCSV(t, dir2, "prices.csv", 1<<20, 32)
+	done2, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "bq-e2e.landing.prices", dir2, "gs://"+s.bucket+"/land")
+	if code != 1 || done2.Status != message.StatusFailed || !strings.Contains(done2.Error, "is not empty") || done2.Load == nil || done2.Files != 1 {
+		t.Fatalf("second load: exit %d, done %+v; want failed with BigQuery's error and its one part listed\n%s", code, done2, tail(stderr, 2000))
+	}
+	if left := s.objects("land/day2/"); len(left) != 1 {
+		t.Fatalf("a failed load left %d objects of its transfer, want its 1 part: %v", len(left), left)
+	}
+	if n := len(bq.Rows("prices")); n != len(recs) {
+		t.Fatalf("the refused load changed the table: %d rows", n)
+	}
+
+	// A dataset configuration does not allow: refused, nothing sent.
+	_, code, stderr = submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "bq-e2e.other.prices", dir2, "gs://"+s.bucket+"/other")
+	if code == 0 || !strings.Contains(stderr, "dataset bq-e2e.other is not in FERRY_BQ_LOAD_DATASETS") {
+		t.Fatalf("a dataset not allowed: exit %d, stderr %s", code, stderr)
+	}
+	if left := s.objects("other/"); len(left) != 0 {
+		t.Fatalf("a refused request wrote %v", left)
+	}
+}
+
+// Issue 29 §2 on the local stack: a merger without BigQuery writes the load
+// job it would run to FERRY_LOADS_FILE, once, with the parts and their rows.
+func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
+	s := newStack(t, stackOptions{noMerger: true})
+	allow := "FERRY_BQ_LOAD_DATASETS=local-project.landing"
+	loads := filepath.Join(t.TempDir(), "loads.ndjson")
+	s.start("worker", "worker", s.env())
+	s.start("merger", "merger", s.env(allow, "FERRY_LOADS_FILE="+loads))
+	dir := filepath.Join(t.TempDir(), "day")
+	data := seedCSV(t, dir, "prices.csv", 2<<20, 33)
+	done, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "local-project.landing.prices", "--bq-write", "append",
+		"--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
+	if code != 0 || done.Status != message.StatusOK || done.Load == nil {
+		t.Fatalf("submit: exit %d, done %+v\n%s", code, done, tail(stderr, 3000))
+	}
+	fh, err := os.Open(loads)
+	must(t, err)
+	defer fh.Close()
+	var lines []loader.LocalLoad
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		var l loader.LocalLoad
+		must(t, json.Unmarshal(sc.Bytes(), &l))
+		lines = append(lines, l)
+	}
+	recs := len(tabletest.Records(t, data, ',')) - 1
+	if len(lines) != 1 || lines[0].JobID != done.Load.JobID || lines[0].Rows != int64(recs) || lines[0].Write != "append" ||
+		lines[0].Table != "local-project.landing.prices" || len(lines[0].URIs) != 2 || done.Load.Rows != int64(recs) {
+		t.Fatalf("loads file %+v, done %+v; want one append job of 2 parts and %d rows", lines, done.Load, recs)
+	}
+	code, out, _ := runBinary(t, s.env(allow), "producer", "status", "--bucket", "gs://"+s.bucket, done.TransferID)
+	if want := fmt.Sprintf("local-project.landing.prices: %d rows loaded by job %s (local)", recs, done.Load.JobID); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("producer status: exit %d, %s\nwant a line saying %q", code, out, want)
+	}
+}

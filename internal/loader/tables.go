@@ -1,0 +1,204 @@
+package loader
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/bigquery"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// TableJob is the load of one transfer's Parquet parts into the table it
+// named (producer submit --bq-table).
+type TableJob struct {
+	ID    string // message.LoadJobID: one per transfer
+	Table string // PROJECT.DATASET.TABLE
+	Write string // message.LoadAppend, LoadTruncate or LoadEmpty
+	URIs  []string
+	// Rows are the rows the parts hold, as the manifest counts them.
+	Rows int64
+}
+
+// MaxURIs is the most source URIs BigQuery takes in one load job.
+const MaxURIs = 10_000
+
+// JobError is a load job that BigQuery ran and failed, or refused: the
+// transfer's end, not something to retry.
+type JobError struct {
+	JobID string
+	Err   error
+}
+
+func (e *JobError) Error() string { return fmt.Sprintf("bigquery load job %s: %v", e.JobID, e.Err) }
+func (e *JobError) Unwrap() error { return e.Err }
+
+// tableLoadTimeout bounds one wait for a load job; a merger that gives up
+// finds the job again by its id at the next try.
+const tableLoadTimeout = 30 * time.Minute
+
+// Tables runs the load jobs of transfers' tables in BigQuery, in one
+// location (FERRY_BQ_LOCATION), with a client per project. It is safe for
+// concurrent use.
+type Tables struct {
+	location string
+	opts     []option.ClientOption
+
+	mu      sync.Mutex
+	clients map[string]*bigquery.Client
+}
+
+// NewTables returns a Tables running its jobs in location.
+func NewTables(location string, opts ...option.ClientOption) *Tables {
+	return &Tables{location: location, opts: opts, clients: map[string]*bigquery.Client{}}
+}
+
+// Close releases the clients.
+func (t *Tables) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, c := range t.clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Tables) client(ctx context.Context, project string) (*bigquery.Client, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.clients[project]; ok {
+		return c, nil
+	}
+	c, err := bigquery.NewClient(ctx, project, t.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bigquery client for project %s: %w", project, err)
+	}
+	c.Location = t.location
+	t.clients[project] = c
+	return c, nil
+}
+
+// Load runs job, or, when a job of its id exists (an end repeated), waits
+// for that one instead: a transfer loads once. It returns the rows the job
+// loaded and where it ran. A job that failed is a *JobError with
+// BigQuery's own error text.
+func (t *Tables) Load(ctx context.Context, job TableJob) (rows int64, location string, err error) {
+	project, dataset, table, err := message.SplitTable(job.Table)
+	if err != nil {
+		return 0, "", &JobError{JobID: job.ID, Err: err}
+	}
+	c, err := t.client(ctx, project)
+	if err != nil {
+		return 0, "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, tableLoadTimeout)
+	defer cancel()
+	j, err := c.JobFromID(ctx, job.ID)
+	var ge *googleapi.Error
+	switch {
+	case errors.As(err, &ge) && ge.Code == http.StatusNotFound:
+		ref := bigquery.NewGCSReference(job.URIs...)
+		ref.SourceFormat = bigquery.Parquet
+		ld := c.Dataset(dataset).Table(table).LoaderFrom(ref)
+		ld.JobID = job.ID
+		ld.CreateDisposition = bigquery.CreateIfNeeded
+		ld.WriteDisposition = writeDisposition(job.Write)
+		if j, err = ld.Run(ctx); err != nil {
+			if errors.As(err, &ge) && ge.Code >= 400 && ge.Code < 500 && ge.Code != http.StatusTooManyRequests && ge.Code != http.StatusConflict {
+				return 0, "", &JobError{JobID: job.ID, Err: err} // refused: the request is at fault
+			}
+			return 0, "", fmt.Errorf("bigquery load job %s into %s: %w", job.ID, job.Table, err)
+		}
+	case err != nil:
+		return 0, "", fmt.Errorf("bigquery: get load job %s: %w", job.ID, err)
+	}
+	st, err := j.Wait(ctx)
+	if err != nil {
+		return 0, "", fmt.Errorf("bigquery: wait for load job %s: %w", job.ID, err)
+	}
+	if err := st.Err(); err != nil {
+		return 0, "", &JobError{JobID: job.ID, Err: err}
+	}
+	if ls, ok := st.Statistics.Details.(*bigquery.LoadStatistics); ok {
+		rows = ls.OutputRows
+	}
+	return rows, j.Location(), nil
+}
+
+func writeDisposition(w string) bigquery.TableWriteDisposition {
+	switch w {
+	case message.LoadAppend:
+		return bigquery.WriteAppend
+	case message.LoadTruncate:
+		return bigquery.WriteTruncate
+	}
+	return bigquery.WriteEmpty
+}
+
+// LocalLoad is one line of the local loads file: the load job a merger
+// without BigQuery would have run, with the rows the parts hold.
+type LocalLoad struct {
+	JobID        string    `json:"job_id"`
+	Table        string    `json:"table"`
+	Write        string    `json:"write"`
+	SourceFormat string    `json:"source_format"`
+	URIs         []string  `json:"source_uris"`
+	Rows         int64     `json:"rows"`
+	At           time.Time `json:"at"`
+}
+
+// LocalTables writes each load job it is given to an NDJSON file instead
+// of running it, once per job id: the local stack's BigQuery. It is safe
+// for concurrent use.
+type LocalTables struct {
+	mu   sync.Mutex
+	path string
+}
+
+// NewLocalTables returns a LocalTables appending to the file at path.
+func NewLocalTables(path string) *LocalTables { return &LocalTables{path: path} }
+
+// Load appends job, unless its id is in the file already, and returns the
+// rows its parts hold, and "local".
+func (l *LocalTables) Load(_ context.Context, job TableJob) (int64, string, error) {
+	return job.Rows, "local", l.append(job)
+}
+
+func (l *LocalTables) append(job TableJob) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fh, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("loads file: %w", err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var ll LocalLoad
+		if json.Unmarshal(sc.Bytes(), &ll) == nil && ll.JobID == job.ID {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("loads file %s: %w", l.path, err)
+	}
+	b, err := json.Marshal(LocalLoad{JobID: job.ID, Table: job.Table, Write: job.Write, SourceFormat: "PARQUET", URIs: job.URIs, Rows: job.Rows, At: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("loads file %s: %w", l.path, err)
+	}
+	return fh.Sync()
+}
