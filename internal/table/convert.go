@@ -37,6 +37,9 @@ func CheckCompression(c string) error {
 	return fmt.Errorf("parquet compression %.32q: want zstd, snappy or none", c)
 }
 
+// ErrInvalidUTF8: a STRING value that is not UTF-8.
+var ErrInvalidUTF8 = errors.New("invalid UTF-8 (BigQuery's STRING is UTF-8; convert the file's encoding first)")
+
 // MaxField is the largest field Convert takes: a field this long is more
 // likely a missing quote than a value (BigQuery's own limit on a CSV row
 // is 100 MB, and one cell of it costs the whole part's memory).
@@ -271,7 +274,7 @@ func (c *Converter) append(b array.Builder, i int, v string) error {
 		b.(*array.TimestampBuilder).Append(arrow.Timestamp(t.UnixMicro()))
 	default:
 		if !utf8.ValidString(v) {
-			return errors.New("invalid UTF-8 (BigQuery's STRING is UTF-8; convert the file's encoding first)")
+			return ErrInvalidUTF8
 		}
 		b.(*array.StringBuilder).Append(v)
 	}
