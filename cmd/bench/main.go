@@ -33,7 +33,8 @@ const about = `bench — ferry beside its peers, in one run on one machine.
 Workloads: 1 large-file, 2 small-files, 3 shaped-link, 4 codecs, 5 restore,
 6 kernel-link, 7 big-tree (100,000 small files; 1,000,000 with BENCH_FULL;
 and a real source tree, the Go distribution's by default, with the default
-memory budgets, beside gcloud storage cp -r).
+memory budgets, beside gcloud storage cp -r), 8 parquet (the codecs tier's
+CSV as ferry's zstd object and converted to Parquet, size and CPU per core).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
@@ -347,7 +348,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink, bench.BigTree}
+var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink, bench.BigTree, bench.Parquet}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {

@@ -130,6 +130,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{Restore, b.restore},
 		{KernelLink, b.kernelLink},
 		{BigTree, b.bigTree},
+		{Parquet, b.parquet},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -220,10 +221,13 @@ func (b *Bench) Print(w io.Writer) {
 	if trees := Tiers(rs, BigTree); len(trees) > 0 {
 		BigTreeTable(rs, trees).Write(w)
 	}
+	for _, tier := range Tiers(rs, Parquet) {
+		ParquetTable(rs, tier).Write(w)
+	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
-	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree} {
+	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree, Parquet} {
 		for _, tier := range Tiers(rs, wl) {
 			CPUTable(rs, wl, tier).Write(w)
 		}

@@ -29,6 +29,10 @@ const (
 	FerryZstd3     = "ferry-zstd3"
 	FerryAdapt     = "ferry-zstd-adapt" // zstd, its level adapting (the default)
 	FerryNone      = "ferry-none"
+	// FerryParquet converts the CSV to Parquet (zstd columns);
+	// FerryParquetSnappy with snappy columns.
+	FerryParquet       = "ferry-parquet"
+	FerryParquetSnappy = "ferry-parquet-snappy"
 	// RandomTier is workload 4's tier of random bytes.
 	RandomTier   = "random"
 	CodecZstdCLI = "zstd_cli_3_T2"

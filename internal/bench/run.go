@@ -62,6 +62,9 @@ type Run struct {
 	LinkBytes int64
 	// DecompressMS is the time to decompress the stored object (codecs).
 	DecompressMS int64
+	// Rows are the rows of the Parquet parts a conversion stored, and
+	// LoadBytes the size of the load job request it wrote (parquet).
+	Rows, LoadBytes int64
 
 	StartedAt time.Time
 	Err       error

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/result"
 )
@@ -20,6 +21,7 @@ const (
 	Restore    = "restore"
 	KernelLink = "kernel-link"
 	BigTree    = "big-tree"
+	Parquet    = "parquet"
 )
 
 // Result is one method's repeats on one workload and tier.
@@ -510,4 +512,77 @@ func mergerCPU(g Result) string {
 		}
 		return 0
 	}), 3)
+}
+
+// ParquetTable is workload 8: the seed-like CSV sent as ferry's zstd object
+// and converted to Parquet, side by side.
+func ParquetTable(rs []Result, tier string) Table {
+	rs = Select(rs, Parquet, tier)
+	t := Table{
+		Title: fmt.Sprintf("Workload 8: CSV to Parquet, tier %s (%s)", tier, sizeOf(rs)),
+		Header: []string{"method", "runs", "stored MB", "CSV / stored", "vs zstd object", "producer CPU s", "MB/s per core",
+			"transfer s med", "rows", "load request"},
+	}
+	stored := func(g Result) float64 { return g.Median(func(r Run) float64 { return float64(r.Wire) }) }
+	perCore := func(g Result) float64 {
+		return g.Median(func(r Run) float64 { return MBps(r.Bytes, producerCPU(r).Seconds()) })
+	}
+	var zstdStored, zstdRate float64
+	for _, g := range rs {
+		if g.Method == FerryAdapt && len(g.OK) > 0 {
+			zstdStored, zstdRate = stored(g), perCore(g)
+		}
+	}
+	for _, g := range rs {
+		if len(g.OK) == 0 {
+			t.Rows = append(t.Rows, []string{g.Method, runsCell(g), "-", "-", "-", "-", "-", "-", "-", "-"})
+			continue
+		}
+		vs, rows, load := "-", "-", "-"
+		if zstdStored > 0 {
+			vs = fmtX(stored(g) / zstdStored)
+		}
+		if n := g.Median(func(r Run) float64 { return float64(r.Rows) }); n > 0 {
+			rows = ftoa(n, 0)
+		}
+		if n := g.Median(func(r Run) float64 { return float64(r.LoadBytes) }); n > 0 {
+			load = ftoa(n, 0) + " B"
+		}
+		ratio := g.Median(func(r Run) float64 { return float64(r.Bytes) / float64(max(r.Wire, 1)) })
+		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), fmtMB(stored(g)), fmtX(ratio), vs,
+			ftoa(g.Median(func(r Run) float64 { return producerCPU(r).Seconds() }), 2), fmtRate(perCore(g)),
+			secs(g.Wall.Median), rows, load})
+	}
+	for _, g := range rs {
+		if g.Method != FerryParquet || len(g.OK) == 0 || zstdStored <= 0 {
+			continue
+		}
+		size, speed := stored(g)/zstdStored, perCore(g)/zstdRate
+		t.Notes = append(t.Notes,
+			fmt.Sprintf("target: the Parquet parts no larger than ferry's zstd object of the CSV: %s, %s", fmtX(size), metText(size <= 1)),
+			fmt.Sprintf("target: conversion at least half the zstd path's speed per core: %s of it, %s", fmtX(speed), metText(speed >= 0.5)))
+	}
+	t.Notes = append(t.Notes,
+		"MB/s per core: the CSV's MB over the producer's CPU seconds (read, convert or compress, publish);",
+		"load request: the load job the merger would run (FERRY_LOADS_FILE's line: the parts' URIs); BigQuery runs it for free")
+	t.Notes = append(t.Notes, settingNotes(rs)...)
+	t.Notes = append(t.Notes, failureNotes(rs)...)
+	return t
+}
+
+func metText(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// producerCPU is the CPU the run's producer used.
+func producerCPU(r Run) time.Duration {
+	for _, p := range r.Procs {
+		if p.Name == "producer" {
+			return p.CPU
+		}
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +31,8 @@ type ferryOpts struct {
 	method, tier string
 	workerEnv    []string // extra variables of every worker
 	env          []string // extra variables of every process
+	// args are more producer submit flags.
+	args []string
 	// workersInNS also runs the workers on the submitting side of a
 	// kernel-shaped link (the spool transport: they read the producer's
 	// spool); the producer always runs there.
@@ -116,7 +119,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	argv := []string{filepath.Join(b.cfg.Bin, "producer"), "submit", "--wait", "--json", "--timeout", "30m",
 		"--method", o.method, "--codec", o.codec, "--level", strconv.Itoa(o.level),
 		"--label", "bench_run=" + b.cfg.RunID, "--label", "tier=" + o.tier}
-	argv = append(append(argv, o.sources...), "gs://"+e.bucket+"/"+o.prefix)
+	argv = append(append(append(argv, o.args...), o.sources...), "gs://"+e.bucket+"/"+o.prefix)
 	var out bytes.Buffer
 	lf, err := open("producer")
 	if err != nil {
@@ -149,6 +152,11 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		return r, err
 	}
 	r.Files, r.Bytes, r.Wire = row.Files, row.SizeBytes, row.WireBytes
+	if row.TableBytes > 0 && len(o.sources) == 1 {
+		// One CSV converted: its bytes are the source's, its parts
+		// what is stored.
+		r.Files, r.Bytes, r.Rows = 1, row.TableBytes, row.Rows
+	}
 	r.CompressMS, r.UploadMS, r.ComposeMS, r.VerifyMS = row.CompressMS, row.UploadMS, row.ComposeMS, row.VerifyMS
 	r.Codec, r.Level, r.Levels = row.Codec, row.Level, row.Levels
 	if row.Status != "ok" {
@@ -510,6 +518,68 @@ func (b *Bench) codecs(ctx context.Context) error {
 		b.ferryMethod(FerryAdapt, 2, "zstd", 0, rsrc),
 		b.ferryMethod(FerryNone, 2, "none", 0, rsrc),
 	}, verify: verifyUpload(1, r.Size, nil, "peer/")})
+}
+
+// parquet is workload 8: the seed-like CSV of the codecs tier as ferry's
+// zstd object and converted to Parquet, with the load job a --bq-table
+// would run (written to the merger's loads file: there is no BigQuery
+// here).
+func (b *Bench) parquet(ctx context.Context) error {
+	tier := b.cfg.Sizes.CodecTier
+	f := b.data.Tier[tier]
+	src := func() []string { return []string{f.Path} }
+	records, err := countLines(f.Path)
+	if err != nil {
+		return err
+	}
+	records-- // the header
+	ms := []method{b.ferryMethod(FerryAdapt, 2, "zstd", 0, src)}
+	for _, c := range []struct{ name, compression string }{{FerryParquet, "zstd"}, {FerryParquetSnappy, "snappy"}} {
+		compression := c.compression
+		name := c.name
+		ms = append(ms, method{name: name, role: Ferry, workers: 2, codec: "parquet",
+			setting: fmt.Sprintf("producer submit --wait --convert parquet --parquet-compression %s --bq-table (loads file), 2 workers, merger", compression),
+			run: func(ctx context.Context, e *env) (Run, error) {
+				loads := filepath.Join(e.dir, "loads.ndjson")
+				r, err := b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", sources: src(), prefix: "ferry", method: name, tier: e.tier,
+					args: []string{"--convert", "parquet", "--parquet-compression", compression, "--bq-table", "bench-project.bench.prices"},
+					env:  []string{"FERRY_BQ_LOAD_DATASETS=bench-project.bench", "FERRY_LOADS_FILE=" + loads}})
+				if err != nil {
+					return r, err
+				}
+				if r.Rows != records {
+					return r, verifyf("the Parquet parts hold %d rows, the CSV %d records", r.Rows, records)
+				}
+				st, err := os.Stat(loads)
+				if err != nil {
+					return r, fmt.Errorf("no load job request: %w", err)
+				}
+				r.LoadBytes = st.Size()
+				return r, nil
+			}})
+	}
+	return b.runPlan(ctx, plan{workload: Parquet, tier: tier, methods: ms})
+}
+
+// countLines counts the newlines of the file at path.
+func countLines(path string) (int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		k, err := fh.Read(buf)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // ---- the shaped link ----

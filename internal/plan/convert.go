@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/ferry-dev/ferry/internal/table"
 )
@@ -24,7 +25,28 @@ type Convert struct {
 	Compression string
 
 	match []Filter
+	// scans keep what large sources' scans found, for the next walk of
+	// the plan (the producer walks twice: to count, then to send); a
+	// source that changed in between has another key.
+	mu    sync.Mutex
+	scans map[scanKey]*table.Source
 }
+
+// scanKey is a source as the walk saw it.
+type scanKey struct {
+	path             string
+	size, mod, ctime int64
+	ino              uint64
+	target           int64
+}
+
+// Scans of sources this large are kept for the next walk, at most
+// maxScans of them: a million small files are cut again (reading each
+// costs less than holding them all), a few large ones are not read twice.
+const (
+	keepScanFrom = 64 << 20
+	maxScans     = 1024
+)
 
 // ConvertParquet is the one conversion ferry makes.
 const ConvertParquet = "parquet"
@@ -110,6 +132,38 @@ type Part struct {
 	Compression string
 }
 
+// scan cuts sf into parts and settles its schema, or gives back what an
+// earlier walk found for it unchanged.
+func (c *Convert) scan(sf SourceFile, target int64) (*table.Source, error) {
+	key := scanKey{path: sf.Path, size: sf.Size, mod: sf.Mod, ctime: sf.Ctime, ino: sf.Ino, target: target}
+	c.mu.Lock()
+	src, ok := c.scans[key]
+	c.mu.Unlock()
+	if ok {
+		return src, nil
+	}
+	fh, err := sf.Open()
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", sf.Path, err)
+	}
+	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema)
+	_ = fh.Close()
+	if err != nil {
+		return nil, err
+	}
+	if sf.Size >= keepScanFrom {
+		c.mu.Lock()
+		if c.scans == nil {
+			c.scans = map[scanKey]*table.Source{}
+		}
+		if len(c.scans) < maxScans {
+			c.scans[key] = src
+		}
+		c.mu.Unlock()
+	}
+	return src, nil
+}
+
 // PartObject is the object of part index of the source whose own object
 // name (with no extension) is obj.
 func PartObject(obj string, index int) string {
@@ -123,12 +177,7 @@ const convertKey = "/"
 // parts plans the parts of the converted source sf, whose parts are about
 // target bytes.
 func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(File) error) error {
-	fh, err := sf.Open()
-	if err != nil {
-		return fmt.Errorf("source %s: %w", sf.Path, err)
-	}
-	src, err := table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema)
-	_ = fh.Close()
+	src, err := c.scan(sf, target)
 	if err != nil {
 		return err
 	}

@@ -115,11 +115,11 @@ func Open(s Spec, l Limits) (*Plan, error) {
 		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", s.ChunkSize)
 	}
 	if s.Convert != nil {
-		cv := *s.Convert
+		cv := &Convert{Match: s.Convert.Match, Schema: s.Convert.Schema, Compression: s.Convert.Compression}
 		if err := cv.check(); err != nil {
 			return nil, err
 		}
-		s.Convert = &cv
+		s.Convert = cv
 	}
 	if IsStdin(s.Sources) {
 		if s.Convert != nil {

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -87,6 +89,7 @@ type Converter struct {
 	props  *parquet.WriterProperties
 	aprops pqarrow.ArrowWriterProperties
 	out    bytes.Buffer
+	rec    []string
 }
 
 // NewConverter returns a Converter to schema s.
@@ -105,22 +108,30 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 		codec = compress.Codecs.Uncompressed
 	}
 	fields := make([]arrow.Field, len(s))
+	props := []parquet.WriterProperty{
+		parquet.WithCompression(codec),
+		parquet.WithCompressionLevel(1),
+		parquet.WithDictionaryDefault(true),
+		parquet.WithStats(true),
+		// One row group per part: a part is a chunk of the CSV,
+		// megabytes, as BigQuery wants its row groups (16 MiB and
+		// more) and Spark splits files.
+		parquet.WithMaxRowGroupLength(1 << 40),
+		parquet.WithStoreDecimalAsInteger(true),
+		parquet.WithCreatedBy("ferry"),
+	}
 	for i, f := range s {
 		fields[i] = arrow.Field{Name: f.Name, Type: arrowType(f), Nullable: !f.Required}
+		switch f.Type {
+		case Int64, Numeric, Float64, Timestamp:
+			// Measures are mostly distinct: a dictionary costs a
+			// hash of every value and saves nothing.
+			props = append(props, parquet.WithDictionaryFor(f.Name, false))
+		}
 	}
 	return &Converter{
 		schema: arrow.NewSchema(fields, nil), fields: s, o: o,
-		props: parquet.NewWriterProperties(
-			parquet.WithCompression(codec),
-			parquet.WithDictionaryDefault(true),
-			parquet.WithStats(true),
-			// One row group per part: a part is a chunk of the CSV,
-			// megabytes, as BigQuery wants its row groups (16 MiB
-			// and more) and Spark splits files.
-			parquet.WithMaxRowGroupLength(1<<40),
-			parquet.WithStoreDecimalAsInteger(true),
-			parquet.WithCreatedBy("ferry"),
-		),
+		props:  parquet.NewWriterProperties(props...),
 		aprops: pqarrow.NewArrowWriterProperties(),
 	}, nil
 }
@@ -150,10 +161,6 @@ func arrowType(f Field) arrow.DataType {
 // invalid UTF-8, an unterminated quote or a field over MaxField fails the
 // whole part with a *RowError.
 func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64, error) {
-	r := csv.NewReader(bytes.NewReader(data))
-	r.Comma = c.o.Comma
-	r.FieldsPerRecord = len(c.fields)
-	r.ReuseRecord = true
 	c.out.Reset()
 	fw, err := pqarrow.NewFileWriter(c.schema, &c.out, c.props, c.aprops)
 	if err != nil {
@@ -162,6 +169,7 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 	defer func() { _ = fw.Close() }() // a second Close does nothing
 	b := array.NewRecordBuilder(memory.DefaultAllocator, c.schema)
 	defer b.Release()
+	b.Reserve(batchRows) // grown once, not doubled as rows come
 	var rows, inBatch int64
 	flush := func() error {
 		if inBatch == 0 {
@@ -172,24 +180,44 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		inBatch = 0
 		return fw.WriteBuffered(rec)
 	}
-	for {
-		rec, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, 0, c.readError(err, rec, path, line)
-		}
+	add := func(rec []string, fieldLine func(i int) int64) error {
 		for i, v := range rec {
 			if err := c.append(b.Field(i), i, v); err != nil {
-				l, _ := r.FieldPos(i)
-				return nil, 0, &RowError{Path: path, Line: line - 1 + int64(l), Column: i + 1, Name: c.fields[i].Name, Err: err}
+				return &RowError{Path: path, Line: fieldLine(i), Column: i + 1, Name: c.fields[i].Name, Err: err}
 			}
 		}
 		rows++
 		if inBatch++; inBatch == batchRows {
 			if err := flush(); err != nil {
-				return nil, 0, fmt.Errorf("%s: parquet: %w", path, err)
+				return fmt.Errorf("%s: parquet: %w", path, err)
+			}
+		}
+		return nil
+	}
+	// The records before the first quote are split here, their fields
+	// substrings of the part (Convert copies what it keeps); from the
+	// first record with a quote on, encoding/csv reads the rest. The
+	// strings never outlive the call.
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	pos, at := c.plainRecords(text, path, line, add)
+	if err := at.err; err != nil {
+		return nil, 0, err
+	}
+	if pos < len(text) {
+		r := csv.NewReader(strings.NewReader(text[pos:]))
+		r.Comma = c.o.Comma
+		r.FieldsPerRecord = len(c.fields)
+		r.ReuseRecord = true
+		for {
+			rec, err := r.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, 0, c.readError(err, rec, path, at.line)
+			}
+			if err := add(rec, func(i int) int64 { l, _ := r.FieldPos(i); return at.line - 1 + int64(l) }); err != nil {
+				return nil, 0, err
 			}
 		}
 	}
@@ -200,6 +228,77 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		return nil, 0, fmt.Errorf("%s: parquet: %w", path, err)
 	}
 	return c.out.Bytes(), rows, nil
+}
+
+// stop is where plainRecords stopped: the line of that byte, and the error
+// that stopped it.
+type stop struct {
+	line int64
+	err  error
+}
+
+// plainRecords hands add the records of text (of the file at path), whose
+// first line is line,
+// up to the first line with a quote (whose records encoding/csv reads) or
+// the end, as encoding/csv would read them: a line ending \r\n ends at the
+// \n, the last line's \r is dropped, empty lines are skipped, and a record
+// with the wrong number of fields is an error. It returns the byte and
+// line where it stopped.
+func (c *Converter) plainRecords(text, path string, line int64, add func([]string, func(int) int64) error) (int, stop) {
+	comma := byte(c.o.Comma)
+	if c.o.Comma >= utf8.RuneSelf {
+		return 0, stop{line: line} // encoding/csv reads it all
+	}
+	n := len(c.fields)
+	if cap(c.rec) < n {
+		c.rec = make([]string, n)
+	}
+	rec := c.rec[:n]
+	fieldLine := func(int) int64 { return line }
+	pos := 0
+	for ; pos < len(text); line++ {
+		end := strings.IndexByte(text[pos:], '\n')
+		next := pos + end + 1
+		if end < 0 {
+			end, next = len(text)-pos, len(text)
+		}
+		ln := text[pos : pos+end]
+		if strings.IndexByte(ln, '"') >= 0 {
+			return pos, stop{line: line}
+		}
+		ln = strings.TrimSuffix(ln, "\r")
+		pos = next
+		if ln == "" {
+			continue
+		}
+		k := 0
+		for {
+			i := strings.IndexByte(ln, comma)
+			if k == n {
+				k++ // one too many: counted, then refused
+				break
+			}
+			if i < 0 {
+				rec[k] = ln
+				k++
+				break
+			}
+			rec[k] = ln[:i]
+			ln = ln[i+1:]
+			k++
+		}
+		if k != n {
+			if k > n {
+				k = n + 1 + strings.Count(ln, string(comma))
+			}
+			return pos, stop{line: line, err: &RowError{Path: path, Line: line,
+				Err: fmt.Errorf("%w: %d fields, the header has %d", csv.ErrFieldCount, k, n)}}
+		}
+		if err := add(rec, fieldLine); err != nil {
+			return pos, stop{line: line, err: err}
+		}
+	}
+	return pos, stop{line: line}
 }
 
 // readError names what encoding/csv refused.
@@ -258,11 +357,11 @@ func (c *Converter) append(b array.Builder, i int, v string) error {
 		}
 		b.(*array.BooleanBuilder).Append(x)
 	case Date:
-		t, err := time.Parse(time.DateOnly, v)
-		if err != nil {
+		days, ok := parseDate(v)
+		if !ok {
 			return fmt.Errorf("%s is not a DATE (YYYY-MM-DD)", quote(v))
 		}
-		b.(*array.Date32Builder).Append(arrow.Date32(t.Unix() / 86400))
+		b.(*array.Date32Builder).Append(arrow.Date32(days))
 	case Timestamp:
 		t, ok := parseTimestamp(v)
 		if !ok {
@@ -285,6 +384,12 @@ func (c *Converter) append(b array.Builder, i int, v string) error {
 // decimals than scale are padded, more are refused (no rounding), as are
 // more integer digits than precision-scale.
 func parseNumeric(v string, precision, scale int) (decimal128.Num, error) {
+	if precision <= 18 {
+		// The common case, in one pass and no allocation.
+		if x, ok := scaledInt(v, scale); ok && fitsDigits(x, precision) {
+			return decimal128.FromI64(x), nil
+		}
+	}
 	intDigits, frac, ok := decimalShape(v)
 	switch {
 	case !ok:
@@ -307,6 +412,90 @@ func parseNumeric(v string, precision, scale int) (decimal128.Num, error) {
 		return decimal128.Num{}, fmt.Errorf("%s is not a NUMERIC", quote(v))
 	}
 	return decimal128.FromBigInt(x), nil
+}
+
+// scaledInt reads v, [-]DIGITS[.DIGITS] with at most scale decimals, no
+// leading zero before another digit and at most 18 digits in all, as the
+// integer v × 10^scale; ok is false for anything else (parseNumeric then
+// says why, or takes it the long way).
+func scaledInt(v string, scale int) (x int64, ok bool) {
+	i, neg := 0, false
+	if i < len(v) && v[i] == '-' {
+		neg, i = true, 1
+	}
+	start, digits, frac := i, 0, -1
+	for ; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if digits == 18 {
+				return 0, false
+			}
+			x = x*10 + int64(c-'0')
+			digits++
+			if frac >= 0 {
+				frac++
+			}
+		case c == '.' && frac < 0 && i > start:
+			frac = 0
+		default:
+			return 0, false
+		}
+	}
+	if frac < 0 {
+		frac = 0
+	}
+	switch {
+	case i == start || v[len(v)-1] == '.' || frac > scale:
+		return 0, false
+	case v[start] == '0' && start+1 < len(v) && v[start+1] != '.':
+		return 0, false // a leading zero: the long way names it
+	}
+	for ; frac < scale; frac++ {
+		if x > math.MaxInt64/10 {
+			return 0, false
+		}
+		x *= 10
+	}
+	if neg {
+		x = -x
+	}
+	return x, true
+}
+
+// fitsDigits reports whether the integer x of a NUMERIC has at most
+// precision digits.
+func fitsDigits(x int64, precision int) bool {
+	if x < 0 {
+		x = -x
+	}
+	return precision >= 19 || x < pow10[precision]
+}
+
+// pow10 are the powers of ten an int64 holds.
+var pow10 = func() (p [19]int64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// parseDate reads YYYY-MM-DD as days since 1970-01-01, as time.Parse with
+// time.DateOnly takes it (a real day of a real month), without its
+// general parser.
+func parseDate(v string) (int64, bool) {
+	if len(v) != 10 || v[4] != '-' || v[7] != '-' || !allDigits(v[:4]) || !allDigits(v[5:7]) || !allDigits(v[8:]) {
+		return 0, false
+	}
+	y := int(v[0]-'0')*1000 + int(v[1]-'0')*100 + int(v[2]-'0')*10 + int(v[3]-'0')
+	m := time.Month(int(v[5]-'0')*10 + int(v[6]-'0'))
+	d := int(v[8]-'0')*10 + int(v[9]-'0')
+	t := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	if m < 1 || m > 12 || d < 1 || t.Day() != d {
+		return 0, false
+	}
+	return t.Unix() / 86400, true
 }
 
 // quote is v for an error message: quoted, at most 64 bytes of it.

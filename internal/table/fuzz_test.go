@@ -7,8 +7,10 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ferry-dev/ferry/internal/table"
+	"github.com/ferry-dev/ferry/internal/table/tabletest"
 )
 
 // records parses b as encoding/csv does, every record of any width; ok is
@@ -53,7 +55,7 @@ func FuzzCut(f *testing.F) {
 			}
 			at += p.Size
 		}
-		if at != int64(len(data)) && !(len(l.Parts) == 0 && at == int64(len(data))) {
+		if at != int64(len(data)) {
 			t.Fatalf("parts end at byte %d of %d", at, len(data))
 		}
 		whole, ok := records(data[len(l.Header):])
@@ -123,6 +125,44 @@ func FuzzInfer(f *testing.F) {
 		}
 		if err != nil || rows != int64(len(sample)) {
 			t.Fatalf("schema %s inferred from %q, then Convert: %d rows, %v", s, sample, rows, err)
+		}
+	})
+}
+
+// FuzzRecords: Convert reads the records of a part as encoding/csv does
+// (its own splitting up to the first quote, encoding/csv's from there):
+// the same rows and values, or both refuse the part.
+func FuzzRecords(f *testing.F) {
+	for _, s := range []string{"a,b,c\n", "a,b,c\r\nd,e,f", "\n\na,,c\n\r\n", "a,b\n", "a,b,c,d\n", "a,\"b\nc\",d\n", "x,y,z\r", "a,b\"c,d\n", "1,2,3\n4,5,6\n\"7\",8,9\n"} {
+		f.Add([]byte(s))
+	}
+	s := table.Schema{{Name: "a", Type: table.String}, {Name: "b", Type: table.String}, {Name: "c", Type: table.String}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !utf8.Valid(data) {
+			return // refused by Convert whatever the splitting
+		}
+		r := csv.NewReader(bytes.NewReader(data))
+		r.FieldsPerRecord = 3
+		want, werr := r.ReadAll()
+		c, err := table.NewConverter(s, table.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pq, rows, err := c.Convert(data, "f.csv", 2)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%q: Convert %v, encoding/csv %v", data, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		_, _, got, rerr := tabletest.Read(pq)
+		if rerr != nil || rows != int64(len(want)) || len(got) != len(want) {
+			t.Fatalf("%q: %d rows (%v), encoding/csv %d records", data, rows, rerr, len(want))
+		}
+		for i := range want {
+			if strings.Join(got[i], "\x00") != strings.Join(want[i], "\x00") {
+				t.Fatalf("%q: record %d is %q, encoding/csv %q", data, i, got[i], want[i])
+			}
 		}
 	})
 }

@@ -101,8 +101,7 @@ func (g *guess) observe(v string) {
 		g.boolean = ok
 	}
 	if g.date {
-		_, err := time.Parse(time.DateOnly, v)
-		g.date = err == nil
+		_, g.date = parseDate(v)
 	}
 	if g.timestamp {
 		t, ok := parseTimestamp(v)
