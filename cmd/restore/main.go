@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,7 +39,15 @@ never restored, and no name may leave DEST.
 Each file gets back its modification time and permission bits (never setuid
 or setgid) from the object's metadata, ferry's or gcloud storage cp
 --preserve-posix's (same keys); its owner and group too when restore runs as
-root or with --preserve-posix, and it says once when it cannot.`
+root or with --preserve-posix, and it says once when it cannot.
+
+--to csv gives back delimited text for what producer submit --convert parquet
+sent: each directory of Parquet parts (prices.csv/part-00000.parquet, …)
+becomes the file of the directory's name (prices.csv; tab-separated for
+.tsv) holding the parts' rows in order, every value as ferry read it (a
+seed-like CSV comes back byte for byte). Other objects come back as usual.
+The objects are restored into DEST/.ferry-to-csv first (an interrupted run
+resumes there), then written out and that directory removed.`
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
@@ -47,6 +56,7 @@ type flags struct {
 	o      restore.Options
 	memory config.Bytes
 	json   bool
+	to     string
 }
 
 func main() { cli.Main(command()) }
@@ -77,6 +87,7 @@ func command() *cobra.Command {
 	fs.BoolVar(&f.o.Overwrite, "overwrite", false, "replace outputs that exist with other bytes")
 	fs.BoolVar(&f.o.PreservePosix, "preserve-posix", false, "restore owners and groups from the objects' metadata also when not root (as root they always are); the mode bits always are")
 	fs.BoolVar(&f.json, "json", false, "print a JSON summary on stdout")
+	fs.StringVar(&f.to, "to", "", "csv: write each directory of Parquet parts (producer submit --convert parquet) back as the delimited file it came from; DEST is a directory")
 	cli.Env(cmd, &config.Restore{})
 	return cmd
 }
@@ -102,6 +113,13 @@ func realMain(cmd *cobra.Command, src, dest string, f flags) error {
 	if err := restore.CheckArgs(src, dest); err != nil {
 		return &cli.UsageError{Err: err}
 	}
+	if err := restore.CheckToCSV(f.to); err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	into := dest
+	if f.to == "csv" {
+		into = filepath.Join(dest, restore.StageDir)
+	}
 	store, err := setup.OpenStore(ctx, cfg.Emulators)
 	if err != nil {
 		return err
@@ -112,15 +130,28 @@ func realMain(cmd *cobra.Command, src, dest string, f flags) error {
 		return &cli.UsageError{Err: err}
 	}
 	bar := startBar(r, stdout, logging.IsTerminal(stdout) && !f.json)
-	sum, err := r.Run(ctx, src, dest)
+	sum, err := r.Run(ctx, src, into)
 	bar.stop(sum)
+	var csvSum *restore.CSVSummary
+	if f.to == "csv" && err == nil {
+		cs, cerr := restore.ToCSV(ctx, into, dest, f.o.Overwrite)
+		if cerr != nil {
+			err = fmt.Errorf("--to csv: %w (the restored objects stay in %s; run again to finish)", cerr, into)
+		}
+		sum.Destination, csvSum = dest, &cs
+	}
 	if errors.Is(err, restore.ErrUsage) {
 		return &cli.UsageError{Err: err}
 	}
 	if f.json {
-		if jerr := printJSON(stdout, sum); jerr != nil {
+		if jerr := printJSON(stdout, struct {
+			restore.Summary
+			*restore.CSVSummary
+		}{sum, csvSum}); jerr != nil {
 			return jerr
 		}
+	} else if csvSum != nil && csvSum.Files > 0 {
+		fmt.Fprintf(stderr, "restore: %d delimited files written back from their Parquet parts (%d rows)\n", csvSum.Files, csvSum.Rows)
 	}
 	if sum.Note != "" {
 		fmt.Fprintf(stderr, "restore: %s\n", sum.Note)
@@ -136,7 +167,7 @@ func realMain(cmd *cobra.Command, src, dest string, f flags) error {
 	return err
 }
 
-func printJSON(w io.Writer, sum restore.Summary) error {
+func printJSON(w io.Writer, sum any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(sum)

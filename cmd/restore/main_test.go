@@ -24,6 +24,7 @@ func TestUsageErrorsExit2AndNameTheInput(t *testing.T) {
 		{args: []string{"s3://b-1/x", "d"}, code: 2, err: `source "s3://b-1/x": want gs://BUCKET/PREFIX`},
 		{args: []string{"--memory", "lots", "gs://b-1/x", "d"}, code: 2, err: `"lots" is not a byte count`},
 		{args: []string{"--concurrency", "64", "--memory", "64MiB", "gs://b-1/x", "d"}, code: 2, err: "want at least 4 MiB per range in flight"},
+		{args: []string{"--to", "parquet", "gs://b-1/x/", "d"}, code: 2, err: `--to "parquet": want csv`},
 		{args: []string{"gs://b-1/x", "d"}, env: map[string]string{"FERRY_RESTORE_CONCURRENCY": "0"}, code: 2, err: "FERRY_RESTORE_CONCURRENCY=0"},
 	} {
 		for k, v := range c.env {

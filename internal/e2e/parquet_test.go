@@ -130,6 +130,40 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 		t.Fatalf("row %+v, want ok over %d files, %d rows", row, len(names), records)
 	}
 	s.assertClean()
+
+	// restore --to csv gives the CSV back: the seed-like file byte for
+	// byte, the TSV value for value, the text file as it was.
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr = runBinary(t, env, "restore", "--to", "csv", "gs://"+s.bucket+"/land/", out)
+	if code != 0 || !strings.Contains(stderr, "2 delimited files written back from their Parquet parts") {
+		t.Fatalf("restore --to csv: exit %d, %s", code, stderr)
+	}
+	back, err := os.ReadFile(filepath.Join(out, "export", "prices.csv"))
+	must(t, err)
+	if !bytes.Equal(back, seed.Bytes()) {
+		t.Fatalf("prices.csv came back as %d bytes, not the %d sent", len(back), seed.Len())
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "export", "readme.txt")); err != nil || string(b) != "not a table\n" {
+		t.Fatalf("readme.txt came back as %q, %v", b, err)
+	}
+	tsvBack, err := os.ReadFile(filepath.Join(out, "export", "sub", "notes.tsv"))
+	must(t, err)
+	got, want := tabletest.Records(t, tsvBack, '\t'), tabletest.Records(t, []byte(tsv), '\t')
+	types := []string{"INT64", "STRING", "TIMESTAMP"}
+	for i := range want {
+		for c := range want[i] {
+			typ := types[c]
+			if i == 0 {
+				typ = "STRING" // the header
+			}
+			if tabletest.Expect(t, typ, got[i][c]) != tabletest.Expect(t, typ, want[i][c]) {
+				t.Fatalf("notes.tsv record %d, column %d: %q came back as %q", i, c, want[i][c], got[i][c])
+			}
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(out, ".ferry-to-csv")); len(left) != 0 {
+		t.Fatalf("restore --to csv left its stage: %v", left)
+	}
 }
 
 // Issue 29: a record the schema does not take fails the transfer with the

@@ -1,0 +1,124 @@
+package table
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// CSVWriter writes the rows of Parquet parts back as delimited text: the
+// header once, then each part's rows in order, a value as ferry reads it
+// (a NUMERIC with its scale's decimals, a DATE as YYYY-MM-DD, a TIMESTAMP
+// as RFC 3339 in UTC with microseconds, a FLOAT64 in the fewest digits
+// that read back as the same double, NULL as an empty field). Seed-like
+// data comes back byte for byte.
+type CSVWriter struct {
+	w      *csv.Writer
+	header []string
+	rec    []string
+	Rows   int64
+}
+
+// NewCSVWriter writes to w with comma between fields.
+func NewCSVWriter(w io.Writer, comma rune) *CSVWriter {
+	cw := csv.NewWriter(w)
+	cw.Comma = comma
+	return &CSVWriter{w: cw}
+}
+
+// Part appends the rows of the Parquet file at path. Every part must have
+// the first one's columns.
+func (c *CSVWriter) Part(ctx context.Context, path string) error {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer rr.Release()
+	s := rr.Schema()
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
+	}
+	if c.header == nil {
+		c.header = names
+		if err := c.w.Write(names); err != nil {
+			return err
+		}
+	} else if fmt.Sprint(names) != fmt.Sprint(c.header) {
+		return fmt.Errorf("%s: columns %v, the first part's %v", path, names, c.header)
+	}
+	c.rec = make([]string, len(names))
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		for row := range int(rec.NumRows()) {
+			for col := range c.rec {
+				if c.rec[col], err = cell(rec.Column(col), row); err != nil {
+					return fmt.Errorf("%s: column %s: %w", path, names[col], err)
+				}
+			}
+			if err := c.w.Write(c.rec); err != nil {
+				return err
+			}
+			c.Rows++
+		}
+	}
+	if err := rr.Err(); err != nil && err != io.EOF {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Flush writes what is buffered.
+func (c *CSVWriter) Flush() error {
+	c.w.Flush()
+	return c.w.Error()
+}
+
+func cell(a arrow.Array, i int) (string, error) {
+	if a.IsNull(i) {
+		return "", nil
+	}
+	switch a := a.(type) {
+	case *array.Int64:
+		return strconv.FormatInt(a.Value(i), 10), nil
+	case *array.Decimal128:
+		return a.Value(i).ToString(a.DataType().(*arrow.Decimal128Type).Scale), nil
+	case *array.Float64:
+		return strconv.FormatFloat(a.Value(i), 'g', -1, 64), nil
+	case *array.Boolean:
+		return strconv.FormatBool(a.Value(i)), nil
+	case *array.Date32:
+		return time.Unix(int64(a.Value(i))*86400, 0).UTC().Format(time.DateOnly), nil
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		return a.Value(i).ToTime(unit).UTC().Format("2006-01-02T15:04:05.999999Z07:00"), nil
+	case *array.String:
+		return a.Value(i), nil
+	}
+	return "", fmt.Errorf("type %s is not one ferry writes", a.DataType())
+}
+
+// IsPart reports whether name is a Parquet part's name (PartObject).
+func IsPart(name string) bool {
+	var n int
+	_, err := fmt.Sscanf(name, "part-%05d.parquet", &n)
+	return err == nil && name == fmt.Sprintf("part-%05d.parquet", n)
+}
