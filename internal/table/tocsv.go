@@ -42,7 +42,7 @@ func (c *CSVWriter) Part(ctx context.Context, path string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	defer pf.Close()
+	defer func() { _ = pf.Close() }()
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, memory.DefaultAllocator)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
