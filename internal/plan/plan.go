@@ -174,6 +174,9 @@ func (p *Plan) ObjectsPrefix() string {
 	return p.Dest.Object(base, p.suffix(base))
 }
 
+// Converts reports whether the plan converts delimited text to Parquet.
+func (p *Plan) Converts() bool { return p.spec.Convert != nil }
+
 // suffix is what follows the relative path rel in its object's name: the
 // codec's extension, or "/" and the part's name for a converted file.
 func (p *Plan) suffix(rel string) string {

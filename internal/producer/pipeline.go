@@ -37,13 +37,21 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	// fault and a clear per page, so hold no more than that.
 	// With FERRY_TRANSPORT=pubsub, messages waiting for the publishers hold
 	// whole payloads: a quarter of the budget (at least two messages)
-	// bounds them.
+	// bounds them. A conversion to Parquet needs a whole buffer more per
+	// goroutine instead of half.
 	bufSize := c.maxChunk
 	if p.o.BundleMax > 0 {
 		bufSize = max(bufSize, p.o.BundleMax)
 	}
 	msgBudget := p.msgBudget()
-	slots := max(2, int((p.o.MemoryLimit-msgBudget)/(bufSize+bufSize/2)))
+	perSlot := bufSize + bufSize/2
+	if pl.Converts() {
+		// Converting a part holds its Parquet file, its row group's
+		// pages and a batch of column builders: about a buffer more
+		// (issue 29: 380 MB peak RSS at the default budget with half).
+		perSlot = 2 * bufSize
+	}
+	slots := max(2, int((p.o.MemoryLimit-msgBudget)/perSlot))
 	workers := max(1, min(slots-1, p.o.Concurrency+1))
 	pool := make(chan []byte, workers+1)
 	for range cap(pool) {

@@ -17,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -78,7 +77,7 @@ func (e *RowError) Unwrap() error { return e.Err }
 // batchRows is how many rows are built before they are encoded: the
 // column pages being built stay compressed, so memory is about the part's
 // Parquet bytes and one batch.
-const batchRows = 1 << 15
+const batchRows = 1 << 13
 
 // Converter converts parts of delimited text to Parquet files of one
 // schema. Not safe for concurrent use; make one per goroutine.
@@ -119,6 +118,7 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 		parquet.WithMaxRowGroupLength(1 << 40),
 		parquet.WithStoreDecimalAsInteger(true),
 		parquet.WithCreatedBy("ferry"),
+		parquet.WithAllocator(buffers),
 	}
 	for i, f := range s {
 		fields[i] = arrow.Field{Name: f.Name, Type: arrowType(f), Nullable: !f.Required}
@@ -132,7 +132,7 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 	return &Converter{
 		schema: arrow.NewSchema(fields, nil), fields: s, o: o,
 		props:  parquet.NewWriterProperties(props...),
-		aprops: pqarrow.NewArrowWriterProperties(),
+		aprops: pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(buffers)),
 	}, nil
 }
 
@@ -167,7 +167,7 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		return nil, 0, fmt.Errorf("%s: parquet writer: %w", path, err)
 	}
 	defer func() { _ = fw.Close() }() // a second Close does nothing
-	b := array.NewRecordBuilder(memory.DefaultAllocator, c.schema)
+	b := array.NewRecordBuilder(buffers, c.schema)
 	defer b.Release()
 	b.Reserve(batchRows) // grown once, not doubled as rows come
 	var rows, inBatch int64
