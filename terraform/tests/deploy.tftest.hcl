@@ -336,3 +336,22 @@ run "spool_without_filestore_is_refused" {
   }
   expect_failures = [google_compute_region_instance_group_manager.service]
 }
+
+run "load_datasets_reach_producer_and_merger_with_data_editor" {
+  command = plan
+  variables {
+    bq_load_datasets = ["analytics-prod.landing", "ferry-prod.exports"]
+  }
+  assert {
+    condition     = length(google_bigquery_dataset_iam_member.loads) == 2 && google_bigquery_dataset_iam_member.loads["analytics-prod.landing"].project == "analytics-prod" && google_bigquery_dataset_iam_member.loads["analytics-prod.landing"].dataset_id == "landing" && google_bigquery_dataset_iam_member.loads["analytics-prod.landing"].role == "roles/bigquery.dataEditor"
+    error_message = "The merger writes the tables of each dataset transfers may load into, and no other."
+  }
+}
+
+run "a_load_dataset_that_is_not_project_dot_dataset_is_refused" {
+  command = plan
+  variables {
+    bq_load_datasets = ["landing"]
+  }
+  expect_failures = [var.bq_load_datasets]
+}
