@@ -46,6 +46,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	msgBudget := p.msgBudget()
 	perSlot := bufSize + bufSize/2
 	if pl.Converts() {
+		defer converting.start()()
 		// Converting a part holds its Parquet file, its row group's
 		// pages and a batch of column builders: about a buffer more
 		// (issue 29: 380 MB peak RSS at the default budget with half).
