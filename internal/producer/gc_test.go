@@ -1,0 +1,42 @@
+package producer
+
+import (
+	"os"
+	"runtime/debug"
+	"testing"
+)
+
+// gcPercent reads GOGC's current value.
+func gcPercent() int {
+	v := debug.SetGCPercent(100)
+	debug.SetGCPercent(v)
+	return v
+}
+
+// GOGC is lowered while any converting transfer runs, back when the last
+// ends, and left alone when the user set it.
+func TestConvertingTransfersLowerGOGCTogether(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC is set: the tuner leaves it alone")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	var g gcTuner
+	a := g.start()
+	b := g.start()
+	if got := gcPercent(); got != convertGC {
+		t.Fatalf("GOGC %d while two convert, want %d", got, convertGC)
+	}
+	a()
+	if got := gcPercent(); got != convertGC {
+		t.Fatalf("GOGC %d while one still converts, want %d", got, convertGC)
+	}
+	b()
+	if got := gcPercent(); got != 100 {
+		t.Fatalf("GOGC %d after the last, want it back at 100", got)
+	}
+	t.Setenv("GOGC", "80")
+	g.start()()
+	if got := gcPercent(); got != 100 {
+		t.Fatalf("GOGC %d with GOGC set by the user, want it untouched", got)
+	}
+}
