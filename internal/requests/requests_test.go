@@ -43,7 +43,7 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := filepath.Join(base, "secret.txt")
-	for path, body := range map[string]string{secret: "secret", filepath.Join(root, "ok.csv"): "a,b\n"} {
+	for path, body := range map[string]string{secret: "secret", filepath.Join(root, "ok.csv"): "a,b\n1,2\n"} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -72,6 +72,12 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		{"skip_unchanged", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"skip_unchanged":true,"checksum":true`, 1), ""},
 		{"end_key_sha256 not a hash", []string{root}, nil, strings.Replace(req(filepath.Join(root, "ok.csv"), "bkt"), `"v":1`, `"v":1,"end_key_sha256":"secret"`, 1), "end_key_sha256"},
 		{"inside", []string{root}, []string{"landing"}, req(filepath.Join(root, "ok.csv"), "landing"), ""},
+		{"convert parquet", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","schema":[{"name":"a","type":"INT64"},{"name":"b","type":"NUMERIC","precision":"10","scale":"0"}]`), ""},
+		{"convert to what ferry does not write", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"orc"`), `convert "orc": want parquet`},
+		{"a schema the header does not name", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","schema":[{"name":"a","type":"INT64"}]`), "line 1: the header has 2 columns, the schema 1"},
+		{"bq_table without convert", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"bq_table":"proj-1.landing.t"`), "it needs --convert parquet"},
+		{"bq_table in a dataset not allowed", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bq_table":"proj-1.landing.t"`), "dataset proj-1.landing is not in FERRY_BQ_LOAD_DATASETS"},
+		{"bq_write unknown", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bq_table":"proj-1.landing.t","bq_write":"merge"`), `bq write "merge"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			chunks, done := &teststack.Recorder{}, &teststack.Recorder{}
@@ -98,6 +104,9 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		})
 	}
 }
+
+// with adds fields to a request's JSON.
+func with(body, fields string) string { return strings.Replace(body, `"v":1`, `"v":1,`+fields, 1) }
 
 // keyStore is memStore keeping the key objects written.
 type keyStore struct {
