@@ -106,6 +106,33 @@ func transferIDIn(out string) string {
 	return ""
 }
 
+// Issue 29: a producer converting a CSV larger than its budget to Parquet
+// stays within budget + overhead, as the zstd path does (the conversion
+// makes garbage at several times its input rate).
+func TestAConvertingProducerStaysWithinItsBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 60 MB converted")
+	}
+	const producerBudget = 64 << 20
+	s := newStack(t, stackOptions{workers: 2, noMerger: false})
+	dir := filepath.Join(t.TempDir(), "table")
+	writeCSV(t, filepath.Join(dir, "prices.csv"), 60<<20, 77)
+	env := s.env("FERRY_BUCKETS="+s.bucket, fmt.Sprintf("FERRY_PRODUCER_MEMORY=%d", producerBudget), "FERRY_LOG_LEVEL=warn")
+	prod := s.start("producer", "producer", env, "submit", "--wait", "--convert", "parquet", "--chunk-size", "8MiB", dir, "gs://"+s.bucket+"/table")
+	peak := watchPeakRSS(prod)
+	if code := prod.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("producer submit --convert parquet: exit %d\n%s", code, tail(prod.out.String(), 4000))
+	}
+	got, limit := peak(), int64(producerBudget+setup.MemoryOverhead)
+	t.Logf("converting producer: peak RSS %d MiB, budget %d MiB + overhead %d MiB = %d MiB", got>>20, producerBudget>>20, setup.MemoryOverhead>>20, limit>>20)
+	if got > limit {
+		t.Errorf("converting producer peaked at %d MiB RSS, over its budget %d MiB + the stated overhead %d MiB", got>>20, producerBudget>>20, setup.MemoryOverhead>>20)
+	}
+	if n := len(s.objects("table/")); n < 8 {
+		t.Fatalf("%d Parquet parts of a 60 MB CSV in 8 MiB parts", n)
+	}
+}
+
 // watchPeakRSS follows p's peak RSS, the kernel's VmHWM of its own program,
 // until it exits, and returns what reads it. Not the rusage's maxrss: the
 // kernel starts that from the parent's peak when the child execs (the test
