@@ -86,6 +86,20 @@ var mutants = []mutant{
 		to:   "len(o.files) == 100*message.PageFiles ||",
 		pkg:  "internal/producer", test: "TestPagerHoldsPagesNotTheTransfer",
 	},
+	{
+		name: "a table load is checked against the rows of the parts",
+		file: "internal/merger/load.go",
+		from: "case rows != job.Rows:",
+		to:   "case false:",
+		pkg:  "internal/merger", test: "TestFailedLoadEndsFailedAndKeepsTheParts/rows_differ",
+	},
+	{
+		name: "a transfer that failed in its load keeps its parts",
+		file: "internal/merger/end.go",
+		from: "if t.status == message.StatusOK || t.kept {",
+		to:   "if t.status == message.StatusOK {",
+		pkg:  "internal/merger", test: "TestFailedLoadEndsFailedAndKeepsTheParts/job_failed",
+	},
 }
 
 // root is the module's root directory.
