@@ -134,7 +134,7 @@ func realMain(cmd *cobra.Command, src, dest string, f flags) error {
 	bar.stop(sum)
 	var csvSum *restore.CSVSummary
 	if f.to == "csv" && err == nil {
-		cs, cerr := restore.ToCSV(ctx, into, dest, f.o.Overwrite)
+		cs, cerr := restore.ToCSV(ctx, dest, f.o.Overwrite)
 		if cerr != nil {
 			err = fmt.Errorf("--to csv: %w (the restored objects stay in %s; run again to finish)", cerr, into)
 		}

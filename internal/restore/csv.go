@@ -1,15 +1,16 @@
 package restore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
+	"strings"
 
+	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/table"
 )
 
@@ -24,38 +25,45 @@ type CSVSummary struct {
 	Moved int64 `json:"moved"` // other files, moved as they were restored
 }
 
-// ToCSV turns what a restore into stage holds into dest: each directory of
-// Parquet parts (part-00000.parquet, part-00001.parquet, … as producer
-// submit --convert parquet names them) becomes the delimited file of the
-// directory's name (tab-separated for .tsv) with the parts' rows in order,
-// its mode and mtime those the parts were restored with; every other file
-// moves as it is. An output that exists with other bytes is an error
-// unless overwrite. stage is removed once everything is in dest.
-func ToCSV(ctx context.Context, stage, dest string, overwrite bool) (CSVSummary, error) {
+// ToCSV turns what a restore into dest's StageDir holds into dest: each
+// directory of Parquet parts (part-00000.parquet, part-00001.parquet, … as
+// producer submit --convert parquet names them) becomes the delimited file
+// of the directory's name (tab-separated for .tsv) with the parts' rows in
+// order, its mode and mtime those the parts were restored with; every
+// other file moves as it is. Everything happens inside dest (an os.Root: a
+// link in it never leads out), and an output that exists is treated as
+// restore treats one (the same bytes: left; other bytes: an error unless
+// overwrite; not a regular file: an error). The stage is removed once
+// everything is in dest.
+func ToCSV(ctx context.Context, dest string, overwrite bool) (CSVSummary, error) {
 	var sum CSVSummary
-	err := filepath.WalkDir(stage, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == stage {
+	root, err := os.OpenRoot(dest)
+	if err != nil {
+		return sum, err
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), StageDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == StageDir {
 			return err
 		}
-		rel, err := filepath.Rel(stage, p)
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(dest, rel)
-		if d.IsDir() {
-			parts, err := partsOf(p)
+		rel := strings.TrimPrefix(p, StageDir+"/")
+		switch {
+		case d.IsDir():
+			parts, err := partsOf(root, p)
 			if err != nil || parts == nil {
 				return err
 			}
-			rows, err := writeCSV(ctx, parts, out, overwrite)
+			rows, err := writeCSV(ctx, root, parts, rel, overwrite)
 			if err != nil {
 				return err
 			}
 			sum.Files++
 			sum.Rows += rows
-			return filepath.SkipDir
+			return fs.SkipDir
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s: restore writes regular files only, found %s", p, d.Type())
 		}
-		if err := move(p, out, overwrite); err != nil {
+		if err := move(root, p, rel, overwrite); err != nil {
 			return err
 		}
 		sum.Moved++
@@ -64,13 +72,13 @@ func ToCSV(ctx context.Context, stage, dest string, overwrite bool) (CSVSummary,
 	if err != nil {
 		return sum, err
 	}
-	return sum, os.RemoveAll(stage)
+	return sum, root.RemoveAll(StageDir)
 }
 
 // partsOf lists the Parquet parts of dir in order, nil when dir holds
 // anything else or they do not run from part-00000 without a gap.
-func partsOf(dir string) ([]string, error) {
-	es, err := os.ReadDir(dir)
+func partsOf(root *os.Root, dir string) ([]string, error) {
+	es, err := fs.ReadDir(root.FS(), dir)
 	if err != nil {
 		return nil, err
 	}
@@ -79,103 +87,105 @@ func partsOf(dir string) ([]string, error) {
 		if !e.Type().IsRegular() || e.Name() != fmt.Sprintf("part-%05d.parquet", i) {
 			return nil, nil
 		}
-		parts = append(parts, filepath.Join(dir, e.Name()))
+		parts = append(parts, path.Join(dir, e.Name()))
 	}
 	return parts, nil
 }
 
 // writeCSV writes the rows of parts to out, through a temporary file beside
 // it.
-func writeCSV(ctx context.Context, parts []string, out string, overwrite bool) (int64, error) {
-	st, err := os.Stat(parts[0])
+func writeCSV(ctx context.Context, root *os.Root, parts []string, out string, overwrite bool) (int64, error) {
+	st, err := root.Stat(parts[0])
 	if err != nil {
 		return 0, err
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	if err := root.MkdirAll(path.Dir(out), 0o755); err != nil {
 		return 0, err
 	}
-	tmp := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".ferry-csv")
-	fh, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
+	tmp := path.Join(path.Dir(out), "."+path.Base(out)+".ferry-csv")
+	fh, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = os.Remove(tmp) }()
-	w := table.NewCSVWriter(fh, table.Comma(out))
+	defer func() { _ = root.Remove(tmp) }()
+	h := crc32c.New()
+	cw := &counter{w: io.MultiWriter(fh, h)}
+	w := table.NewCSVWriter(cw, table.Comma(out))
 	for _, p := range parts {
-		if err := w.Part(ctx, p); err != nil {
+		if err := csvPart(ctx, root, w, p); err != nil {
 			_ = fh.Close()
 			return 0, err
 		}
 	}
 	err = errors.Join(w.Flush(), fh.Sync(), fh.Close())
 	if err == nil {
-		err = place(tmp, out, overwrite)
+		err = place(root, tmp, out, want{size: cw.n, crc: h.Sum32()}, overwrite)
 	}
 	if err == nil {
-		err = os.Chtimes(out, st.ModTime(), st.ModTime())
+		err = root.Chtimes(out, st.ModTime(), st.ModTime())
 	}
 	return w.Rows, err
 }
 
-// move puts the restored file p at out.
-func move(p, out string, overwrite bool) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+func csvPart(ctx context.Context, root *os.Root, w *table.CSVWriter, p string) error {
+	f, err := root.Open(p)
+	if err != nil {
 		return err
 	}
-	return place(p, out, overwrite)
+	defer f.Close()
+	return w.Part(ctx, path.Join(root.Name(), p), f)
 }
 
-// place renames from to to, unless to exists with other bytes and
-// overwrite is not set; one with the same bytes is left as it is.
-func place(from, to string, overwrite bool) error {
-	if _, err := os.Lstat(to); err == nil && !overwrite {
-		same, err := sameBytes(from, to)
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// move puts the restored file p at out.
+func move(root *os.Root, p, out string, overwrite bool) error {
+	if err := root.MkdirAll(path.Dir(out), 0o755); err != nil {
+		return err
+	}
+	var w want
+	if _, err := root.Lstat(out); err == nil {
+		// Something is there: compare with what would replace it.
+		f, err := root.Open(p)
 		if err != nil {
 			return err
 		}
-		if !same {
-			return fmt.Errorf("%s exists with other bytes; --overwrite replaces it", to)
+		h := crc32c.New()
+		w.size, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return err
 		}
-		return os.Remove(from)
+		w.crc = h.Sum32()
 	}
-	return os.Rename(from, to)
+	return place(root, p, out, w, overwrite)
 }
 
-// sameBytes compares two files a megabyte at a time.
-func sameBytes(a, b string) (bool, error) {
-	fa, err := os.Open(a)
+// place renames from to to, unless to exists: with the bytes w describes it
+// is left and from removed; otherwise restore's rule for an existing output
+// decides.
+func place(root *os.Root, from, to string, w want, overwrite bool) error {
+	same, err := existing(root, to, w, overwrite)
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer fa.Close()
-	fb, err := os.Open(b)
-	if err != nil {
-		return false, err
+	if same {
+		return root.Remove(from)
 	}
-	defer fb.Close()
-	x, y := make([]byte, 1<<20), make([]byte, 1<<20)
-	for {
-		n, errA := io.ReadFull(fa, x)
-		m, errB := io.ReadFull(fb, y)
-		if n != m || !bytes.Equal(x[:n], y[:m]) {
-			return false, nil
-		}
-		endA, endB := errA == io.EOF || errA == io.ErrUnexpectedEOF, errB == io.EOF || errB == io.ErrUnexpectedEOF
-		switch {
-		case endA && endB:
-			return true, nil
-		case endA != endB:
-			return false, nil
-		case errA != nil:
-			return false, errA
-		case errB != nil:
-			return false, errB
-		}
-	}
+	return root.Rename(from, to)
 }
 
-// CheckToCSV refuses --to values other than csv, and a destination inside
-// the stage.
+// CheckToCSV refuses --to values other than csv.
 func CheckToCSV(to string) error {
 	if to != "" && to != "csv" {
 		return usageError{fmt.Errorf("--to %.32q: want csv", to)}

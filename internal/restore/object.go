@@ -123,7 +123,7 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 	res.RawSize, res.RawCRC32C = w.size, w.crc
 
 	tmp := tempName(rel)
-	same, err := r.existing(root, rel, w)
+	same, err := existing(root, rel, w, r.o.Overwrite)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", obj, err)
 	}
@@ -213,9 +213,9 @@ func statfsFree(dir string) (int64, error) {
 }
 
 // existing reports whether rel already holds the wanted bytes. Another
-// regular file there is an error unless Options.Overwrite; anything else
-// (a directory, a symbolic link) always is.
-func (r *Restorer) existing(root *os.Root, rel string, w want) (bool, error) {
+// regular file there is an error unless overwrite; anything else (a
+// directory, a symbolic link) always is.
+func existing(root *os.Root, rel string, w want, overwrite bool) (bool, error) {
 	fi, err := root.Lstat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -243,7 +243,7 @@ func (r *Restorer) existing(root *os.Root, rel string, w want) (bool, error) {
 			return true, nil
 		}
 	}
-	if r.o.Overwrite {
+	if overwrite {
 		return false, nil
 	}
 	return false, fmt.Errorf("%w: %s (%d bytes) is not this object's %d bytes; --overwrite replaces it",

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -35,10 +36,10 @@ func NewCSVWriter(w io.Writer, comma rune) *CSVWriter {
 	return &CSVWriter{w: cw}
 }
 
-// Part appends the rows of the Parquet file at path. Every part must have
-// the first one's columns.
-func (c *CSVWriter) Part(ctx context.Context, path string) error {
-	pf, err := file.OpenParquetFile(path, false)
+// Part appends the rows of the Parquet file r, named path in errors.
+// Every part must have the first one's columns.
+func (c *CSVWriter) Part(ctx context.Context, path string, r parquet.ReaderAtSeeker) error {
+	pf, err := file.NewParquetReader(r)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
