@@ -25,6 +25,12 @@ type Layout struct {
 // MaxHeader is the largest header record Cut reads.
 const MaxHeader = 1 << 20
 
+// MaxRecord is the longest record Cut takes: a part is about the chunk
+// size the configuration allows plus one record, so the file must not
+// choose that record's size (BigQuery's own limit on a CSV row is 100 MB;
+// Convert takes fields of up to MaxField).
+const MaxRecord = 64 << 20
+
 // ErrUnterminatedQuote: the file ends inside a quoted field.
 var ErrUnterminatedQuote = errors.New("unterminated quoted field: the file ends inside quotes")
 
@@ -49,13 +55,24 @@ func Cut(r io.Reader, path string, target int64) (*Layout, error) {
 		line     int64 = 1
 		start    int64 = -1 // the open part's start; -1: in the header
 		partLine int64
+		record   int64 // where the record being read starts
+		recLine  int64 = 1
 	)
+	tooLong := func(at int64) error {
+		if start >= 0 && at-record > MaxRecord {
+			return fmt.Errorf("%s: line %d: a record of more than %d bytes (a missing newline or quote?)", path, recLine, MaxRecord)
+		}
+		return nil
+	}
 	for {
 		n, err := io.ReadFull(r, buf)
 		b := buf[:n]
 		for i := 0; i < len(b); {
 			nl := bytes.IndexByte(b[i:], '\n')
 			if nl < 0 {
+				if err := tooLong(pos + int64(n)); err != nil {
+					return nil, err
+				}
 				quotes += int64(bytes.Count(b[i:], []byte{'"'}))
 				if start < 0 {
 					l.Header = append(l.Header, b[i:]...)
@@ -78,6 +95,10 @@ func Cut(r io.Reader, path string, target int64) (*Layout, error) {
 			if quotes%2 == 1 {
 				continue // a newline inside a quoted field
 			}
+			if err := tooLong(end); err != nil {
+				return nil, err
+			}
+			record, recLine = end, line
 			if start < 0 {
 				start, partLine = end, line
 				continue

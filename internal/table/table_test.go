@@ -199,6 +199,15 @@ func TestCutEdges(t *testing.T) {
 	if want := "[{4 8 2} {12 4 4} {16 3 5}]"; got != want {
 		t.Fatalf("parts %s, want %s", got, want)
 	}
+	// A file does not choose the size of a part: a record longer than
+	// MaxRecord is refused, with or without its newline.
+	huge := strings.Repeat("x", table.MaxRecord+1)
+	for _, d := range []string{"a\n1\n" + huge + "\n2\n", "a\n1\n" + huge} {
+		_, err := table.Cut(strings.NewReader(d), "x.csv", 1<<20)
+		if err == nil || !strings.HasPrefix(err.Error(), "x.csv: line 3: a record of more than 67108864 bytes") {
+			t.Fatalf("a record of %d bytes: %v", len(huge), err)
+		}
+	}
 }
 
 // A schema in BigQuery's JSON format, as bq show --schema prints it and as
