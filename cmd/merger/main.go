@@ -51,7 +51,10 @@ func realMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tables, closeTables := tableLoads(cfg, log)
+	tables, closeTables, err := tableLoads(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = closeTables() }()
 	m := merger.New(merger.Options{
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink, Tables: tables, Loads: cfg.Loads,
@@ -94,17 +97,26 @@ func realMain(ctx context.Context) error {
 var errReceiveEnded = errors.New("receiving ended")
 
 // tableLoads runs the table loads transfers ask for (--bq-table): in
-// BigQuery when the merger has FERRY_BQ_DATASET (in FERRY_BQ_LOCATION),
+// BigQuery when the merger has FERRY_BQ_DATASET, as jobs of the rows'
+// project (FERRY_BQ_PROJECT, else FERRY_PROJECT) in FERRY_BQ_LOCATION,
 // else as lines of FERRY_LOADS_FILE.
-func tableLoads(cfg config.Merger, log *slog.Logger) (merger.TableLoader, func() error) {
-	if cfg.BigQuery.Dataset == "" {
+func tableLoads(ctx context.Context, cfg config.Merger, log *slog.Logger) (merger.TableLoader, func() error, error) {
+	b := cfg.BigQuery
+	if b.Dataset == "" {
 		if len(cfg.Loads.Datasets) > 0 {
 			log.Info("table loads are written to FERRY_LOADS_FILE, not run: FERRY_BQ_DATASET is empty", "file", cfg.LoadsFile)
 		}
-		return loader.NewLocalTables(cfg.LoadsFile), func() error { return nil }
+		return loader.NewLocalTables(cfg.LoadsFile), func() error { return nil }, nil
 	}
-	t := loader.NewTables(cfg.BigQuery.Location)
-	return t, t.Close
+	project := b.Project
+	if project == "" {
+		project = cfg.PubSub.Project
+	}
+	t, err := loader.NewTables(ctx, project, b.Location)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, t.Close, nil
 }
 
 // rowSink is where benchmark rows go: staged in GCS and loaded into BigQuery

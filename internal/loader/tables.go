@@ -46,76 +46,55 @@ func (e *JobError) Unwrap() error { return e.Err }
 // finds the job again by its id at the next try.
 const tableLoadTimeout = 30 * time.Minute
 
-// Tables runs the load jobs of transfers' tables in BigQuery, in one
-// location (FERRY_BQ_LOCATION), with a client per project. It is safe for
+// Tables runs the load jobs of transfers' tables in BigQuery: every job in
+// one project (ferry's, where terraform grants the merger Job User) and
+// location (FERRY_BQ_LOCATION), into tables of any dataset the merger may
+// write to (FERRY_BQ_LOAD_DATASETS, Data Editor each). It is safe for
 // concurrent use.
 type Tables struct {
-	location string
-	opts     []option.ClientOption
-
-	mu      sync.Mutex
-	clients map[string]*bigquery.Client
+	c *bigquery.Client
 }
 
-// NewTables returns a Tables running its jobs in location.
-func NewTables(location string, opts ...option.ClientOption) *Tables {
-	return &Tables{location: location, opts: opts, clients: map[string]*bigquery.Client{}}
-}
-
-// Close releases the clients.
-func (t *Tables) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var errs []error
-	for _, c := range t.clients {
-		errs = append(errs, c.Close())
+// NewTables returns a Tables running its jobs in project and location.
+func NewTables(ctx context.Context, project, location string, opts ...option.ClientOption) (*Tables, error) {
+	if location == "" {
+		return nil, fmt.Errorf("bigquery table loads in project %s: no location", project)
 	}
-	return errors.Join(errs...)
-}
-
-func (t *Tables) client(ctx context.Context, project string) (*bigquery.Client, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.clients[project]; ok {
-		return c, nil
-	}
-	c, err := bigquery.NewClient(ctx, project, t.opts...)
+	c, err := bigquery.NewClient(ctx, project, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bigquery client for project %s: %w", project, err)
 	}
-	c.Location = t.location
-	t.clients[project] = c
-	return c, nil
+	c.Location = location
+	return &Tables{c: c}, nil
 }
+
+// Close releases the client.
+func (t *Tables) Close() error { return t.c.Close() }
 
 // Load runs job, or, when a job of its id exists (an end repeated), waits
 // for that one instead: a transfer loads once. It returns the rows the job
-// loaded and where it ran. A job that failed is a *JobError with
-// BigQuery's own error text.
+// loaded and where it ran. A job that failed, or that BigQuery refuses for
+// good, is a *JobError with BigQuery's own error text; anything else (a
+// 5xx, a rate limit, a deadline) is for the caller to retry.
 func (t *Tables) Load(ctx context.Context, job TableJob) (rows int64, location string, err error) {
 	project, dataset, table, err := message.SplitTable(job.Table)
 	if err != nil {
 		return 0, "", &JobError{JobID: job.ID, Err: err}
 	}
-	c, err := t.client(ctx, project)
-	if err != nil {
-		return 0, "", err
-	}
 	ctx, cancel := context.WithTimeout(ctx, tableLoadTimeout)
 	defer cancel()
-	j, err := c.JobFromID(ctx, job.ID)
-	var ge *googleapi.Error
+	j, err := t.c.JobFromID(ctx, job.ID)
 	switch {
-	case errors.As(err, &ge) && ge.Code == http.StatusNotFound:
+	case httpStatus(err) == http.StatusNotFound:
 		ref := bigquery.NewGCSReference(job.URIs...)
 		ref.SourceFormat = bigquery.Parquet
-		ld := c.Dataset(dataset).Table(table).LoaderFrom(ref)
+		ld := t.c.DatasetInProject(project, dataset).Table(table).LoaderFrom(ref)
 		ld.JobID = job.ID
 		ld.CreateDisposition = bigquery.CreateIfNeeded
 		ld.WriteDisposition = writeDisposition(job.Write)
 		if j, err = ld.Run(ctx); err != nil {
-			if errors.As(err, &ge) && ge.Code >= 400 && ge.Code < 500 && ge.Code != http.StatusTooManyRequests && ge.Code != http.StatusConflict {
-				return 0, "", &JobError{JobID: job.ID, Err: err} // refused: the request is at fault
+			if refused(err) {
+				return 0, "", &JobError{JobID: job.ID, Err: err}
 			}
 			return 0, "", fmt.Errorf("bigquery load job %s into %s: %w", job.ID, job.Table, err)
 		}
@@ -133,6 +112,31 @@ func (t *Tables) Load(ctx context.Context, job TableJob) (rows int64, location s
 		rows = ls.OutputRows
 	}
 	return rows, j.Location(), nil
+}
+
+func httpStatus(err error) int {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code
+	}
+	return 0
+}
+
+// refused reports whether BigQuery refused a job for good: a 4xx other
+// than 409 (the job exists: another merger inserted it; the retry finds
+// it), 429 and a 403 whose reason is rateLimitExceeded (BigQuery's way of
+// saying "slow down").
+func refused(err error) bool {
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) || ge.Code < 400 || ge.Code >= 500 || ge.Code == http.StatusConflict || ge.Code == http.StatusTooManyRequests {
+		return false
+	}
+	for _, e := range ge.Errors {
+		if e.Reason == "rateLimitExceeded" || e.Reason == "backendError" {
+			return false
+		}
+	}
+	return true
 }
 
 func writeDisposition(w string) bigquery.TableWriteDisposition {
