@@ -23,7 +23,7 @@ func TestTableLoadRunsInFerrysProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tb.Close()
+	defer func() { _ = tb.Close() }()
 	job := TableJob{ID: "ferry_load_t1", Table: "analytics-prod.landing.prices", Write: "append", URIs: []string{"gs://b/p/part-00000.parquet"}}
 	if _, loc, err := tb.Load(context.Background(), job); err != nil || loc != f.Location {
 		t.Fatalf("Load: location %q, %v", loc, err)
