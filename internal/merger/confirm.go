@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/result"
 )
@@ -24,6 +25,10 @@ type summary struct {
 	first, last time.Time       // the first upload's start, the last chunk's creation
 	missing     int             // files the listing did not confirm
 	unconfirmed []int           // the first maxUnconfirmed of them
+	// parts are the confirmed Parquet parts' URIs (up to one more than
+	// a load job takes) and partRows their rows, for a table load.
+	parts    []string
+	partRows int64
 }
 
 // Bounds of a summary, whatever the transfer's size.
@@ -120,6 +125,12 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 		}
 		if err := sum.listing.Add(message.ListingEntry{DoneObject: o}); err != nil {
 			return err
+		}
+		if f.Table != nil && t.manifest.Load != nil {
+			if len(sum.parts) <= loader.MaxURIs {
+				sum.parts = append(sum.parts, o.Name)
+			}
+			sum.partRows += f.Table.Rows
 		}
 		if len(f.Chunks) == 1 {
 			return sum.uploaded(t.id, f, 0, fromAttrs(*a))

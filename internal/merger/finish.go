@@ -199,7 +199,7 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	done.Files, done.Bytes, done.WireBytes, done.Objects = sum.files, sum.bytes, sum.wire, sum.objects
 	if man.Load != nil {
 		var lf *loadFailed
-		done.Load, err = m.loadTable(ctx, t)
+		done.Load, err = m.loadTable(ctx, t, sum)
 		switch {
 		case errors.As(err, &lf):
 			// The parts are complete and stay; the transfer did not

@@ -29,13 +29,13 @@ func (e *loadFailed) Error() string { return e.err.Error() }
 func (e *loadFailed) Unwrap() error { return e.err }
 
 // loadTable loads the Parquet parts of t, an ok transfer whose manifest
-// asks for a table, into it: one job over exactly the transfer's parts,
-// whose id the transfer decides (a repeated end finds it and loads
-// nothing twice). The table must be in a dataset this merger allows
+// asks for a table, into it: one job over exactly the parts its
+// confirmation listed (sum: no second pass over the manifest), whose id
+// the transfer decides (a repeated end finds it and loads nothing twice). The table must be in a dataset this merger allows
 // (FERRY_BQ_LOAD_DATASETS): the manifest is the producer's claim. It
 // checks that the job loaded the rows the parts hold. A *loadFailed ends
 // the transfer failed; any other error is retried.
-func (m *Merger) loadTable(ctx context.Context, t *transfer) (*message.Loaded, error) {
+func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*message.Loaded, error) {
 	man := t.manifest
 	ld := &message.Loaded{Table: man.Load.Table, JobID: message.LoadJobID(t.id)}
 	if _, err := message.ParseLoad(man.Load.Table, man.Load.Write); err != nil {
@@ -47,22 +47,11 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer) (*message.Loaded, e
 	if m.o.Tables == nil {
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: this merger loads no tables", man.Load.Table)}
 	}
-	job := loader.TableJob{ID: ld.JobID, Table: man.Load.Table, Write: man.Load.Write}
-	err := t.pages.each(ctx, func(_ int, f *message.File) error {
-		if f.Table == nil {
-			return nil // not converted: it stays an object only
-		}
-		if len(job.URIs) == loader.MaxURIs {
-			return &loadFailed{fmt.Errorf("bigquery table %s: more than %d Parquet parts, what one load job takes; send them in larger parts (--chunk-size)", man.Load.Table, loader.MaxURIs)}
-		}
-		job.URIs = append(job.URIs, "gs://"+t.bucket+"/"+f.Object)
-		job.Rows += f.Table.Rows
-		return nil
-	})
-	if err != nil {
-		return ld, err
-	}
-	if len(job.URIs) == 0 {
+	job := loader.TableJob{ID: ld.JobID, Table: man.Load.Table, Write: man.Load.Write, URIs: sum.parts, Rows: sum.partRows}
+	switch {
+	case len(job.URIs) > loader.MaxURIs:
+		return ld, &loadFailed{fmt.Errorf("bigquery table %s: more than %d Parquet parts, what one load job takes; send them in larger parts (--chunk-size)", man.Load.Table, loader.MaxURIs)}
+	case len(job.URIs) == 0:
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: the transfer has no Parquet part to load (no .csv or .tsv file, or none --convert-match named)", man.Load.Table)}
 	}
 	rows, location, err := m.o.Tables.Load(ctx, job)
