@@ -116,6 +116,9 @@ func ParseSchema(b []byte) (Schema, error) {
 	if len(fields) == 0 {
 		return nil, errors.New("schema: no fields")
 	}
+	if len(fields) > MaxColumns {
+		return nil, fmt.Errorf("schema: %d fields; BigQuery takes %d at most", len(fields), MaxColumns)
+	}
 	s := make(Schema, len(fields))
 	seen := map[string]bool{}
 	for i, bf := range fields {
@@ -173,6 +176,10 @@ func (bf bqField) field() (Field, error) {
 	}
 	return f, nil
 }
+
+// MaxColumns is the most columns a table has, BigQuery's limit: a header or
+// a schema of more is refused before anything is built for its columns.
+const MaxColumns = 10_000
 
 // CheckName refuses a column name BigQuery refuses: empty, longer than
 // 300 bytes, or not UTF-8.

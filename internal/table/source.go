@@ -48,6 +48,9 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 	if err != nil {
 		return nil, err
 	}
+	if len(header) > MaxColumns {
+		return nil, fmt.Errorf("%s: line 1: the header has %d columns; BigQuery takes %d at most", path, len(header), MaxColumns)
+	}
 	s := &Source{Layout: *l, Comma: comma}
 	if given != nil {
 		if err := matchHeader(given, header, path); err != nil {

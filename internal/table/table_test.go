@@ -236,7 +236,8 @@ func TestParseSchema(t *testing.T) {
 		`[{"name":"a","type":"STRING"},{"name":"A","type":"INT64"}]`: `name "A" appears twice`,
 		`[{"name":"a","type":"STRING","colour":"red"}]`:              "unknown field",
 		`[]`: "no fields",
-		`{"fields":[{"name":"a","type":"NUMERIC","scale":"12"}]}`: "scale 12",
+		"[" + strings.Repeat(`{"name":"c","type":"STRING"},`, table.MaxColumns) + `{"name":"d","type":"STRING"}]`: "10001 fields; BigQuery takes 10000 at most",
+		`{"fields":[{"name":"a","type":"NUMERIC","scale":"12"}]}`:                                                 "scale 12",
 	} {
 		if _, err := table.ParseSchema([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error saying %q", in, err, want)
