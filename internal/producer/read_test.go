@@ -162,3 +162,30 @@ func TestReadStageRefusesAFileOverwrittenWithItsMtimeSetBack(t *testing.T) {
 		t.Fatalf("read = %v, want an error naming the file and its ctime", err)
 	}
 }
+
+// Issue 29: the parts of a converted file are read by range, and a file
+// that grew after planning still fails the read, naming it: no part of a
+// torn file is converted.
+func TestReadStageRefusesAConvertedFileThatChanged(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "f.csv")
+	genFile(t, src, 300_000)
+	cv, err := plan.ParseConvert("parquet", nil, nil, "")
+	must(t, err)
+	pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10, Convert: cv}, plan.Limits{})
+	must(t, err)
+	if len(pl.Files) < 2 || pl.Files[0].Part == nil {
+		t.Fatalf("%d files planned, want the parts of a converted file", len(pl.Files))
+	}
+	fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fh.WriteString("one more line\n")
+	fh.Close()
+	must(t, err)
+	jobs, err := readAll(t, pl, 0)
+	if err == nil || !errors.Is(err, plan.ErrChanged) || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), "while it was read") {
+		t.Fatalf("read = %v, want an error naming the file that changed", err)
+	}
+	if len(jobs) != 0 {
+		t.Fatalf("%d parts of a changed file were read", len(jobs))
+	}
+}
