@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/loader/bqtest"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -48,13 +47,11 @@ func submitJSON(t *testing.T, env []string, args ...string) (message.Done, int, 
 // returns its bytes.
 func seedCSV(t *testing.T, dir, name string, size int64, seed int64) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if _, err := datagen.WriteCSV(&b, size, seed); err != nil {
-		t.Fatal(err)
-	}
-	must(t, os.MkdirAll(dir, 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
-	return b.Bytes()
+	p := filepath.Join(dir, name)
+	writeCSV(t, p, size, seed)
+	b, err := os.ReadFile(p)
+	must(t, err)
+	return b
 }
 
 // Issue 29 §2, as deployed: producer submit --convert parquet --bq-table

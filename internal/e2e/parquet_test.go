@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
-	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
@@ -41,12 +40,8 @@ func (s *stack) objects(prefix string) map[string]gcs.Attrs {
 func TestCSVLandsAsParquetParts(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
 	dir := filepath.Join(t.TempDir(), "export")
-	var seed bytes.Buffer
-	if _, err := datagen.WriteCSV(&seed, 3<<20, 11); err != nil {
-		t.Fatal(err)
-	}
+	seed := bytes.NewBuffer(seedCSV(t, dir, "prices.csv", 3<<20, 11))
 	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "prices.csv"), seed.Bytes(), 0o644))
 	tsv := "id\tnote\tat\n1\t\"two\nlines\"\t2026-12-04 10:00:00.123456\n2\t\t2026-12-04T10:00:01Z\n"
 	must(t, os.WriteFile(filepath.Join(dir, "sub", "notes.tsv"), []byte(tsv), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a table\n"), 0o644))
@@ -172,15 +167,9 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 func TestABadRecordLeavesNoPartBehind(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
 	dir := filepath.Join(t.TempDir(), "export")
-	var seed bytes.Buffer
-	if _, err := datagen.WriteCSV(&seed, 3<<20, 5); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(seed.String(), "\n")
+	lines := strings.SplitAfter(string(seedCSV(t, dir, "a.csv", 3<<20, 5)), "\n")
 	bad := 25_000                     // in the third part: the first two are converted and stored first
 	lines[bad-1] = "x" + lines[bad-1] // not a DATE
-	must(t, os.MkdirAll(dir, 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "a.csv"), seed.Bytes(), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte(strings.Join(lines, "")), 0o644))
 	cv, err := plan.ParseConvert("parquet", nil, nil, "")
 	must(t, err)
