@@ -167,8 +167,11 @@ func (c *Convert) scan(sf SourceFile, target int64) (*table.Source, error) {
 // PartObject is the object of part index of the source whose own object
 // name (with no extension) is obj.
 func PartObject(obj string, index int) string {
-	return fmt.Sprintf("%s/part-%05d.parquet", obj, index)
+	return obj + "/" + PartName(index)
 }
+
+// PartName is the name of part index inside its source's prefix.
+func PartName(index int) string { return fmt.Sprintf("part-%05d.parquet", index) }
 
 // convertKey is what a converted file's name sorts as among its
 // neighbours: its parts' objects follow its name and a "/".

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/table"
 )
 
@@ -84,7 +85,7 @@ func partsOf(root *os.Root, dir string) ([]string, error) {
 	}
 	var parts []string
 	for i, e := range es {
-		if !e.Type().IsRegular() || e.Name() != fmt.Sprintf("part-%05d.parquet", i) {
+		if !e.Type().IsRegular() || e.Name() != plan.PartName(i) {
 			return nil, nil
 		}
 		parts = append(parts, path.Join(dir, e.Name()))

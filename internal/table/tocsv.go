@@ -116,10 +116,3 @@ func cell(a arrow.Array, i int) (string, error) {
 	}
 	return "", fmt.Errorf("type %s is not one ferry writes", a.DataType())
 }
-
-// IsPart reports whether name is a Parquet part's name (PartObject).
-func IsPart(name string) bool {
-	var n int
-	_, err := fmt.Sscanf(name, "part-%05d.parquet", &n)
-	return err == nil && name == fmt.Sprintf("part-%05d.parquet", n)
-}
