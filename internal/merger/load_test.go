@@ -123,3 +123,37 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A paged manifest whose header claims other rows than its pages hold is
+// refused before anything is composed or loaded.
+func TestManifestWhoseRowsDoNotAddUpIsRefused(t *testing.T) {
+	chunks := make([]int, message.PageFiles+1) // paged
+	for i := range chunks {
+		chunks[i] = 1
+	}
+	s := newStaged(t, "m-rows", "none", chunks...)
+	s.man.Files[0].Table = &message.TablePart{Source: "dir/f.csv", Parts: 1, Rows: 10}
+	tables := &fakeTables{rows: 11}
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", Tables: tables,
+		Loads: config.Loads{Datasets: []string{"proj-1.landing"}}})
+	s.man.Load = &message.Load{Table: "proj-1.landing.prices", Write: message.LoadEmpty}
+	putManifest(t, &s.man, func(name string, body []byte) error {
+		if name == message.ManifestObject(s.man.TransferID) {
+			var h message.Manifest
+			must(t, message.Decode(body, &h))
+			h.Totals.Rows = 11 // the pages hold 10
+			body = message.Encode(h)
+		}
+		_, err := s.store.PutSmall(context.Background(), s.bucket, name, body, false, "")
+		return err
+	})
+	_ = handle(t, m, s.event(message.EventSealed))
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, "10 rows), the totals say") {
+		t.Fatalf("done events %+v, want the manifest refused for its rows", d)
+	}
+	if len(tables.jobs) != 0 {
+		t.Fatalf("a refused manifest was loaded: %+v", tables.jobs)
+	}
+}
