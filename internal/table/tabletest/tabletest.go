@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,10 +103,13 @@ func cellText(f parquet.Field, v parquet.Value) (string, error) {
 	}
 	switch lt := logical(f).(type) {
 	case *format.DecimalType:
-		if f.Type().Kind() != parquet.Int64 {
-			return "", fmt.Errorf("decimal column %s stored as %s, want INT64", f.Name(), f.Type().Kind())
+		switch f.Type().Kind() {
+		case parquet.Int64:
+			return decimalText(big.NewInt(v.Int64()), int(lt.Scale)), nil
+		case parquet.FixedLenByteArray:
+			return decimalText(twosComplement(v.ByteArray()), int(lt.Scale)), nil
 		}
-		return decimalText(v.Int64(), int(lt.Scale)), nil
+		return "", fmt.Errorf("decimal column %s stored as %s, want INT64 or FIXED_LEN_BYTE_ARRAY", f.Name(), f.Type().Kind())
 	case *format.DateType:
 		return time.Unix(int64(v.Int32())*86400, 0).UTC().Format(time.DateOnly), nil
 	case *format.TimestampType:
@@ -124,12 +128,19 @@ func cellText(f parquet.Field, v parquet.Value) (string, error) {
 	return "", fmt.Errorf("column %s: unexpected type %s", f.Name(), f.Type())
 }
 
-func decimalText(unscaled int64, scale int) string {
-	neg := unscaled < 0
-	if neg {
-		unscaled = -unscaled
+// twosComplement reads b, a big-endian two's complement integer, as
+// Parquet stores a wide DECIMAL.
+func twosComplement(b []byte) *big.Int {
+	x := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
 	}
-	s := strconv.FormatInt(unscaled, 10)
+	return x
+}
+
+func decimalText(unscaled *big.Int, scale int) string {
+	neg := unscaled.Sign() < 0
+	s := new(big.Int).Abs(unscaled).String()
 	if scale > 0 {
 		for len(s) <= scale {
 			s = "0" + s
