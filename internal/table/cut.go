@@ -43,6 +43,15 @@ var ErrUnterminatedQuote = errors.New("unterminated quoted field: the file ends 
 // makes a part of its own. An empty file, or one of a header only, has no
 // parts.
 func Cut(r io.Reader, path string, target int64) (*Layout, error) {
+	return cut(r, path, target, true)
+}
+
+// cut is Cut; plain lets it jump from cut to cut through a block with no
+// quote in it (every newline there ends a record), counting newlines at
+// memory speed instead of visiting each line: a seed-like file's scan
+// takes a third of the time. The tests compare it with the line-by-line
+// scan.
+func cut(r io.Reader, path string, target int64, plain bool) (*Layout, error) {
 	if target <= 0 {
 		return nil, fmt.Errorf("table: part size %d", target)
 	}
@@ -67,7 +76,38 @@ func Cut(r io.Reader, path string, target int64) (*Layout, error) {
 	for {
 		n, err := io.ReadFull(r, buf)
 		b := buf[:n]
+		jump := plain && bytes.IndexByte(b, '"') < 0
 		for i := 0; i < len(b); {
+			if jump && start >= 0 && quotes%2 == 0 {
+				// The newline that closes the open part is the first
+				// at or after j (end-start >= target, end past it).
+				first := bytes.IndexByte(b[i:], '\n')
+				if first < 0 {
+					jump = false // the rest of the block is one record's
+					continue
+				}
+				if err := tooLong(pos + int64(i+first+1)); err != nil {
+					return nil, err // the later records are within the block
+				}
+				at := -1
+				if j := max(int64(i), start+target-1-pos); j < int64(len(b)) {
+					if k := bytes.IndexByte(b[j:], '\n'); k >= 0 {
+						at = int(j) + k
+					}
+				}
+				if at < 0 {
+					at = i + bytes.LastIndexByte(b[i:], '\n') // no cut here: to the last record's end
+				}
+				line += int64(bytes.Count(b[i:at+1], []byte{'\n'}))
+				end := pos + int64(at+1)
+				record, recLine = end, line
+				if end-start >= target {
+					l.Parts = append(l.Parts, Range{Offset: start, Size: end - start, Line: partLine})
+					start, partLine = end, line
+				}
+				i = at + 1
+				continue
+			}
 			nl := bytes.IndexByte(b[i:], '\n')
 			if nl < 0 {
 				if err := tooLong(pos + int64(n)); err != nil {
