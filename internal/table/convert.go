@@ -55,7 +55,29 @@ type Options struct {
 	// Compression is the column compression: zstd (default), snappy or
 	// none.
 	Compression string
+	// BadRows is how many records of a part Convert may leave out, each
+	// with its RowError, instead of failing the part: a record with the
+	// wrong number of fields or a value that does not fit its column. A
+	// quote that breaks the file's structure fails it whatever BadRows
+	// says: what follows it cannot be trusted to be records.
+	BadRows int
 }
+
+// Reject is a record Convert left out (Options.BadRows): why, and the
+// record's text, at most MaxRejectText bytes of it.
+type Reject struct {
+	Err       *RowError
+	Record    string
+	Truncated bool
+}
+
+// MaxRejectText is how much of a rejected record's text a Reject keeps:
+// enough to find and fix it, bounded whatever the record's size.
+const MaxRejectText = 1 << 10
+
+// ErrTooManyBadRows: a part has more records Convert would leave out than
+// Options.BadRows allows.
+var ErrTooManyBadRows = errors.New("more bad records than --bad-rows allows")
 
 // RowError is a record Convert refuses: the file, line and column (1-based
 // field number and its name) at fault.
@@ -95,11 +117,15 @@ type Converter struct {
 	cols   []column
 	out    bytes.Buffer
 	rec    []string
+	// Rejects are the records the last Convert left out; valid until
+	// the next call.
+	Rejects []Reject
 }
 
 // column is one column's batch: its values, of the slice its physical type
 // uses, and its definition levels (nil for a REQUIRED column: 0 is NULL).
 type column struct {
+	phys  parquet.Type
 	def   []int16
 	i64   []int64
 	i32   []int32
@@ -169,7 +195,8 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 		if !f.Required {
 			col.def = make([]int16, 0, batchRows)
 		}
-		switch ps.Column(i).PhysicalType() {
+		col.phys = ps.Column(i).PhysicalType()
+		switch col.phys {
 		case parquet.Types.Int64:
 			col.i64 = make([]int64, 0, batchRows)
 		case parquet.Types.Int32:
@@ -217,6 +244,7 @@ func arrowType(f Field) arrow.DataType {
 func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64, error) {
 	c.out.Reset()
 	c.reset()
+	c.Rejects = c.Rejects[:0]
 	fw, err := file.NewParquetWriterWithError(&c.out, c.root, file.WithWriterProps(c.props))
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: parquet writer: %w", path, err)
@@ -234,10 +262,13 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		inBatch = 0
 		return c.flush(rg)
 	}
-	add := func(rec []string, fieldLine func(i int) int64) error {
+	add := func(rec []string, raw string, fieldLine func(i int) int64) error {
 		for i, v := range rec {
 			if err := c.append(i, v); err != nil {
-				return &RowError{Path: path, Line: fieldLine(i), Column: i + 1, Name: c.fields[i].Name, Err: err}
+				for j := range i {
+					c.cols[j].pop() // the record's values so far
+				}
+				return c.reject(&RowError{Path: path, Line: fieldLine(i), Column: i + 1, Name: c.fields[i].Name, Err: err}, raw)
 			}
 		}
 		rows++
@@ -262,15 +293,26 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		r.Comma = c.o.Comma
 		r.FieldsPerRecord = len(c.fields)
 		r.ReuseRecord = true
+		rest := text[pos:]
 		for {
+			from := r.InputOffset()
 			rec, err := r.Read()
 			if err == io.EOF {
 				break
 			}
+			raw := rest[from:r.InputOffset()]
 			if err != nil {
-				return nil, 0, c.readError(err, rec, path, at.line)
+				re := c.readError(err, rec, path, at.line)
+				var pe *csv.ParseError
+				if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+					re = c.reject(re.(*RowError), raw)
+				}
+				if re != nil {
+					return nil, 0, re
+				}
+				continue
 			}
-			if err := add(rec, func(i int) int64 { l, _ := r.FieldPos(i); return at.line - 1 + int64(l) }); err != nil {
+			if err := add(rec, raw, func(i int) int64 { l, _ := r.FieldPos(i); return at.line - 1 + int64(l) }); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -325,6 +367,49 @@ func (c *Converter) flush(rg file.BufferedRowGroupWriter) error {
 	return nil
 }
 
+// reject leaves out the record raw for re, or, past Options.BadRows, fails
+// the part with it.
+func (c *Converter) reject(re *RowError, raw string) error {
+	if len(c.Rejects) >= c.o.BadRows {
+		if c.o.BadRows > 0 {
+			return fmt.Errorf("%w (%d): %w", ErrTooManyBadRows, c.o.BadRows, re)
+		}
+		return re
+	}
+	raw = strings.TrimSuffix(strings.TrimSuffix(raw, "\n"), "\r")
+	rj := Reject{Err: re, Record: raw}
+	if len(raw) > MaxRejectText {
+		rj.Record, rj.Truncated = strings.ToValidUTF8(raw[:MaxRejectText], ""), true
+	}
+	c.Rejects = append(c.Rejects, rj)
+	return nil
+}
+
+// pop takes back the last value appended to the column's batch.
+func (col *column) pop() {
+	if col.def != nil {
+		last := col.def[len(col.def)-1]
+		col.def = col.def[:len(col.def)-1]
+		if last == 0 {
+			return // a NULL: no value
+		}
+	}
+	switch col.phys {
+	case parquet.Types.Int64:
+		col.i64 = col.i64[:len(col.i64)-1]
+	case parquet.Types.Int32:
+		col.i32 = col.i32[:len(col.i32)-1]
+	case parquet.Types.Double:
+		col.f64 = col.f64[:len(col.f64)-1]
+	case parquet.Types.Boolean:
+		col.bools = col.bools[:len(col.bools)-1]
+	case parquet.Types.ByteArray:
+		col.bytes = col.bytes[:len(col.bytes)-1]
+	case parquet.Types.FixedLenByteArray:
+		col.fixed = col.fixed[:len(col.fixed)-1]
+	}
+}
+
 // stop is where plainRecords stopped: the line of that byte, and the error
 // that stopped it.
 type stop struct {
@@ -339,7 +424,7 @@ type stop struct {
 // \n, the last line's \r is dropped, empty lines are skipped, and a record
 // with the wrong number of fields is an error. It returns the byte and
 // line where it stopped.
-func (c *Converter) plainRecords(text, path string, line int64, add func([]string, func(int) int64) error) (int, stop) {
+func (c *Converter) plainRecords(text, path string, line int64, add func([]string, string, func(int) int64) error) (int, stop) {
 	comma := byte(c.o.Comma)
 	if c.o.Comma >= utf8.RuneSelf {
 		return 0, stop{line: line} // encoding/csv reads it all
@@ -361,6 +446,7 @@ func (c *Converter) plainRecords(text, path string, line int64, add func([]strin
 		if strings.IndexByte(ln, '"') >= 0 {
 			return pos, stop{line: line}
 		}
+		raw := ln
 		ln = strings.TrimSuffix(ln, "\r")
 		pos = next
 		if ln == "" {
@@ -386,10 +472,14 @@ func (c *Converter) plainRecords(text, path string, line int64, add func([]strin
 			if k > n {
 				k = n + 1 + strings.Count(ln, string(comma))
 			}
-			return pos, stop{line: line, err: &RowError{Path: path, Line: line,
-				Err: fmt.Errorf("%w: %d fields, the header has %d", csv.ErrFieldCount, k, n)}}
+			err := c.reject(&RowError{Path: path, Line: line,
+				Err: fmt.Errorf("%w: %d fields, the header has %d", csv.ErrFieldCount, k, n)}, raw)
+			if err != nil {
+				return pos, stop{line: line, err: err}
+			}
+			continue
 		}
-		if err := add(rec, fieldLine); err != nil {
+		if err := add(rec, raw, fieldLine); err != nil {
 			return pos, stop{line: line, err: err}
 		}
 	}

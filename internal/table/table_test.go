@@ -226,6 +226,61 @@ func TestBadInputNamesLineAndColumn(t *testing.T) {
 	}
 }
 
+// With BadRows, a record with the wrong number of fields or a value that
+// does not fit is left out, with its line, column and text, and the rest
+// of the part converts: the values of a record refused at its third
+// column are taken back from the first two (parquet-go reads exactly the
+// good records). One more bad record than allowed fails the part, naming
+// it; a broken quote fails it whatever BadRows says.
+func TestBadRowsAreLeftOutAndNamed(t *testing.T) {
+	s := table.Schema{{Name: "id", Type: table.Int64}, {Name: "note", Type: table.String}, {Name: "price", Type: table.Numeric, Precision: 18, Scale: 2}}
+	data := "1,a,1.50\n" +
+		"2,b\n" + // line 11: a field short
+		"3,c,x\n" + // line 12: not a NUMERIC, after two good values
+		",d,2.00\n" +
+		"\"4\",\"e\nf\",9.999\n" + // line 14-15, quoted: too many decimals
+		"5,\"g\",3.25,extra\n" + // line 16: a field too many
+		"6,h,4.00\n"
+	c, err := table.NewConverter(s, table.Options{BadRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq, rows, err := c.Convert([]byte(data), "data.csv", 10)
+	if err != nil || rows != 3 {
+		t.Fatalf("%d rows, %v; want 3", rows, err)
+	}
+	var got []string
+	for _, r := range c.Rejects {
+		got = append(got, fmt.Sprintf("%s | %q", r.Err, r.Record))
+	}
+	want := []string{
+		`data.csv: line 11: wrong number of fields: 2 fields, the header has 3 | "2,b"`,
+		`data.csv: line 12, column 3 (price): "x" is not a NUMERIC | "3,c,x"`,
+		`data.csv: line 15, column 3 (price): "9.999" has 3 decimals; the column is NUMERIC(18, 2) and ferry does not round | "\"4\",\"e\nf\",9.999"`,
+		`data.csv: line 16: wrong number of fields: 4 fields, the header has 3 | "5,\"g\",3.25,extra"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rejects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, _, back := tabletest.ReadBack(t, pq)
+	if fmt.Sprint(back) != "[[1 a 1.50] [ d 2.00] [6 h 4.00]]" {
+		t.Fatalf("parquet-go reads %v", back)
+	}
+
+	c, _ = table.NewConverter(s, table.Options{BadRows: 3})
+	if _, _, err := c.Convert([]byte(data), "data.csv", 10); !errors.Is(err, table.ErrTooManyBadRows) || !strings.Contains(err.Error(), "data.csv: line 16: wrong number of fields") {
+		t.Fatalf("a fourth bad record with 3 allowed: %v", err)
+	}
+	c, _ = table.NewConverter(s, table.Options{BadRows: 100})
+	if _, _, err := c.Convert([]byte("1,a\"b,1.00\n2,c,2.00\n"), "data.csv", 2); err == nil || !strings.Contains(err.Error(), `bare " in non-quoted-field`) {
+		t.Fatalf("a bare quote with bad rows allowed: %v", err)
+	}
+	long := "7," + strings.Repeat("y", 5000) + ",zz\n"
+	if _, _, err := c.Convert([]byte(long), "data.csv", 2); err != nil || len(c.Rejects) != 1 || !c.Rejects[0].Truncated || len(c.Rejects[0].Record) != table.MaxRejectText {
+		t.Fatalf("a long bad record: %v, %+v", err, c.Rejects)
+	}
+}
+
 // Cut refuses an unterminated quote, names a header-only and an empty file
 // by having no parts, and never cuts inside quotes.
 func TestCutEdges(t *testing.T) {
