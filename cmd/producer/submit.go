@@ -38,6 +38,7 @@ type submitFlags struct {
 	dryRun                                     bool
 	convert, schema, parquetCompression        string
 	convertMatch                               []string
+	badRows                                    int
 	bqTable, bqWrite                           string
 }
 
@@ -96,7 +97,10 @@ as bq show --schema prints it) or inferred from the header and the first
 stays exact), FLOAT64, BOOL, DATE, TIMESTAMP (microseconds, UTC), else STRING;
 --dry-run prints it. A record that does not fit (field count, type, invalid
 UTF-8, a field over 4 MiB, an unterminated quote) fails the transfer, naming
-file, line and column, and no part of it is left. Other files travel as
+file, line and column, and no part of it is left; --bad-rows N lets up to N
+records with the wrong number of fields or a value that does not fit be left
+out instead (a broken quote still fails the file), each named, with its text,
+in PREFIX/<path>/rejects.ndjson beside the parts. Other files travel as
 usual. BigQuery reads the parts with bq load --source_format=PARQUET.
 
 --bq-table PROJECT.DATASET.TABLE (with --convert parquet) has the merger run
@@ -143,6 +147,7 @@ or configuration error.`,
 	fs.StringVar(&f.convert, "convert", "", "parquet: send delimited text (.csv, .tsv, --convert-match) as typed Parquet parts")
 	fs.StringArrayVar(&f.convertMatch, "convert-match", nil, "with --convert, also convert files whose name matches this glob (repeatable; .tsv files are tab-separated, others comma-separated)")
 	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
+	fs.IntVar(&f.badRows, "bad-rows", 0, "with --convert, leave out up to this many bad records in the whole transfer, naming each in a rejects.ndjson beside its file's parts (BigQuery's maxBadRecords; at most 10000)")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", "", "with --convert, the Parquet column compression: zstd (default), snappy or none")
 	fs.StringVar(&f.bqTable, "bq-table", "", "with --convert parquet, load the parts into this BigQuery table, PROJECT.DATASET.TABLE, when the transfer ends ok (the dataset must be in FERRY_BQ_LOAD_DATASETS)")
 	fs.StringVar(&f.bqWrite, "bq-write", "", "with --bq-table: empty (default: the table must be empty or absent, as bq load), append or truncate")
@@ -218,6 +223,9 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 	}
 	if req.Convert, err = plan.ParseConvert(f.convert, f.convertMatch, schema, f.parquetCompression); err != nil {
 		return producer.Request{}, cli.Usagef("--convert: %w", err)
+	}
+	if err := plan.SetBadRows(req.Convert, f.badRows); err != nil {
+		return producer.Request{}, cli.Usagef("--bad-rows: %w", err)
 	}
 	if f.bqTable != "" || f.bqWrite != "" {
 		if req.Load, err = message.ParseLoad(f.bqTable, f.bqWrite); err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -181,6 +182,104 @@ func TestABadRecordLeavesNoPartBehind(t *testing.T) {
 	}
 	s.assertClean()
 	if left := s.objects("land/"); len(left) != 0 {
+		t.Fatalf("a failed transfer left %d objects: %v", len(left), left)
+	}
+}
+
+// Issue 29: with --bad-rows N, up to N bad records of the whole transfer
+// (a value that does not fit, a field missing, too many decimals, one in
+// each of three parts) are left out and named, with their text, in
+// rejects.ndjson beside the parts; the parts hold every other record, read
+// back by parquet-go; the done event and the row count them, and restore
+// --to csv gives back the file without them and the rejects beside it.
+// One bad record more than allowed fails the transfer and leaves nothing.
+func TestBadRowsLandInARejectsObject(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
+	dir := filepath.Join(t.TempDir(), "export")
+	lines := strings.SplitAfter(string(seedCSV(t, dir, "prices.csv", 3<<20, 17)), "\n")
+	bad := map[int]string{}                       // after the 10,000 records the schema is inferred from
+	at := func(n int, edit func(string) string) { // n: the 1-based line
+		lines[n-1] = edit(lines[n-1])
+		bad[n] = strings.TrimSuffix(lines[n-1], "\n")
+	}
+	at(10_200, func(l string) string { return "x" + l })                                                       // not a DATE
+	at(15_000, func(l string) string { return l[:strings.LastIndexByte(l, ',')] + "\n" })                      // a field short
+	at(25_000, func(l string) string { f := strings.Split(l, ","); f[5] += "7"; return strings.Join(f, ",") }) // 7 decimals
+	data := strings.Join(lines, "")
+	must(t, os.WriteFile(filepath.Join(dir, "prices.csv"), []byte(data), 0o644))
+	var good strings.Builder
+	for i, l := range lines {
+		if _, ok := bad[i+1]; !ok {
+			good.WriteString(l)
+		}
+	}
+
+	env := s.env("FERRY_BUCKETS=" + s.bucket)
+	done, code, stderr := submitJSON(t, env, "--convert", "parquet", "--bad-rows", "3", "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
+	if code != 0 || done.Status != message.StatusOK || done.Rejected != 3 {
+		t.Fatalf("submit --bad-rows 3: exit %d, done %+v\n%s", code, done, tail(stderr, 3000))
+	}
+	rejName := "land/export/prices.csv/" + message.RejectsName
+	rej, err := s.store.ReadAll(context.Background(), s.bucket, rejName)
+	must(t, err)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(rej)), "\n") {
+		var r message.Reject
+		must(t, json.Unmarshal([]byte(l), &r))
+		got = append(got, fmt.Sprintf("%s %d %d %s %q", r.Source, r.Line, r.Column, r.Name, r.Record))
+		if r.Record != bad[int(r.Line)] || r.Error == "" {
+			t.Fatalf("reject %+v: want the text of line %d, %q", r, r.Line, bad[int(r.Line)])
+		}
+	}
+	want := fmt.Sprintf("export/prices.csv 10200 1 date %q|export/prices.csv 15000 0  %q|export/prices.csv 25000 6 open %q", bad[10200], bad[15000], bad[25000])
+	if strings.Join(got, "|") != want {
+		t.Fatalf("rejects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.ReplaceAll(want, "|", "\n"))
+	}
+	listed := false
+	for _, o := range done.Objects {
+		listed = listed || o.Name == "gs://"+s.bucket+"/"+rejName && o.CRC32C == crc32c.Checksum(rej)
+	}
+	recs := tabletest.Records(t, []byte(good.String()), ',')[1:]
+	row := 0
+	for k := range 3 {
+		b, err := s.store.ReadAll(context.Background(), s.bucket, fmt.Sprintf("land/export/prices.csv/part-%05d.parquet", k))
+		must(t, err)
+		_, types, rows := tabletest.ReadBack(t, b)
+		for _, r := range rows {
+			for c := range r {
+				if exp := tabletest.Expect(t, types[c], recs[row][c]); r[c] != exp {
+					t.Fatalf("part %d, good record %d, column %d: Parquet %q, the CSV %q", k, row+1, c+1, r[c], recs[row][c])
+				}
+			}
+			row++
+		}
+	}
+	if !listed || row != len(recs) {
+		t.Fatalf("rejects object listed in the done event: %v; parts hold %d rows, the good records are %d", listed, row, len(recs))
+	}
+	if r := s.row(done.TransferID); r.Rows != int64(len(recs)) || r.RowsRejected != 3 {
+		t.Fatalf("row: %d rows, %d rejected; want %d and 3", r.Rows, r.RowsRejected, len(recs))
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, stderr := runBinary(t, env, "restore", "--to", "csv", "gs://"+s.bucket+"/land/", out); code != 0 {
+		t.Fatalf("restore --to csv: exit %d, %s", code, stderr)
+	}
+	back, err := os.ReadFile(filepath.Join(out, "export", "prices.csv"))
+	must(t, err)
+	rejBack, err := os.ReadFile(filepath.Join(out, "export", "prices.csv."+message.RejectsName))
+	must(t, err)
+	if string(back) != good.String() || !bytes.Equal(rejBack, rej) {
+		t.Fatalf("restore --to csv: %d bytes of CSV (want the %d without the bad records), rejects %d bytes (want %d)", len(back), good.Len(), len(rejBack), len(rej))
+	}
+
+	// One bad record more than allowed: the transfer fails, naming one,
+	// and leaves nothing.
+	done, code, stderr = submitJSON(t, env, "--convert", "parquet", "--bad-rows", "2", "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/again")
+	if code == 0 || done.Status == message.StatusOK || !strings.Contains(stderr, "more than 2 bad records in the transfer (--bad-rows)") || !strings.Contains(stderr, "export/prices.csv: line ") {
+		t.Fatalf("submit --bad-rows 2: exit %d, done %+v\n%s", code, done, tail(stderr, 3000))
+	}
+	s.assertClean()
+	if left := s.objects("again/"); len(left) != 0 {
 		t.Fatalf("a failed transfer left %d objects: %v", len(left), left)
 	}
 }

@@ -29,6 +29,8 @@ type summary struct {
 	// a load job takes) and partRows their rows, for a table load.
 	parts    []string
 	partRows int64
+	// rejects are the records the conversions left out (--bad-rows).
+	rejects rejects
 }
 
 // Bounds of a summary, whatever the transfer's size.
@@ -131,6 +133,9 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 				sum.parts = append(sum.parts, o.Name)
 			}
 			sum.partRows += f.Table.Rows
+		}
+		if err := sum.rejects.add(f); err != nil {
+			return err
 		}
 		if len(f.Chunks) == 1 {
 			return sum.uploaded(t.id, f, 0, fromAttrs(*a))

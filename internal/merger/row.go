@@ -18,7 +18,7 @@ func Row(done message.Done, man *message.Manifest, workers int, version string) 
 		VerifyMS: done.Timings.Verify, TotalMS: done.Timings.Total,
 		Status: done.Status, Error: done.Error, StartedAt: done.StartedAt, FinishedAt: done.FinishedAt, FerryVersion: version,
 		SizeBytes: man.Totals.Bytes, WireBytes: man.Totals.WireBytes, Chunks: man.Totals.Chunks, Workers: workers,
-		FilesSkipped: man.Totals.Skipped, TableBytes: man.Totals.TableBytes, Rows: man.Totals.Rows,
+		FilesSkipped: man.Totals.Skipped, TableBytes: man.Totals.TableBytes, Rows: man.Totals.Rows, RowsRejected: man.Totals.Rejected,
 	}
 	if l := done.Load; l != nil {
 		r.BQTable, r.BQJobID, r.BQRows = l.Table, l.JobID, l.Rows

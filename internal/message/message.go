@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -175,6 +176,41 @@ type TablePart struct {
 	Rows   int64  `json:"rows"`
 	// Schema is the parts' schema in BigQuery's JSON format, on part 0.
 	Schema json.RawMessage `json:"schema,omitempty"`
+	// Rejects are the records of the part's bytes left out of it
+	// (--bad-rows), in the order of the file; the merger writes a
+	// source's into RejectsObject beside its parts.
+	Rejects []Reject `json:"rejects,omitempty"`
+}
+
+// Reject is a record of a converted source left out of its Parquet part
+// (--bad-rows): where it is, why, and its text (at most 1 KiB of it;
+// Truncated says there was more). One line of a rejects object.
+type Reject struct {
+	Source    string `json:"source"`
+	Line      int64  `json:"line"`
+	Column    int    `json:"column,omitempty"` // 1-based; 0: the record as a whole
+	Name      string `json:"name,omitempty"`
+	Error     string `json:"error"`
+	Record    string `json:"record"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// MaxBadRows bounds --bad-rows: a transfer's rejects are listed in its
+// manifest and written by the merger, so they stay small whatever the
+// files hold.
+const MaxBadRows = 10_000
+
+// RejectsName is the name of a source's rejects object in the directory
+// of its Parquet parts: ferry's own, as the parts are, so no source file
+// can have its name.
+const RejectsName = "rejects.ndjson"
+
+// RejectsObject is the rejects object beside the Parquet part named part.
+func RejectsObject(part string) string {
+	if i := strings.LastIndexByte(part, '/'); i >= 0 {
+		return part[:i+1] + RejectsName
+	}
+	return RejectsName
 }
 
 // Posix is a file's permission bits (mode & 0777, as gcloud keeps them),
@@ -241,6 +277,10 @@ type Done struct {
 	// Load is what the load into a BigQuery table did, when the transfer
 	// asked for one (Manifest.Load) and ended ok, or failed in the load.
 	Load *Loaded `json:"load,omitempty"`
+	// Rejected are the records of converted sources left out of their
+	// parts (--bad-rows); Objects and the listing name each source's
+	// rejects object.
+	Rejected int64 `json:"rejected_rows,omitempty"`
 }
 
 // Bounds of a done event, whatever the transfer's size.

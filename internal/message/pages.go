@@ -40,6 +40,8 @@ type Totals struct {
 	// TableBytes the bytes of those sources they came from.
 	Rows       int64 `json:"rows,omitempty"`
 	TableBytes int64 `json:"table_bytes,omitempty"`
+	// Rejected are the records left out of those parts (--bad-rows).
+	Rejected int64 `json:"rejected,omitempty"`
 }
 
 // FilePage is the body of a ManifestPage object.
@@ -123,6 +125,7 @@ func (m *Manifest) sum() Totals {
 		if tp := m.Files[i].Table; tp != nil {
 			t.Rows += tp.Rows
 			t.TableBytes += tp.Size
+			t.Rejected += int64(len(tp.Rejects))
 		}
 	}
 	return t

@@ -59,6 +59,9 @@ type Request struct {
 	ConvertMatch       []string        `json:"convert_match,omitempty"`
 	Schema             json.RawMessage `json:"schema,omitempty"`
 	ParquetCompression string          `json:"parquet_compression,omitempty"`
+	// BadRows lets that many bad records of the whole transfer be left
+	// out of the parts, each named in a rejects object (--bad-rows).
+	BadRows int `json:"bad_rows,omitempty"`
 	// BQTable (PROJECT.DATASET.TABLE) has the merger load the Parquet
 	// parts into that table when the transfer ends ok, writing it as
 	// BQWrite says: empty (default), append or truncate.

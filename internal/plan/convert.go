@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/table"
 )
 
@@ -23,6 +24,10 @@ type Convert struct {
 	// Compression is the Parquet column compression: zstd, snappy or
 	// none ("" zstd).
 	Compression string
+	// BadRows is how many bad records the transfer may leave out, each
+	// named in a rejects object beside its source's parts (--bad-rows;
+	// BigQuery's maxBadRecords): 0 fails a source at its first.
+	BadRows int
 
 	match []Filter
 	// scans keep what large sources' scans found, for the next walk of
@@ -75,12 +80,33 @@ func ParseConvert(kind string, match []string, schema []byte, compression string
 	return c, c.check()
 }
 
+// MaxBadRows bounds --bad-rows (10,000 records, of at most
+// table.MaxRejectText bytes of text each).
+const MaxBadRows = message.MaxBadRows
+
+// SetBadRows sets c's BadRows to n (--bad-rows, a request's bad_rows),
+// refusing a count out of range or one without a conversion.
+func SetBadRows(c *Convert, n int) error {
+	switch {
+	case n < 0 || n > MaxBadRows:
+		return fmt.Errorf("bad rows %d: want 0 to %d", n, MaxBadRows)
+	case n > 0 && c == nil:
+		return fmt.Errorf("bad rows %d without --convert parquet: only a conversion reads records", n)
+	case c != nil:
+		c.BadRows = n
+	}
+	return nil
+}
+
 // MaxConvertMatch bounds --convert-match patterns.
 const MaxConvertMatch = 100
 
 // check compiles the patterns; errors name the one at fault.
 func (c *Convert) check() error {
 	if err := table.CheckCompression(c.Compression); err != nil {
+		return err
+	}
+	if err := SetBadRows(c, c.BadRows); err != nil {
 		return err
 	}
 	if len(c.Match) > MaxConvertMatch {
@@ -130,6 +156,7 @@ type Part struct {
 	Schema      table.Schema
 	Comma       rune
 	Compression string
+	BadRows     int // the transfer's
 }
 
 // scan cuts sf into parts and settles its schema, or gives back what an
@@ -187,7 +214,7 @@ func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(F
 	obj := dest.Object(sf.Rel, "")
 	for i, r := range src.Parts {
 		f := File{SourceFile: sf, Object: PartObject(obj, i), ChunkSize: max(r.Size, 1), Chunks: 1,
-			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression}}
+			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression, BadRows: c.BadRows}}
 		f.Size = r.Size
 		if err := checkName(f.Object); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)

@@ -97,6 +97,22 @@ func TestConvertRefusals(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", tc, err, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		c    *Convert
+		n    int
+		want string
+	}{
+		{nil, 5, "bad rows 5 without --convert parquet: only a conversion reads records"},
+		{&Convert{}, -1, "bad rows -1: want 0 to 10000"},
+		{&Convert{}, MaxBadRows + 1, "bad rows 10001: want 0 to 10000"},
+	} {
+		if err := SetBadRows(tc.c, tc.n); err == nil || err.Error() != tc.want {
+			t.Errorf("SetBadRows(%v, %d): %v, want %q", tc.c, tc.n, err, tc.want)
+		}
+	}
+	if c := (&Convert{}); SetBadRows(c, MaxBadRows) != nil || c.BadRows != MaxBadRows || SetBadRows(nil, 0) != nil {
+		t.Fatalf("SetBadRows refuses what it allows")
+	}
 	_, err := Open(Spec{Sources: []string{"-"}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: &Convert{}}, Limits{})
 	if err == nil || !strings.Contains(err.Error(), "standard input cannot be converted") {
 		t.Fatalf("stdin: %v", err)

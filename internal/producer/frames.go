@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -184,6 +185,9 @@ type compressor struct {
 	cv       *table.Converter
 	cvSchema *table.Field
 	cvPart   plan.Part
+	// rejected counts the records the transfer's conversions left out,
+	// against its --bad-rows.
+	rejected *atomic.Int64
 }
 
 // compress turns a job into its parts, compressed at level. The result is
@@ -267,8 +271,8 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int,
 // with its file, line and column.
 func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	f, pt := pc.f, pc.f.Part
-	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression {
-		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression})
+	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression || c.cvPart.BadRows != pt.BadRows {
+		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows})
 		if err != nil {
 			return nil, &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 		}
@@ -278,10 +282,24 @@ func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	if err != nil {
 		return nil, &SourceError{err}
 	}
+	var rejects []message.Reject
+	if n := len(c.cv.Rejects); n > 0 {
+		if c.rejected == nil || c.rejected.Add(int64(n)) > int64(pt.BadRows) {
+			// The part alone is within it, the transfer's parts
+			// together are not: named by this part's last reject.
+			return nil, &SourceError{fmt.Errorf("more than %d bad records in the transfer (--bad-rows): %w", pt.BadRows, c.cv.Rejects[n-1].Err)}
+		}
+		rejects = make([]message.Reject, n)
+		for i, rj := range c.cv.Rejects {
+			e := rj.Err
+			rejects[i] = message.Reject{Source: f.Rel, Line: e.Line, Column: e.Column, Name: e.Name, Error: e.Err.Error(),
+				Record: rj.Record, Truncated: rj.Truncated}
+		}
+	}
 	crc := crc32c.Checksum(data)
 	size := int64(len(data))
 	ep := encodedPart{file: pc.file, segs: [][]byte{data}, table: &message.TablePart{
-		Source: f.Rel, Part: pt.Index, Parts: pt.Count, Offset: pt.Offset, Size: pt.Size, Line: pt.Line, Rows: rows}}
+		Source: f.Rel, Part: pt.Index, Parts: pt.Count, Offset: pt.Offset, Size: pt.Size, Line: pt.Line, Rows: rows, Rejects: rejects}}
 	if pt.Index == 0 {
 		if ep.table.Schema, err = pt.Schema.MarshalJSON(); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -57,6 +58,9 @@ type pager struct {
 	// ready are pages and skipped pages to write; the writer goroutine
 	// takes them (run's errgroup).
 	ready chan pageWrite
+	// rejected counts the records the transfer's conversions left out
+	// (--bad-rows is the transfer's, not a part's).
+	rejected atomic.Int64
 }
 
 type pageWrite struct {
@@ -229,6 +233,7 @@ func (g *pager) sealFiles(files []message.File) {
 		if f.Table != nil {
 			t.Rows += f.Table.Rows
 			t.TableBytes += f.Table.Size
+			t.Rejected += int64(len(f.Table.Rejects))
 		}
 	}
 	g.mu.Lock()
@@ -238,6 +243,7 @@ func (g *pager) sealFiles(files []message.File) {
 	g.m.Totals.WireBytes += t.WireBytes
 	g.m.Totals.Rows += t.Rows
 	g.m.Totals.TableBytes += t.TableBytes
+	g.m.Totals.Rejected += t.Rejected
 	g.mu.Unlock()
 }
 

@@ -234,7 +234,7 @@ func (p *Producer) planFile(ctx context.Context, sk *skipper, pg *pager, f plan.
 // for the publishers until jobs is closed.
 func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, pg *pager, jobs <-chan job,
 	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, ob *outbox, ad *level.Adapter) error {
-	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID}
+	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID, rejected: &pg.rejected}
 	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
 	for j := range jobs {
 		lvl := ad.Level()

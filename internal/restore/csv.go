@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/table"
 )
@@ -30,8 +31,9 @@ type CSVSummary struct {
 // directory of Parquet parts (part-00000.parquet, part-00001.parquet, … as
 // producer submit --convert parquet names them) becomes the delimited file
 // of the directory's name (tab-separated for .tsv) with the parts' rows in
-// order, its mode and mtime those the parts were restored with; every
-// other file moves as it is. Everything happens inside dest (an os.Root: a
+// order, its mode and mtime those the parts were restored with (and the
+// directory's rejects object, --bad-rows, moves beside it as
+// <file>.rejects.ndjson); every other file moves as it is. Everything happens inside dest (an os.Root: a
 // link in it never leads out), and an output that exists is treated as
 // restore treats one (the same bytes: left; other bytes: an error unless
 // overwrite; not a regular file: an error). The stage is removed once
@@ -50,7 +52,7 @@ func ToCSV(ctx context.Context, dest string, overwrite bool) (CSVSummary, error)
 		rel := strings.TrimPrefix(p, StageDir+"/")
 		switch {
 		case d.IsDir():
-			parts, err := partsOf(root, p)
+			parts, rejects, err := partsOf(root, p)
 			if err != nil || parts == nil {
 				return err
 			}
@@ -60,6 +62,13 @@ func ToCSV(ctx context.Context, dest string, overwrite bool) (CSVSummary, error)
 			}
 			sum.Files++
 			sum.Rows += rows
+			if rejects {
+				// The records --bad-rows left out, beside the file.
+				if err := move(root, path.Join(p, message.RejectsName), rel+"."+message.RejectsName, overwrite); err != nil {
+					return err
+				}
+				sum.Moved++
+			}
 			return fs.SkipDir
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s: restore writes regular files only, found %s", p, d.Type())
@@ -77,20 +86,23 @@ func ToCSV(ctx context.Context, dest string, overwrite bool) (CSVSummary, error)
 }
 
 // partsOf lists the Parquet parts of dir in order, nil when dir holds
-// anything else or they do not run from part-00000 without a gap.
-func partsOf(root *os.Root, dir string) ([]string, error) {
+// anything else or they do not run from part-00000 without a gap; rejects
+// reports a rejects object (--bad-rows) after them.
+func partsOf(root *os.Root, dir string) (parts []string, rejects bool, err error) {
 	es, err := fs.ReadDir(root.FS(), dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var parts []string
+	if n := len(es); n > 1 && es[n-1].Name() == message.RejectsName && es[n-1].Type().IsRegular() {
+		es, rejects = es[:n-1], true
+	}
 	for i, e := range es {
 		if !e.Type().IsRegular() || e.Name() != plan.PartName(i) {
-			return nil, nil
+			return nil, false, nil
 		}
 		parts = append(parts, path.Join(dir, e.Name()))
 	}
-	return parts, nil
+	return parts, rejects, nil
 }
 
 // writeCSV writes the rows of parts to out, through a temporary file beside

@@ -57,6 +57,7 @@ type Row struct {
 	Labels       []Label    `json:"labels,omitempty" desc:"Free-form labels of the request"`
 	TableBytes   int64      `json:"table_bytes,omitempty" desc:"Bytes of delimited text converted to Parquet (--convert parquet); their Parquet parts are counted in size_bytes and wire_bytes"`
 	Rows         int64      `json:"rows,omitempty" desc:"Rows of those Parquet parts"`
+	RowsRejected int64      `json:"rows_rejected,omitempty" desc:"Records left out of those parts (--bad-rows), each named in a rejects.ndjson beside its file's parts"`
 	BQTable      string     `json:"bq_table,omitempty" desc:"BigQuery table the Parquet parts were loaded into (--bq-table)"`
 	BQJobID      string     `json:"bq_job_id,omitempty" desc:"Load job that loaded them (one per transfer)"`
 	BQRows       int64      `json:"bq_rows,omitempty" desc:"Rows the load job loaded"`

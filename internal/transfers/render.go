@@ -70,6 +70,9 @@ func WriteStatus(w io.Writer, t Transfer) {
 	if t.Listing != "" {
 		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
 	}
+	if t.Rejected > 0 {
+		row("rejected", "%s left out (--bad-rows), each named in a rejects.ndjson beside its file's parts", result.Count(int(t.Rejected), "record"))
+	}
 	if l := t.Load; l != nil {
 		row("table", "%s: %d rows loaded by job %s (%s)", l.Table, l.Rows, l.JobID, l.Location)
 	}
