@@ -103,9 +103,10 @@ out instead (a broken quote still fails the file), each named, with its text,
 in PREFIX/<path>/rejects.ndjson beside the parts. Other files travel as
 usual. BigQuery reads the parts with bq load --source_format=PARQUET.
 
---bq-table PROJECT.DATASET.TABLE (with --convert parquet) has the merger run
-one BigQuery load job over exactly this transfer's Parquet parts when it ends
-ok: the job id is derived from the transfer, so it loads once however often
+--bq-table PROJECT.DATASET.TABLE has the merger run one BigQuery load job
+over exactly this transfer's Parquet parts (or, without --convert and with
+--codec gzip or none, its .csv, .tsv, .ndjson and .jsonl objects as sent,
+hive-partitioned when they sit in key=value directories) when it ends ok: the job id is derived from the transfer, so it loads once however often
 the end is repeated, and --bq-write says how it writes the table (empty, the
 default, append or truncate). The done event and the benchmark row carry the
 table, the job id and the rows loaded; a failed load ends the transfer failed
@@ -149,7 +150,7 @@ or configuration error.`,
 	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
 	fs.IntVar(&f.badRows, "bad-rows", 0, "with --convert, leave out up to this many bad records in the whole transfer, naming each in a rejects.ndjson beside its file's parts (BigQuery's maxBadRecords; at most 10000)")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", "", "with --convert, the Parquet column compression: zstd (default), snappy or none")
-	fs.StringVar(&f.bqTable, "bq-table", "", "with --convert parquet, load the parts into this BigQuery table, PROJECT.DATASET.TABLE, when the transfer ends ok (the dataset must be in FERRY_BQ_LOAD_DATASETS)")
+	fs.StringVar(&f.bqTable, "bq-table", "", "load the Parquet parts (or, without --convert, the CSV/TSV/NDJSON objects, --codec gzip or none) into this BigQuery table, PROJECT.DATASET.TABLE, when the transfer ends ok (the dataset must be in FERRY_BQ_LOAD_DATASETS)")
 	fs.StringVar(&f.bqWrite, "bq-write", "", "with --bq-table: empty (default: the table must be empty or absent, as bq load), append or truncate")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent and skipped, with totals; send and write nothing")
 	fs.BoolVar(&f.wait, "wait", false, "block until the done event; exit 0 only on success")

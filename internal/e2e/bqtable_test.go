@@ -187,3 +187,77 @@ func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
 		t.Fatalf("producer status: exit %d, %s\nwant a line saying %q", code, out, want)
 	}
 }
+
+// Issue 29 §2 without conversion: --bq-table with --codec gzip loads the
+// CSV objects as sent, a tree of key=value directories hive-partitioned:
+// the merger binary's job reads CSV with the header skipped and the
+// columns detected, over exactly the .csv.gz objects (not the text file
+// beside them), with the source URI prefix just above the keys; the double
+// gunzips every member, so the table holds every record with its dt
+// column. The default codec (zstd) is refused before anything is sent, as
+// is a transfer of CSV and NDJSON together at its end (one job, one
+// format).
+func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
+	s := newStack(t, stackOptions{noMerger: true})
+	const bqProject = "bq-e2e"
+	bq := bqtest.New(bqProject, func(ctx context.Context, uri string) ([]byte, error) {
+		bucket, name, _ := strings.Cut(strings.TrimPrefix(uri, "gs://"), "/")
+		return s.store.ReadAll(ctx, bucket, name)
+	})
+	allow := "FERRY_BQ_LOAD_DATASETS=bq-e2e.landing"
+	s.start("worker", "worker", s.env())
+	s.start("merger", "merger", s.env(append(bqtest.Intercept(t, bq),
+		"FERRY_BQ_DATASET=ferry_e2e", "FERRY_BQ_PROJECT="+bqProject, "FERRY_BQ_LOCATION=US", "FERRY_RESULTS_BUCKET="+s.bucket, allow)...))
+
+	dir := filepath.Join(t.TempDir(), "export")
+	var records int
+	for i, day := range []string{"2026-12-01", "2026-12-02"} {
+		data := seedCSV(t, filepath.Join(dir, "dt="+day), "prices.csv", 1536<<10, int64(40+i)) // two chunks: a composed gzip of two members
+		records += len(tabletest.Records(t, data, ',')) - 1
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "dt=2026-12-01", "README.txt"), []byte("not a table\n"), 0o644))
+
+	_, code, stderr := submitJSON(t, s.env(allow), "--bq-table", "bq-e2e.landing.prices", dir, "gs://"+s.bucket+"/zstd")
+	if code == 0 || !strings.Contains(stderr, "which BigQuery reads gzip'd or uncompressed, not zstd: add --codec gzip") || len(s.objects("zstd/")) != 0 {
+		t.Fatalf("zstd objects for a load: exit %d, %s", code, tail(stderr, 2000))
+	}
+
+	done, code, stderr := submitJSON(t, s.env(allow), "--codec", "gzip", "--chunk-size", "1MiB", "--bq-table", "bq-e2e.landing.prices", dir, "gs://"+s.bucket+"/land")
+	if code != 0 || done.Status != message.StatusOK || done.Load == nil || done.Load.Rows != int64(records) {
+		t.Fatalf("submit: exit %d, done %+v (load %+v); want ok with %d rows loaded\n%s", code, done, done.Load, records, tail(stderr, 3000))
+	}
+	var job map[string]any
+	for _, j := range bq.Loads() {
+		if bqtest.JobID(j) == done.Load.JobID {
+			job = j
+		}
+	}
+	ld := bqtest.LoadConfig(job)
+	var uris []string
+	for _, u := range ld["sourceUris"].([]any) {
+		uris = append(uris, u.(string))
+	}
+	sort.Strings(uris)
+	want := "gs://" + s.bucket + "/land/export/dt=2026-12-01/prices.csv.gz gs://" + s.bucket + "/land/export/dt=2026-12-02/prices.csv.gz"
+	hp, _ := ld["hivePartitioningOptions"].(map[string]any)
+	if ld["sourceFormat"] != "CSV" || ld["autodetect"] != true || fmt.Sprint(ld["skipLeadingRows"]) != "1" || strings.Join(uris, " ") != want ||
+		hp["mode"] != "AUTO" || hp["sourceUriPrefix"] != "gs://"+s.bucket+"/land/export/" {
+		t.Fatalf("load job %v\nwant CSV, autodetect, skipLeadingRows 1, hive AUTO under land/export/, of %s", ld, want)
+	}
+	rows := bq.Rows("prices")
+	days := map[any]int{}
+	for _, r := range rows {
+		days[r["dt"]]++
+	}
+	if len(rows) != records || len(days) != 2 || days["2026-12-01"] == 0 || rows[0]["symbol"] == nil {
+		t.Fatalf("the table holds %d rows (days %v, first %v), the CSVs %d records", len(rows), days, rows[0], records)
+	}
+
+	// CSV and NDJSON in one transfer: one job cannot read both.
+	must(t, os.WriteFile(filepath.Join(dir, "dt=2026-12-02", "events.ndjson"), []byte(`{"a":1}`+"\n"), 0o644))
+	done, code, _ = submitJSON(t, s.env(allow), "--codec", "gzip", "--bq-table", "bq-e2e.landing.mixed", dir, "gs://"+s.bucket+"/mixed")
+	if code == 0 || done.Status != message.StatusFailed || !strings.Contains(done.Error, "one load job reads one format") ||
+		!strings.Contains(done.Error, "events.ndjson is NEWLINE_DELIMITED_JSON") || done.Files != 4 {
+		t.Fatalf("mixed: exit %d, done %+v", code, done)
+	}
+}

@@ -18,15 +18,53 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 )
 
-// TableJob is the load of one transfer's Parquet parts into the table it
-// named (producer submit --bq-table).
+// TableJob is the load of one transfer's Parquet parts, or of its CSV,
+// TSV or NDJSON objects, into the table it named (producer submit
+// --bq-table).
 type TableJob struct {
 	ID    string // message.LoadJobID: one per transfer
 	Table string // PROJECT.DATASET.TABLE
 	Write string // message.LoadAppend, LoadTruncate or LoadEmpty
 	URIs  []string
-	// Rows are the rows the parts hold, as the manifest counts them.
+	// Kind is the objects' message.LoadKind; "" for Parquet parts.
+	Kind string
+	// Hive is the source URI prefix of the objects' key=value
+	// directories (message.HivePrefix): BigQuery adds the keys as
+	// columns. "" for none.
+	Hive string
+	// Rows are the rows the parts hold, as the manifest counts them; -1
+	// for objects loaded as sent (BigQuery counts them).
 	Rows int64
+}
+
+// SourceFormat is BigQuery's name of the job's source format.
+func (j TableJob) SourceFormat() string {
+	switch j.Kind {
+	case message.KindCSV, message.KindTSV:
+		return "CSV"
+	case message.KindJSON:
+		return message.KindJSON
+	}
+	return "PARQUET"
+}
+
+// source is the job's source: its format, and, for text, the header row
+// skipped and the columns BigQuery detects (their names from the header).
+func (j TableJob) source() *bigquery.GCSReference {
+	ref := bigquery.NewGCSReference(j.URIs...)
+	ref.SourceFormat = bigquery.DataFormat(j.SourceFormat())
+	switch j.Kind {
+	case message.KindCSV, message.KindTSV:
+		ref.AutoDetect = true
+		ref.SkipLeadingRows = 1
+		ref.AllowQuotedNewlines = true
+		if j.Kind == message.KindTSV {
+			ref.FieldDelimiter = "\t"
+		}
+	case message.KindJSON:
+		ref.AutoDetect = true
+	}
+	return ref
 }
 
 // MaxURIs is the most source URIs BigQuery takes in one load job.
@@ -86,10 +124,11 @@ func (t *Tables) Load(ctx context.Context, job TableJob) (rows int64, location s
 	j, err := t.c.JobFromID(ctx, job.ID)
 	switch {
 	case httpStatus(err) == http.StatusNotFound:
-		ref := bigquery.NewGCSReference(job.URIs...)
-		ref.SourceFormat = bigquery.Parquet
-		ld := t.c.DatasetInProject(project, dataset).Table(table).LoaderFrom(ref)
+		ld := t.c.DatasetInProject(project, dataset).Table(table).LoaderFrom(job.source())
 		ld.JobID = job.ID
+		if job.Hive != "" {
+			ld.HivePartitioningOptions = &bigquery.HivePartitioningOptions{Mode: bigquery.AutoHivePartitioningMode, SourceURIPrefix: job.Hive}
+		}
 		ld.CreateDisposition = bigquery.CreateIfNeeded
 		ld.WriteDisposition = writeDisposition(job.Write)
 		if j, err = ld.Run(ctx); err != nil {
@@ -157,6 +196,7 @@ type LocalLoad struct {
 	Write        string    `json:"write"`
 	SourceFormat string    `json:"source_format"`
 	URIs         []string  `json:"source_uris"`
+	Hive         string    `json:"hive_partitioning_source_uri_prefix,omitempty"`
 	Rows         int64     `json:"rows"`
 	At           time.Time `json:"at"`
 }
@@ -197,7 +237,7 @@ func (l *LocalTables) append(job TableJob) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("loads file %s: %w", l.path, err)
 	}
-	b, err := json.Marshal(LocalLoad{JobID: job.ID, Table: job.Table, Write: job.Write, SourceFormat: "PARQUET", URIs: job.URIs, Rows: job.Rows, At: time.Now().UTC()})
+	b, err := json.Marshal(LocalLoad{JobID: job.ID, Table: job.Table, Write: job.Write, SourceFormat: job.SourceFormat(), URIs: job.URIs, Hive: job.Hive, Rows: job.Rows, At: time.Now().UTC()})
 	if err != nil {
 		return err
 	}

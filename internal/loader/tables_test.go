@@ -9,6 +9,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/ferry-dev/ferry/internal/loader/bqtest"
+	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // A transfer's table may be in another project than ferry's: the job runs
@@ -66,6 +67,27 @@ func TestRefusedIsForGoodOnly(t *testing.T) {
 	} {
 		if got := refused(tc.err); got != tc.want {
 			t.Errorf("refused(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// A job's source reads each kind as BigQuery loads it: Parquet parts as
+// they are, CSV and TSV with the header skipped, their delimiter and
+// detected columns, NDJSON with detected columns.
+func TestTableJobSourceByKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind, format, delim string
+		skip                int64
+		detect              bool
+	}{
+		{"", "PARQUET", "", 0, false},
+		{message.KindCSV, "CSV", "", 1, true},
+		{message.KindTSV, "CSV", "\t", 1, true},
+		{message.KindJSON, "NEWLINE_DELIMITED_JSON", "", 0, true},
+	} {
+		ref := TableJob{Kind: tc.kind, URIs: []string{"gs://b/o"}}.source()
+		if string(ref.SourceFormat) != tc.format || ref.FieldDelimiter != tc.delim || ref.SkipLeadingRows != tc.skip || ref.AutoDetect != tc.detect {
+			t.Errorf("kind %q: %+v", tc.kind, ref.FileConfig)
 		}
 	}
 }

@@ -25,10 +25,16 @@ type summary struct {
 	first, last time.Time       // the first upload's start, the last chunk's creation
 	missing     int             // files the listing did not confirm
 	unconfirmed []int           // the first maxUnconfirmed of them
-	// parts are the confirmed Parquet parts' URIs (up to one more than
-	// a load job takes) and partRows their rows, for a table load.
+	// parts are the URIs of the confirmed Parquet parts, or of the
+	// objects of kind (a load without conversion), up to one more than a
+	// load job takes, and partRows the parts' rows, for a table load;
+	// mixed names two objects of different kinds, which one job cannot
+	// load.
 	parts    []string
 	partRows int64
+	kind     string
+	kindOf   string // the first object of kind
+	mixed    string
 	// rejects are the records the conversions left out (--bad-rows).
 	rejects rejects
 }
@@ -83,6 +89,31 @@ func (s *summary) uploaded(tid string, f *message.File, j int, st stored) error 
 	return s.rows.Add(r)
 }
 
+// loadable notes f, confirmed as the object named uri, when the load ld
+// takes it: a Parquet part, or, for a load of objects (ld.Objects), a file
+// of a message.LoadKind.
+func (s *summary) loadable(ld *message.Load, f *message.File, uri string) {
+	if !ld.Objects {
+		if f.Table == nil {
+			return
+		}
+		s.partRows += f.Table.Rows
+	} else {
+		kind := message.LoadKind(f.Path)
+		switch {
+		case kind == "" || f.Table != nil:
+			return
+		case s.kind == "":
+			s.kind, s.kindOf = kind, f.Path
+		case kind != s.kind && s.mixed == "":
+			s.mixed = fmt.Sprintf("%s is %s, %s is %s", s.kindOf, s.kind, f.Path, kind)
+		}
+	}
+	if len(s.parts) <= loader.MaxURIs {
+		s.parts = append(s.parts, uri)
+	}
+}
+
 // uploadMS is the upload stage: from the first chunk upload's start to the
 // last chunk object's creation.
 func (s *summary) uploadMS() int64 {
@@ -128,11 +159,8 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 		if err := sum.listing.Add(message.ListingEntry{DoneObject: o}); err != nil {
 			return err
 		}
-		if f.Table != nil && t.manifest.Load != nil {
-			if len(sum.parts) <= loader.MaxURIs {
-				sum.parts = append(sum.parts, o.Name)
-			}
-			sum.partRows += f.Table.Rows
+		if ld := t.manifest.Load; ld != nil {
+			sum.loadable(ld, f, o.Name)
 		}
 		if err := sum.rejects.add(f); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -29,11 +30,14 @@ func (e *loadFailed) Error() string { return e.err.Error() }
 func (e *loadFailed) Unwrap() error { return e.err }
 
 // loadTable loads the Parquet parts of t, an ok transfer whose manifest
-// asks for a table, into it: one job over exactly the parts its
-// confirmation listed (sum: no second pass over the manifest), whose id
-// the transfer decides (a repeated end finds it and loads nothing twice). The table must be in a dataset this merger allows
-// (FERRY_BQ_LOAD_DATASETS): the manifest is the producer's claim. It
-// checks that the job loaded the rows the parts hold. A *loadFailed ends
+// asks for a table, into it (or, with Load.Objects, its CSV, TSV or NDJSON
+// objects as sent): one job over exactly the objects its confirmation
+// listed (sum: no second pass over the manifest), whose id the transfer
+// decides (a repeated end finds it and loads nothing twice), hive
+// partitioned when the objects sit in key=value directories. The table
+// must be in a dataset this merger allows (FERRY_BQ_LOAD_DATASETS): the
+// manifest is the producer's claim. It checks that the job loaded the rows
+// the parts hold. A *loadFailed ends
 // the transfer failed; any other error is retried.
 func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*message.Loaded, error) {
 	man := t.manifest
@@ -47,10 +51,23 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*mes
 	if m.o.Tables == nil {
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: this merger loads no tables", man.Load.Table)}
 	}
-	job := loader.TableJob{ID: ld.JobID, Table: man.Load.Table, Write: man.Load.Write, URIs: sum.parts, Rows: sum.partRows}
+	names := make([]string, len(sum.parts))
+	for i, u := range sum.parts {
+		names[i] = strings.TrimPrefix(u, "gs://"+man.Bucket+"/")
+	}
+	job := loader.TableJob{ID: ld.JobID, Table: man.Load.Table, Write: man.Load.Write, URIs: sum.parts, Rows: sum.partRows,
+		Kind: sum.kind, Hive: message.HivePrefix(man.Bucket, names)}
+	what := "Parquet parts"
+	if man.Load.Objects {
+		job.Rows, what = -1, "objects"
+	}
 	switch {
+	case sum.mixed != "":
+		return ld, &loadFailed{fmt.Errorf("bigquery table %s: one load job reads one format, and %s; send them apart, or --convert parquet", man.Load.Table, sum.mixed)}
 	case len(job.URIs) > loader.MaxURIs:
-		return ld, &loadFailed{fmt.Errorf("bigquery table %s: more than %d Parquet parts, what one load job takes; send them in larger parts (--chunk-size)", man.Load.Table, loader.MaxURIs)}
+		return ld, &loadFailed{fmt.Errorf("bigquery table %s: more than %d %s, what one load job takes; send them in larger parts (--chunk-size) or fewer files", man.Load.Table, loader.MaxURIs, what)}
+	case len(job.URIs) == 0 && man.Load.Objects:
+		return ld, &loadFailed{fmt.Errorf("bigquery table %s: the transfer has no .csv, .tsv, .ndjson or .jsonl object to load", man.Load.Table)}
 	case len(job.URIs) == 0:
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: the transfer has no Parquet part to load (no .csv or .tsv file, or none --convert-match named)", man.Load.Table)}
 	}
@@ -62,7 +79,7 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*mes
 		return ld, &loadFailed{err}
 	case err != nil:
 		return ld, err
-	case rows != job.Rows:
+	case job.Rows >= 0 && rows != job.Rows:
 		return ld, &loadFailed{fmt.Errorf("bigquery load job %s loaded %d rows into %s; the transfer's parts hold %d", job.ID, rows, man.Load.Table, job.Rows)}
 	}
 	return ld, nil

@@ -8,11 +8,92 @@ import (
 
 // Load asks the merger to load a transfer's Parquet parts into a BigQuery
 // table once the transfer ends ok (producer submit --bq-table, --bq-write;
-// a request's bq_table, bq_write).
+// a request's bq_table, bq_write), or, with Objects, its delimited text or
+// NDJSON objects as they were sent (gzip'd or raw: what BigQuery reads).
 type Load struct {
 	Table string `json:"table"` // PROJECT.DATASET.TABLE
 	Write string `json:"write"` // LoadAppend, LoadTruncate or LoadEmpty
+	// Objects loads the transfer's objects of one LoadKind, not Parquet
+	// parts (the transfer converted nothing).
+	Objects bool `json:"objects,omitempty"`
 }
+
+// The kinds of object a load without conversion takes, by the source
+// file's name: one kind a job, as a load job reads one format with one
+// delimiter.
+const (
+	KindCSV  = "CSV"                    // .csv
+	KindTSV  = "TSV"                    // .tsv: CSV with a tab
+	KindJSON = "NEWLINE_DELIMITED_JSON" // .ndjson, .jsonl
+)
+
+// LoadKind is the kind of object a load without conversion takes the
+// source file path as, "" for a file it does not load.
+func LoadKind(path string) string {
+	lower := strings.ToLower(path)
+	switch {
+	case strings.HasSuffix(lower, ".csv"):
+		return KindCSV
+	case strings.HasSuffix(lower, ".tsv"):
+		return KindTSV
+	case strings.HasSuffix(lower, ".ndjson"), strings.HasSuffix(lower, ".jsonl"):
+		return KindJSON
+	}
+	return ""
+}
+
+// HivePrefix is the source URI prefix of a hive-partitioned load of the
+// objects names (of bucket), or "" when they are not laid out as BigQuery
+// reads hive partitions: every object directly inside key=value
+// directories, the same keys in the same order, below one shared prefix.
+// A Parquet part (<file>/part-NNNNN.parquet) is not: its directory is
+// its file's name.
+func HivePrefix(bucket string, names []string) string {
+	var base, keys []string
+	for k, name := range names {
+		dirs := strings.Split(name, "/")
+		dirs = dirs[:len(dirs)-1]
+		i := len(dirs)
+		for i > 0 && hiveKey(dirs[i-1]) != "" {
+			i--
+		}
+		if i == len(dirs) {
+			return "" // no key=value directory above it
+		}
+		var ks []string
+		for _, d := range dirs[i:] {
+			ks = append(ks, hiveKey(d))
+		}
+		if k == 0 {
+			base, keys = dirs[:i], ks
+			continue
+		}
+		if strings.Join(dirs[:i], "/") != strings.Join(base, "/") || strings.Join(ks, "/") != strings.Join(keys, "/") {
+			return ""
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	p := "gs://" + bucket + "/"
+	if len(base) > 0 {
+		p += strings.Join(base, "/") + "/"
+	}
+	return p
+}
+
+// hiveKey is the key of a key=value directory, "" for any other: a key is
+// a column name (a letter or underscore, then letters, digits,
+// underscores), the value not empty.
+func hiveKey(dir string) string {
+	k, v, ok := strings.Cut(dir, "=")
+	if !ok || v == "" || !hiveKeyRE.MatchString(k) {
+		return ""
+	}
+	return k
+}
+
+var hiveKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,299}$`)
 
 // Loaded is what a transfer's load did: the table, the load job (its id and
 // location) and the rows it loaded.

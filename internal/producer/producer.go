@@ -85,11 +85,18 @@ type Request struct {
 	Load *message.Load
 }
 
-// checkLoad refuses a table load the request cannot make.
-func (r Request) checkLoad() error {
-	if r.Load != nil && r.Convert == nil {
-		return fmt.Errorf("--bq-table %s loads Parquet parts: it needs --convert parquet", r.Load.Table)
+// checkLoad refuses a table load the request cannot make, c being its
+// codec. Without a conversion the load takes the CSV, TSV or NDJSON
+// objects as sent (Load.Objects), which BigQuery reads gzip'd or raw,
+// not zstd'd.
+func (r Request) checkLoad(c codec.Codec) error {
+	if r.Load == nil || r.Convert != nil {
+		return nil
 	}
+	if c != codec.Gzip && c != codec.None {
+		return fmt.Errorf("--bq-table %s without --convert parquet loads the CSV, TSV or NDJSON objects as sent, which BigQuery reads gzip'd or uncompressed, not %s: add --codec gzip (or none), or --convert parquet", r.Load.Table, c)
+	}
+	r.Load.Objects = true
 	return nil
 }
 
@@ -332,11 +339,11 @@ func Validate(req Request) error {
 	if err := req.checkSkip(); err != nil {
 		return err
 	}
-	if err := req.checkLoad(); err != nil {
-		return err
-	}
 	pl, err := plan.Open(req.spec(), plan.Limits{})
 	if err != nil {
+		return err
+	}
+	if err := req.checkLoad(pl.Codec); err != nil {
 		return err
 	}
 	return pl.Walk(func(plan.File) error { return nil }, func(plan.Skipped) {})
@@ -422,7 +429,7 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 	if err := req.checkSkip(); err != nil {
 		return nil, &InputError{err}
 	}
-	if err := req.checkLoad(); err != nil {
+	if err := req.checkLoad(pl.Codec); err != nil {
 		return nil, &InputError{err}
 	}
 	if req.Load != nil {

@@ -75,7 +75,7 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		{"convert parquet", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","schema":[{"name":"a","type":"INT64"},{"name":"b","type":"NUMERIC","precision":"10","scale":"0"}]`), ""},
 		{"convert to what ferry does not write", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"orc"`), `convert "orc": want parquet`},
 		{"a schema the header does not name", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","schema":[{"name":"a","type":"INT64"}]`), "line 1: the header has 2 columns, the schema 1"},
-		{"bq_table without convert", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"bq_table":"proj-1.landing.t"`), "it needs --convert parquet"},
+		{"bq_table without convert", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"bq_table":"proj-1.landing.t"`), "which BigQuery reads gzip'd or uncompressed, not zstd: add --codec gzip"},
 		{"bad_rows without a conversion", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"bad_rows":5`), "bad rows 5 without --convert parquet"},
 		{"bad_rows past the bound", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bad_rows":10001`), "bad rows 10001: want 0 to 10000"},
 		{"bq_table in a dataset not allowed", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bq_table":"proj-1.landing.t"`), "dataset proj-1.landing is not in FERRY_BQ_LOAD_DATASETS"},

@@ -9,7 +9,9 @@ package bqtest
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -208,14 +210,29 @@ func (s *Server) load(ctx context.Context, job map[string]any) (status map[strin
 		if err != nil {
 			return failed(fmt.Sprintf("Not found: URI %s: %v", uri, err)), 0
 		}
+		if len(b) > 1 && b[0] == 0x1f && b[1] == 0x8b { // gzip'd, as BigQuery reads it: every member
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err == nil {
+				b, err = io.ReadAll(zr)
+			}
+			if err != nil {
+				return failed(fmt.Sprintf("Error while reading data from %s: gzip: %v", uri, err)), 0
+			}
+		}
 		var got []map[string]any
-		if format == "PARQUET" {
+		switch format {
+		case "PARQUET":
 			got, err = parquetRows(b)
-		} else {
+		case "CSV":
+			got, err = csvRows(b, ld)
+		default:
 			got, err = ndjsonRows(b)
 		}
 		if err != nil {
 			return failed(fmt.Sprintf("Error while reading data from %s: %v", uri, err)), 0
+		}
+		if err := hiveColumns(got, uri, ld); err != nil {
+			return failed(err.Error()), 0
 		}
 		rows = append(rows, got...)
 	}
@@ -231,6 +248,56 @@ func (s *Server) load(ctx context.Context, job map[string]any) (status map[strin
 	}
 	s.rows[table] = append(s.rows[table], rows...) // a job's rows land together or not at all
 	return map[string]any{"state": "DONE"}, len(rows)
+}
+
+// csvRows reads CSV as a load with autodetect and skipLeadingRows 1 does:
+// the first record names the columns, each cell is text.
+func csvRows(b []byte, ld map[string]any) ([]map[string]any, error) {
+	if ld["autodetect"] != true || fmt.Sprint(ld["skipLeadingRows"]) != "1" {
+		return nil, fmt.Errorf("bqtest reads CSV with autodetect and skipLeadingRows 1 only, not %v", ld)
+	}
+	r := csv.NewReader(bytes.NewReader(b))
+	if d, _ := ld["fieldDelimiter"].(string); d != "" {
+		r.Comma = []rune(d)[0]
+	}
+	recs, err := r.ReadAll()
+	if err != nil || len(recs) == 0 {
+		return nil, fmt.Errorf("CSV: %v (%d records)", err, len(recs))
+	}
+	rows := make([]map[string]any, len(recs)-1)
+	for i, rec := range recs[1:] {
+		rows[i] = map[string]any{}
+		for j, name := range recs[0] {
+			rows[i][name] = rec[j]
+		}
+	}
+	return rows, nil
+}
+
+// hiveColumns adds the key=value directories of uri below the load's
+// hive partitioning prefix to each row, as a hive-partitioned load does;
+// a uri outside the prefix, or a directory that is no key=value, is
+// BigQuery's error.
+func hiveColumns(rows []map[string]any, uri string, ld map[string]any) error {
+	hp, _ := ld["hivePartitioningOptions"].(map[string]any)
+	if hp == nil {
+		return nil
+	}
+	prefix, _ := hp["sourceUriPrefix"].(string)
+	if hp["mode"] != "AUTO" || !strings.HasPrefix(uri, prefix) || !strings.HasSuffix(prefix, "/") {
+		return fmt.Errorf("Invalid hive partitioning options %v for %s", hp, uri)
+	}
+	dirs := strings.Split(strings.TrimPrefix(uri, prefix), "/")
+	for _, d := range dirs[:len(dirs)-1] {
+		k, v, ok := strings.Cut(d, "=")
+		if !ok {
+			return fmt.Errorf("Failed to infer hive partitioning: %s is not key=value in %s", d, uri)
+		}
+		for _, r := range rows {
+			r[k] = v
+		}
+	}
+	return nil
 }
 
 // ndjsonRows reads NEWLINE_DELIMITED_JSON.
