@@ -58,6 +58,7 @@ func realMain(ctx context.Context) error {
 	defer func() { _ = closeTables() }()
 	m := merger.New(merger.Options{
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink, Tables: tables, Loads: cfg.Loads,
+		TableBatchWindow: cfg.TableBatchWindow, TableBatchMax: cfg.TableBatchMax,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Buckets: cfg.Buckets, Log: log,
 		TransferTimeout: cfg.TransferTimeout, DoneRetention: cfg.DoneRetention,
 	})

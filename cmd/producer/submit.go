@@ -106,9 +106,12 @@ usual. BigQuery reads the parts with bq load --source_format=PARQUET.
 --bq-table PROJECT.DATASET.TABLE has the merger run one BigQuery load job
 over exactly this transfer's Parquet parts (or, without --convert and with
 --codec gzip or none, its .csv, .tsv, .ndjson and .jsonl objects as sent,
-hive-partitioned when they sit in key=value directories) when it ends ok: the job id is derived from the transfer, so it loads once however often
-the end is repeated, and --bq-write says how it writes the table (empty, the
-default, append or truncate). The done event and the benchmark row carry the
+hive-partitioned when they sit in key=value directories) when it ends ok:
+the job id is derived from the transfer, so it loads once however often the
+end is repeated, and --bq-write says how it writes the table (empty, the
+default, append or truncate). Appends of Parquet parts into one table that
+end within FERRY_BQ_TABLE_BATCH_WINDOW (1 minute) share one job, as BigQuery
+runs 1,500 a table a day. The done event and the benchmark row carry the
 table, the job id and the rows loaded; a failed load ends the transfer failed
 with BigQuery's error and leaves the parts in place. The dataset must be in
 FERRY_BQ_LOAD_DATASETS; a merger without FERRY_BQ_DATASET writes the job

@@ -385,11 +385,13 @@ type Merger struct {
 	BigQuery  BigQuery
 	Loads     Loads
 
-	ResultsFile        string `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
-	LoadsFile          string `env:"FERRY_LOADS_FILE, default=ferry-loads.ndjson" help:"without FERRY_BQ_DATASET: local NDJSON file of the table loads transfers ask for (--bq-table), one load job request a line, instead of running them"`
-	ComposeConcurrency int    `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
-	Concurrency        int    `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
-	Memory             Bytes  `env:"FERRY_MERGER_MEMORY, default=128MiB" help:"bound on event bytes held at once (a quarter for each of the two subscriptions' flow control) and, with a stated overhead, the Go runtime's memory limit; listings, rows and done listings are paged or spooled, so nothing else grows with a transfer"`
+	ResultsFile        string        `env:"FERRY_RESULTS_FILE, default=ferry-results.ndjson" help:"local NDJSON file of benchmark rows (the BigQuery table's schema)"`
+	LoadsFile          string        `env:"FERRY_LOADS_FILE, default=ferry-loads.ndjson" help:"without FERRY_BQ_DATASET: local NDJSON file of the table loads transfers ask for (--bq-table), one load job request a line, instead of running them"`
+	TableBatchWindow   time.Duration `env:"FERRY_BQ_TABLE_BATCH_WINDOW, default=1m" help:"how long a --bq-write append of Parquet parts waits for other transfers into the same table to share its load job (BigQuery runs 1,500 load jobs a table a day); 0: one job per transfer"`
+	TableBatchMax      int           `env:"FERRY_BQ_TABLE_BATCH, default=100" help:"most transfers one shared load job takes; a full batch loads at once"`
+	ComposeConcurrency int           `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
+	Concurrency        int           `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
+	Memory             Bytes         `env:"FERRY_MERGER_MEMORY, default=128MiB" help:"bound on event bytes held at once (a quarter for each of the two subscriptions' flow control) and, with a stated overhead, the Go runtime's memory limit; listings, rows and done listings are paged or spooled, so nothing else grows with a transfer"`
 
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"a transfer with no progress for this long ends failed, with its staging removed (a producer that died and was never resubmitted)"`
 	DoneRetention   time.Duration `env:"FERRY_DONE_RETENTION, default=720h" help:"how long done markers (.ferry-done/) are kept; while one exists, a request with the same idempotency key is answered, not run again"`
@@ -402,6 +404,12 @@ func (m *Merger) Validate() error {
 	}
 	if m.Memory < 16<<20 {
 		return fmt.Errorf("FERRY_MERGER_MEMORY=%d: want at least 16MiB", m.Memory)
+	}
+	if m.TableBatchWindow < 0 || m.TableBatchWindow > time.Hour {
+		return fmt.Errorf("FERRY_BQ_TABLE_BATCH_WINDOW=%s: want 0 (no batching) to 1h", m.TableBatchWindow)
+	}
+	if m.TableBatchMax < 1 || m.TableBatchMax > 10000 {
+		return fmt.Errorf("FERRY_BQ_TABLE_BATCH=%d: want 1 to 10000", m.TableBatchMax)
 	}
 	if b := m.BigQuery; b.Dataset != "" {
 		if b.ResultsBucket == "" {

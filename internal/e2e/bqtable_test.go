@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,18 +155,34 @@ func TestBQTableLoadsExactlyTheTransfersParts(t *testing.T) {
 
 // Issue 29 §2 on the local stack: a merger without BigQuery writes the load
 // job it would run to FERRY_LOADS_FILE, once, with the parts and their rows.
+// Two appends into one table that end together share that job
+// (FERRY_BQ_TABLE_BATCH=2: the batch is full at the second, whatever the
+// window), and each done event names it with the transfer's own rows.
 func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
 	s := newStack(t, stackOptions{noMerger: true})
 	allow := "FERRY_BQ_LOAD_DATASETS=local-project.landing"
 	loads := filepath.Join(t.TempDir(), "loads.ndjson")
 	s.start("worker", "worker", s.env())
-	s.start("merger", "merger", s.env(allow, "FERRY_LOADS_FILE="+loads))
-	dir := filepath.Join(t.TempDir(), "day")
-	data := seedCSV(t, dir, "prices.csv", 2<<20, 33)
-	done, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "local-project.landing.prices", "--bq-write", "append",
-		"--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
-	if code != 0 || done.Status != message.StatusOK || done.Load == nil {
-		t.Fatalf("submit: exit %d, done %+v\n%s", code, done, tail(stderr, 3000))
+	s.start("merger", "merger", s.env(allow, "FERRY_LOADS_FILE="+loads, "FERRY_BQ_TABLE_BATCH_WINDOW=10m", "FERRY_BQ_TABLE_BATCH=2"))
+	var dones [2]message.Done
+	var codes [2]int
+	var stderrs [2]string
+	recs := map[string]int{}
+	var wg sync.WaitGroup
+	for i, day := range []string{"day1", "day2"} {
+		dir := filepath.Join(t.TempDir(), day)
+		data := seedCSV(t, dir, "prices.csv", 2<<20, int64(33+i))
+		recs[day] = len(tabletest.Records(t, data, ',')) - 1
+		wg.Go(func() {
+			dones[i], codes[i], stderrs[i] = submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "local-project.landing.prices", "--bq-write", "append",
+				"--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land/"+day)
+		})
+	}
+	wg.Wait()
+	for i := range dones {
+		if codes[i] != 0 || dones[i].Status != message.StatusOK || dones[i].Load == nil {
+			t.Fatalf("submit %d: exit %d, done %+v\n%s", i, codes[i], dones[i], tail(stderrs[i], 3000))
+		}
 	}
 	fh, err := os.Open(loads)
 	must(t, err)
@@ -177,13 +194,18 @@ func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
 		must(t, json.Unmarshal(sc.Bytes(), &l))
 		lines = append(lines, l)
 	}
-	recs := len(tabletest.Records(t, data, ',')) - 1
-	if len(lines) != 1 || lines[0].JobID != done.Load.JobID || lines[0].Rows != int64(recs) || lines[0].Write != "append" ||
-		lines[0].Table != "local-project.landing.prices" || len(lines[0].URIs) != 2 || done.Load.Rows != int64(recs) {
-		t.Fatalf("loads file %+v, done %+v; want one append job of 2 parts and %d rows", lines, done.Load, recs)
+	all := recs["day1"] + recs["day2"]
+	if len(lines) != 1 || !strings.HasPrefix(lines[0].JobID, "ferry_load_batch_") || lines[0].Rows != int64(all) || lines[0].Write != "append" ||
+		lines[0].Table != "local-project.landing.prices" || len(lines[0].URIs) != 4 {
+		t.Fatalf("loads file %+v; want one shared append job of 4 parts and %d rows", lines, all)
 	}
-	code, out, _ := runBinary(t, s.env(allow), "producer", "status", "--bucket", "gs://"+s.bucket, done.TransferID)
-	if want := fmt.Sprintf("local-project.landing.prices: %d rows loaded by job %s (local)", recs, done.Load.JobID); code != 0 || !strings.Contains(out, want) {
+	for i, day := range []string{"day1", "day2"} {
+		if l := dones[i].Load; l.JobID != lines[0].JobID || l.Rows != int64(recs[day]) {
+			t.Fatalf("%s: load %+v, want job %s with its %d rows", day, l, lines[0].JobID, recs[day])
+		}
+	}
+	code, out, _ := runBinary(t, s.env(allow), "producer", "status", "--bucket", "gs://"+s.bucket, dones[0].TransferID)
+	if want := fmt.Sprintf("local-project.landing.prices: %d rows loaded by job %s (local)", recs["day1"], lines[0].JobID); code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("producer status: exit %d, %s\nwant a line saying %q", code, out, want)
 	}
 }

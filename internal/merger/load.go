@@ -71,8 +71,23 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*mes
 	case len(job.URIs) == 0:
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: the transfer has no Parquet part to load (no .csv or .tsv file, or none --convert-match named)", man.Load.Table)}
 	}
-	rows, location, err := m.o.Tables.Load(ctx, job)
-	ld.Rows, ld.Location = rows, location
+	var rows int64
+	var location string
+	var err error
+	if m.batches(man.Load) {
+		rows, ld.JobID, location, err = m.loadShared(ctx, t, job)
+		ld.Rows, ld.Location = rows, location
+		var lf *loadFailed
+		switch {
+		case errors.As(err, &lf):
+			return ld, err
+		case err == nil && ld.JobID != job.ID:
+			return ld, nil // the shared job checked the batch's rows
+		}
+	} else {
+		rows, location, err = m.o.Tables.Load(ctx, job)
+		ld.Rows, ld.Location = rows, location
+	}
 	var je *loader.JobError
 	switch {
 	case errors.As(err, &je):

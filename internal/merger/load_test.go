@@ -22,12 +22,22 @@ type fakeTables struct {
 	jobs []loader.TableJob
 	rows int64
 	err  error
+	// failBatches fails shared jobs; rowsOf, when set, answers each job
+	// with the rows its request says.
+	failBatches bool
+	rowsOf      bool
 }
 
 func (f *fakeTables) Load(_ context.Context, job loader.TableJob) (int64, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.jobs = append(f.jobs, job)
+	if f.failBatches && strings.HasPrefix(job.ID, "ferry_load_batch_") {
+		return 0, "", &loader.JobError{JobID: job.ID, Err: errors.New("Provided Schema does not match Table")}
+	}
+	if f.rowsOf {
+		return job.Rows, "us-central1", f.err
+	}
 	return f.rows, "us-central1", f.err
 }
 

@@ -93,6 +93,13 @@ type Options struct {
 	// (FERRY_BQ_LOAD_DATASETS); nil: such a transfer fails at its end.
 	Tables TableLoader
 	Loads  config.Loads
+	// TableBatchWindow is how long an append of Parquet parts waits for
+	// others into the same table to share its load job, and TableBatchMax
+	// the most transfers one job takes (FERRY_BQ_TABLE_BATCH_WINDOW,
+	// FERRY_BQ_TABLE_BATCH); a window of 0 gives every transfer its own
+	// job. See batch.go.
+	TableBatchWindow time.Duration
+	TableBatchMax    int
 	// ComposeConcurrency bounds the GCS calls one finishing transfer has
 	// in flight — composes, the Attrs of composed objects and seek-table
 	// uploads share the one limit; default 8.
@@ -126,6 +133,9 @@ type Options struct {
 }
 
 func (o *Options) applyDefaults() {
+	if o.TableBatchMax <= 0 {
+		o.TableBatchMax = 100
+	}
 	if o.ComposeConcurrency <= 0 {
 		o.ComposeConcurrency = 8
 	}
@@ -157,6 +167,8 @@ type Merger struct {
 
 	mu   sync.Mutex
 	seen map[string]bool // buckets events named, swept when FERRY_BUCKETS is empty
+
+	batcher batcher // the open shared load jobs, by table
 
 	// The handlers of each topic in their middleware (on), made once.
 	anyTopic, workers, control queue.Handler

@@ -42,6 +42,10 @@ func ChunkObject(transferID string, file, index int) string {
 // gone may have been composed (its final compose deleted them).
 func ComposingMarker(transferID string) string { return StagingPrefix(transferID) + "composing" }
 
+// LoadClaimObject is where the merger claims a transfer for a load job it
+// shares with others (a batched --bq-table append), before running it.
+func LoadClaimObject(transferID string) string { return StagingPrefix(transferID) + "load-claim.json" }
+
 // ChunkPrefix is the prefix of all chunk objects of a transfer.
 func ChunkPrefix(transferID string) string { return StagingPrefix(transferID) + "c/" }
 

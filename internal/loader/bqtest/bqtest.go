@@ -285,13 +285,13 @@ func hiveColumns(rows []map[string]any, uri string, ld map[string]any) error {
 	}
 	prefix, _ := hp["sourceUriPrefix"].(string)
 	if hp["mode"] != "AUTO" || !strings.HasPrefix(uri, prefix) || !strings.HasSuffix(prefix, "/") {
-		return fmt.Errorf("Invalid hive partitioning options %v for %s", hp, uri)
+		return fmt.Errorf("invalid hive partitioning options %v for %s", hp, uri)
 	}
 	dirs := strings.Split(strings.TrimPrefix(uri, prefix), "/")
 	for _, d := range dirs[:len(dirs)-1] {
 		k, v, ok := strings.Cut(d, "=")
 		if !ok {
-			return fmt.Errorf("Failed to infer hive partitioning: %s is not key=value in %s", d, uri)
+			return fmt.Errorf("failed to infer hive partitioning: %s is not key=value in %s", d, uri)
 		}
 		for _, r := range rows {
 			r[k] = v
