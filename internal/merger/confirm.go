@@ -37,6 +37,9 @@ type summary struct {
 	mixed    string
 	// rejects are the records the conversions left out (--bad-rows).
 	rejects rejects
+	// stale are objects an earlier transfer of a converted source left
+	// beside this one's parts.
+	stale stale
 }
 
 // Bounds of a summary, whatever the transfer's size.
@@ -139,7 +142,7 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+	err = t.pages.joinExtra(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
 		if a == nil || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
 			if sum.missing++; len(sum.unconfirmed) < maxUnconfirmed {
 				sum.unconfirmed = append(sum.unconfirmed, i)
@@ -176,7 +179,7 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 			}
 		}
 		return nil
-	})
+	}, func(prev *message.File, a gcs.Attrs) { sum.stale.note(t.id, prev, a) })
 	if err != nil {
 		sum.close()
 		return nil, fmt.Errorf("confirm the final objects: list gs://%s/%s: %w", t.bucket, t.finals, err)

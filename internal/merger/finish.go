@@ -199,8 +199,11 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	if err := sum.rejects.tooMany(); err != nil {
 		done.Status, done.Error = message.StatusFailed, err.Error()
 		log.Error("transfer failed: its manifest lists too many rejects; its objects stay", "err", err)
-	} else if err := m.writeRejects(ctx, t, sum); err != nil {
-		return err
+	} else {
+		m.removeStale(ctx, t, sum)
+		if err := m.writeRejects(ctx, t, sum); err != nil {
+			return err
+		}
 	}
 	done.Rejected = int64(sum.rejects.n)
 	done.Files, done.Bytes, done.WireBytes, done.Objects = sum.files, sum.bytes, sum.wire, sum.objects

@@ -186,7 +186,18 @@ var errJoined = errors.New("every file joined")
 // read) and calls fn once for every file, in order, with the object of its
 // name when the listing has one, else nil. One page is held at a time.
 func (p *pages) join(ctx context.Context, prefix string, fn func(i int, f *message.File, a *gcs.Attrs) error) error {
-	k, j := 0, 0 // page, file in page
+	return p.joinExtra(ctx, prefix, fn, nil)
+}
+
+// joinExtra is join, also handing extra each listed object that is not
+// the manifest's, with the manifest file listed before it (nil: none);
+// after the manifest's last file, only the objects in that file's
+// directory when it is a Parquet part (the listing goes no further).
+func (p *pages) joinExtra(ctx context.Context, prefix string, fn func(i int, f *message.File, a *gcs.Attrs) error,
+	extra func(prev *message.File, a gcs.Attrs)) error {
+	k, j := 0, 0          // page, file in page
+	var prev message.File // the last file passed, copied: its page goes
+	var passed bool
 	var files []message.File
 	at := func() (int, *message.File, error) {
 		for k < p.count() {
@@ -210,18 +221,31 @@ func (p *pages) join(ctx context.Context, prefix string, fn func(i int, f *messa
 				return err
 			}
 			if f == nil {
+				if extra != nil && passed && prev.Table != nil && strings.HasPrefix(a.Name, partsDir(prev.Object)) {
+					extra(&prev, a)
+					return nil
+				}
 				return errJoined
 			}
 			switch c := strings.Compare(f.Object, a.Name); {
 			case c < 0:
 				j++
+				prev, passed = *f, true
 				if err := fn(i, f, nil); err != nil {
 					return err
 				}
 			case c == 0:
 				j++
+				prev, passed = *f, true
 				return fn(i, f, &a)
 			default:
+				if extra != nil {
+					if passed {
+						extra(&prev, a)
+					} else {
+						extra(nil, a)
+					}
+				}
 				return nil // not one of the manifest's objects
 			}
 		}
@@ -240,6 +264,9 @@ func (p *pages) join(ctx context.Context, prefix string, fn func(i int, f *messa
 		}
 	}
 }
+
+// partsDir is the directory of the object named obj, its "/" included.
+func partsDir(obj string) string { return obj[:strings.LastIndexByte(obj, '/')+1] }
 
 // bitset is one bit per file.
 type bitset []uint64

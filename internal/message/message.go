@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -204,6 +205,24 @@ const MaxBadRows = 10_000
 // of its Parquet parts: ferry's own, as the parts are, so no source file
 // can have its name.
 const RejectsName = "rejects.ndjson"
+
+// PartName is the name of Parquet part index of a converted source, in
+// the directory of the source's name.
+func PartName(index int) string { return fmt.Sprintf("part-%05d.parquet", index) }
+
+// PartIndex is the index of the Parquet part named name, ok false for any
+// other name.
+func PartIndex(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, "part-")
+	if digits, ok = strings.CutSuffix(digits, ".parquet"); !ok || len(digits) < 5 {
+		return 0, false
+	}
+	i, err := strconv.Atoi(digits)
+	if err != nil || i < 0 || PartName(i) != name {
+		return 0, false
+	}
+	return i, true
+}
 
 // RejectsObject is the rejects object beside the Parquet part named part.
 func RejectsObject(part string) string {

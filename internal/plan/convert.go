@@ -198,7 +198,7 @@ func PartObject(obj string, index int) string {
 }
 
 // PartName is the name of part index inside its source's prefix.
-func PartName(index int) string { return fmt.Sprintf("part-%05d.parquet", index) }
+func PartName(index int) string { return message.PartName(index) }
 
 // convertKey is what a converted file's name sorts as among its
 // neighbours: its parts' objects follow its name and a "/".
