@@ -216,9 +216,10 @@ func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
 // columns detected, over exactly the .csv.gz objects (not the text file
 // beside them), with the source URI prefix just above the keys; the double
 // gunzips every member, so the table holds every record with its dt
-// column. The default codec (zstd) is refused before anything is sent, as
-// is a transfer of CSV and NDJSON together at its end (one job, one
-// format).
+// column. Converted, the same tree's Parquet parts carry dt as a column
+// and restore --to csv gives the files back. The default codec (zstd) is
+// refused before anything is sent, as is a transfer of CSV and NDJSON
+// together at its end (one job, one format).
 func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
 	s := newStack(t, stackOptions{noMerger: true})
 	const bqProject = "bq-e2e"
@@ -273,6 +274,40 @@ func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
 	}
 	if len(rows) != records || len(days) != 2 || days["2026-12-01"] == 0 || rows[0]["symbol"] == nil {
 		t.Fatalf("the table holds %d rows (days %v, first %v), the CSVs %d records", len(rows), days, rows[0], records)
+	}
+
+	// Converted, the same tree's parts carry the keys as columns (a
+	// part's directory is its file's name, which hive detection does not
+	// take): the table gets dt all the same, and restore --to csv gives the
+	// files back as they were.
+	done, code, stderr = submitJSON(t, s.env(allow), "--convert", "parquet", "--chunk-size", "1MiB", "--bq-table", "bq-e2e.landing.prices_pq", dir, "gs://"+s.bucket+"/pq")
+	if code != 0 || done.Status != message.StatusOK || done.Load == nil || done.Load.Rows != int64(records) {
+		t.Fatalf("converted: exit %d, done %+v (load %+v)\n%s", code, done, done.Load, tail(stderr, 3000))
+	}
+	pqRows := bq.Rows("prices_pq")
+	days = map[any]int{}
+	for _, r := range pqRows {
+		days[r["dt"]]++
+	}
+	if len(pqRows) != records || days["2026-12-01"]+days["2026-12-02"] != records || days["2026-12-01"] == 0 {
+		t.Fatalf("converted: the table holds %d rows by day %v, the CSVs %d records", len(pqRows), days, records)
+	}
+	for _, j := range bq.Loads() {
+		if bqtest.JobID(j) == done.Load.JobID && bqtest.LoadConfig(j)["hivePartitioningOptions"] != nil {
+			t.Fatalf("a load of parts asks for hive partitioning: %v", bqtest.LoadConfig(j))
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, stderr := runBinary(t, s.env(allow), "restore", "--to", "csv", "gs://"+s.bucket+"/pq/", out); code != 0 {
+		t.Fatalf("restore --to csv: exit %d, %s", code, stderr)
+	}
+	for _, day := range []string{"2026-12-01", "2026-12-02"} {
+		want, err := os.ReadFile(filepath.Join(dir, "dt="+day, "prices.csv"))
+		must(t, err)
+		got, err := os.ReadFile(filepath.Join(out, "export", "dt="+day, "prices.csv"))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("dt=%s/prices.csv came back as %d bytes (%v), sent %d", day, len(got), err, len(want))
+		}
 	}
 
 	// CSV and NDJSON in one transfer: one job cannot read both.

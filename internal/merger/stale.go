@@ -37,8 +37,9 @@ func (s *stale) note(tid string, prev *message.File, a gcs.Attrs) {
 	if !ok || strings.Contains(base, "/") {
 		return
 	}
-	if i, isPart := message.PartIndex(base); !(isPart && i >= prev.Table.Parts && a.Metadata[message.MetaTableSource] == prev.Table.Source) &&
-		base != message.RejectsName {
+	i, isPart := message.PartIndex(base)
+	stalePart := isPart && i >= prev.Table.Parts && a.Metadata[message.MetaTableSource] == prev.Table.Source
+	if !stalePart && base != message.RejectsName {
 		return
 	}
 	if len(s.names) == maxStale {

@@ -54,7 +54,7 @@ func HivePrefix(bucket string, names []string) string {
 		dirs := strings.Split(name, "/")
 		dirs = dirs[:len(dirs)-1]
 		i := len(dirs)
-		for i > 0 && hiveKey(dirs[i-1]) != "" {
+		for i > 0 && HiveKey(dirs[i-1]) != "" {
 			i--
 		}
 		if i == len(dirs) {
@@ -62,7 +62,7 @@ func HivePrefix(bucket string, names []string) string {
 		}
 		var ks []string
 		for _, d := range dirs[i:] {
-			ks = append(ks, hiveKey(d))
+			ks = append(ks, HiveKey(d))
 		}
 		if k == 0 {
 			base, keys = dirs[:i], ks
@@ -82,10 +82,10 @@ func HivePrefix(bucket string, names []string) string {
 	return p
 }
 
-// hiveKey is the key of a key=value directory, "" for any other: a key is
+// HiveKey is the key of a key=value directory, "" for any other: a key is
 // a column name (a letter or underscore, then letters, digits,
 // underscores), the value not empty.
-func hiveKey(dir string) string {
+func HiveKey(dir string) string {
 	k, v, ok := strings.Cut(dir, "=")
 	if !ok || v == "" || !hiveKeyRE.MatchString(k) {
 		return ""

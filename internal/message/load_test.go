@@ -25,3 +25,14 @@ func TestHivePrefix(t *testing.T) {
 		}
 	}
 }
+
+// PartIndex reads back exactly the names PartName writes.
+func TestPartIndex(t *testing.T) {
+	for name, want := range map[string]int{"part-00000.parquet": 0, "part-00042.parquet": 42, "part-123456.parquet": 123456,
+		"part-0042.parquet": -1, "part-00042.parq": -1, "xpart-00001.parquet": -1, "part--0001.parquet": -1, "rejects.ndjson": -1} {
+		i, ok := PartIndex(name)
+		if (want >= 0) != ok || ok && i != want {
+			t.Errorf("PartIndex(%q) = %d, %v; want %d", name, i, ok, want)
+		}
+	}
+}

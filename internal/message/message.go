@@ -214,6 +214,9 @@ func PartName(index int) string { return fmt.Sprintf("part-%05d.parquet", index)
 // other name.
 func PartIndex(name string) (int, bool) {
 	digits, ok := strings.CutPrefix(name, "part-")
+	if !ok {
+		return 0, false
+	}
 	if digits, ok = strings.CutSuffix(digits, ".parquet"); !ok || len(digits) < 5 {
 		return 0, false
 	}

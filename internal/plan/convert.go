@@ -157,6 +157,56 @@ type Part struct {
 	Comma       rune
 	Compression string
 	BadRows     int // the transfer's
+	// Constants are the key=value directories right above the source
+	// (a hive layout): columns of the parts after the file's, so a load
+	// gives the table the keys as columns, as BigQuery's hive
+	// partitioning does for files laid out directly in such directories
+	// (a part's directory is its file's name, which its detection does
+	// not take).
+	Constants []table.Constant
+}
+
+// TableSchema is the parts' schema: the file's columns, then the
+// constants as REQUIRED STRING columns.
+func (p *Part) TableSchema() table.Schema {
+	s := p.Schema
+	for _, k := range p.Constants {
+		s = append(s[:len(s):len(s)], table.Field{Name: k.Name, Type: table.String, Required: true})
+	}
+	return s
+}
+
+// MaxHiveKeys bounds the key=value directories taken as columns, as
+// BigQuery's hive partitioning does.
+const MaxHiveKeys = 10
+
+// hiveColumns are the key=value directories right above sf (the run of
+// them that ends at its own directory, at most MaxHiveKeys, the nearest
+// kept), refused when one names a column of the file's schema s: a table
+// cannot have it twice.
+func hiveColumns(sf SourceFile, s table.Schema) ([]table.Constant, error) {
+	dirs := strings.Split(sf.Rel, "/")
+	dirs = dirs[:len(dirs)-1]
+	i := len(dirs)
+	for i > 0 && len(dirs)-i < MaxHiveKeys && message.HiveKey(dirs[i-1]) != "" {
+		i--
+	}
+	var keys []table.Constant
+	for _, d := range dirs[i:] {
+		k, v, _ := strings.Cut(d, "=")
+		for _, o := range keys {
+			if strings.EqualFold(o.Name, k) {
+				return nil, fmt.Errorf("source %s: the directories above it name %s twice; a table has one column of a name", sf.Path, k)
+			}
+		}
+		for _, f := range s {
+			if strings.EqualFold(f.Name, k) {
+				return nil, fmt.Errorf("source %s: column %s of its header is also the directory %s above it; rename one (a table has one column of a name)", sf.Path, f.Name, d)
+			}
+		}
+		keys = append(keys, table.Constant{Name: k, Value: v})
+	}
+	return keys, nil
 }
 
 // scan cuts sf into parts and settles its schema, or gives back what an
@@ -212,9 +262,14 @@ func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(F
 		return err
 	}
 	obj := dest.Object(sf.Rel, "")
+	keys, err := hiveColumns(sf, src.Schema)
+	if err != nil {
+		return err
+	}
 	for i, r := range src.Parts {
 		f := File{SourceFile: sf, Object: PartObject(obj, i), ChunkSize: max(r.Size, 1), Chunks: 1,
-			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression, BadRows: c.BadRows}}
+			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression,
+				BadRows: c.BadRows, Constants: keys}}
 		f.Size = r.Size
 		if err := checkName(f.Object); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,5 +117,33 @@ func TestConvertRefusals(t *testing.T) {
 	_, err := Open(Spec{Sources: []string{"-"}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: &Convert{}}, Limits{})
 	if err == nil || !strings.Contains(err.Error(), "standard input cannot be converted") {
 		t.Fatalf("stdin: %v", err)
+	}
+}
+
+// The key=value directories right above a converted file become its
+// parts' constant columns, the nearest ten at most; a key the header names
+// too, in any case, or a key named twice, is refused naming the file.
+func TestHiveColumns(t *testing.T) {
+	s := table.Schema{{Name: "id", Type: table.Int64}, {Name: "Lang", Type: table.String}}
+	var deep []string
+	for i := range 12 {
+		deep = append(deep, "k"+string(rune('a'+i))+"=1")
+	}
+	for _, tc := range []struct{ rel, want string }{
+		{"export/dt=2026-12-01/region=eu/a.csv", "[{dt 2026-12-01} {region eu}]"},
+		{"dt=2026-12-01/export/a.csv", "[]"}, // not right above it
+		{"a.csv", "[]"},
+		{strings.Join(deep, "/") + "/a.csv", "[{kc 1} {kd 1} {ke 1} {kf 1} {kg 1} {kh 1} {ki 1} {kj 1} {kk 1} {kl 1}]"},
+		{"x/lang=en/a.csv", "error: source /src/x/lang=en/a.csv: column Lang of its header is also the directory lang=en above it"},
+		{"dt=1/dt=2/a.csv", "error: source /src/dt=1/dt=2/a.csv: the directories above it name dt twice"},
+	} {
+		keys, err := hiveColumns(SourceFile{Path: "/src/" + tc.rel, Rel: tc.rel}, s)
+		got := fmt.Sprint(keys)
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if !strings.HasPrefix(got, tc.want) || (keys == nil && err == nil && tc.want != "[]") {
+			t.Errorf("%s: %s, want %s", tc.rel, got, tc.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -271,8 +272,9 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int,
 // with its file, line and column.
 func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	f, pt := pc.f, pc.f.Part
-	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression || c.cvPart.BadRows != pt.BadRows {
-		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows})
+	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression || c.cvPart.BadRows != pt.BadRows ||
+		!slices.Equal(c.cvPart.Constants, pt.Constants) {
+		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows, Constants: pt.Constants})
 		if err != nil {
 			return nil, &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 		}
@@ -301,7 +303,7 @@ func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	ep := encodedPart{file: pc.file, segs: [][]byte{data}, table: &message.TablePart{
 		Source: f.Rel, Part: pt.Index, Parts: pt.Count, Offset: pt.Offset, Size: pt.Size, Line: pt.Line, Rows: rows, Rejects: rejects}}
 	if pt.Index == 0 {
-		if ep.table.Schema, err = pt.Schema.MarshalJSON(); err != nil {
+		if ep.table.Schema, err = pt.TableSchema().MarshalJSON(); err != nil {
 			return nil, err
 		}
 	}

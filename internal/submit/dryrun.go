@@ -62,11 +62,12 @@ func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
 		total.Bytes += f.Size
 		l := DryRunLine{Action: "send", Path: f.Rel, Object: "gs://" + bucket + "/" + f.Object, Size: f.Size}
 		if f.Part != nil && f.Part.Index == 0 {
-			sj, err := f.Part.Schema.MarshalJSON()
+			ts := f.Part.TableSchema()
+			sj, err := ts.MarshalJSON()
 			if err != nil {
 				return err
 			}
-			l.Parts, l.Schema, l.schemaText = f.Part.Count, sj, strings.ReplaceAll(f.Part.Schema.String(), "\n", ", ")
+			l.Parts, l.Schema, l.schemaText = f.Part.Count, sj, strings.ReplaceAll(ts.String(), "\n", ", ")
 		}
 		if err := emit(l); err != nil {
 			return err

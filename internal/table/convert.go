@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/arrow-go/v18/parquet/schema"
 )
@@ -61,7 +62,19 @@ type Options struct {
 	// quote that breaks the file's structure fails it whatever BadRows
 	// says: what follows it cannot be trusted to be records.
 	BadRows int
+	// Constants are columns after the file's, of the same value in every
+	// row: the key=value directories above the file (a hive layout),
+	// which BigQuery then loads as columns. Their names are in the
+	// file's ConstantsKey metadata, and restore --to csv leaves them out.
+	Constants []Constant
 }
+
+// Constant is a STRING column of one value.
+type Constant struct{ Name, Value string }
+
+// ConstantsKey is the Parquet key-value metadata naming a part's constant
+// columns, comma-separated.
+const ConstantsKey = "ferry.constant_columns"
 
 // Reject is a record Convert left out (Options.BadRows): why, and the
 // record's text, at most MaxRejectText bytes of it.
@@ -110,11 +123,13 @@ const batchRows = 1 << 13
 // checks cost a fifth of the conversion's CPU for nothing a CSV needs. Not
 // safe for concurrent use; make one per goroutine.
 type Converter struct {
-	fields Schema
+	fields Schema // the file's columns, then the constants
+	csvN   int    // the file's columns
 	o      Options
 	root   *schema.GroupNode
 	props  *parquet.WriterProperties
 	cols   []column
+	meta   metadata.KeyValueMetadata // ConstantsKey, nil without constants
 	out    bytes.Buffer
 	rec    []string
 	// Rejects are the records the last Convert left out; valid until
@@ -150,6 +165,10 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 		codec = compress.Codecs.Snappy
 	case CompressNone:
 		codec = compress.Codecs.Uncompressed
+	}
+	csvN := len(s)
+	for _, k := range o.Constants {
+		s = append(s[:len(s):len(s)], Field{Name: k.Name, Type: String, Required: true})
 	}
 	fields := make([]arrow.Field, len(s))
 	props := []parquet.WriterProperty{
@@ -189,7 +208,17 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquet schema: %w", err)
 	}
-	c := &Converter{fields: s, o: o, root: ps.Root(), props: wp, cols: make([]column, len(s))}
+	c := &Converter{fields: s, csvN: csvN, o: o, root: ps.Root(), props: wp, cols: make([]column, len(s))}
+	if len(o.Constants) > 0 {
+		names := make([]string, len(o.Constants))
+		for i, k := range o.Constants {
+			names[i] = k.Name
+		}
+		c.meta = metadata.NewKeyValueMetadata()
+		if err := c.meta.Append(ConstantsKey, strings.Join(names, ",")); err != nil {
+			return nil, err
+		}
+	}
 	for i, f := range s {
 		col := &c.cols[i]
 		if !f.Required {
@@ -245,7 +274,11 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 	c.out.Reset()
 	c.reset()
 	c.Rejects = c.Rejects[:0]
-	fw, err := file.NewParquetWriterWithError(&c.out, c.root, file.WithWriterProps(c.props))
+	opts := []file.WriteOption{file.WithWriterProps(c.props)}
+	if c.meta != nil {
+		opts = append(opts, file.WithWriteMetadata(c.meta))
+	}
+	fw, err := file.NewParquetWriterWithError(&c.out, c.root, opts...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: parquet writer: %w", path, err)
 	}
@@ -271,6 +304,10 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 				return c.reject(&RowError{Path: path, Line: fieldLine(i), Column: i + 1, Name: c.fields[i].Name, Err: err}, raw)
 			}
 		}
+		for k := range c.o.Constants {
+			col := &c.cols[c.csvN+k]
+			col.bytes = append(col.bytes, parquet.ByteArray(c.o.Constants[k].Value))
+		}
 		rows++
 		if inBatch++; inBatch == batchRows {
 			if err := flush(); err != nil {
@@ -291,7 +328,7 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 	if pos < len(text) {
 		r := csv.NewReader(strings.NewReader(text[pos:]))
 		r.Comma = c.o.Comma
-		r.FieldsPerRecord = len(c.fields)
+		r.FieldsPerRecord = c.csvN
 		r.ReuseRecord = true
 		rest := text[pos:]
 		for {
@@ -429,7 +466,7 @@ func (c *Converter) plainRecords(text, path string, line int64, add func([]strin
 	if c.o.Comma >= utf8.RuneSelf {
 		return 0, stop{line: line} // encoding/csv reads it all
 	}
-	n := len(c.fields)
+	n := c.csvN
 	if cap(c.rec) < n {
 		c.rec = make([]string, n)
 	}
@@ -496,7 +533,7 @@ func (c *Converter) readError(err error, rec []string, path string, line int64) 
 	switch {
 	case errors.Is(pe.Err, csv.ErrFieldCount):
 		return &RowError{Path: path, Line: line - 1 + int64(pe.StartLine),
-			Err: fmt.Errorf("%w: %d fields, the header has %d", csv.ErrFieldCount, len(rec), len(c.fields))}
+			Err: fmt.Errorf("%w: %d fields, the header has %d", csv.ErrFieldCount, len(rec), c.csvN)}
 	case errors.Is(pe.Err, csv.ErrQuote) && pe.Line != pe.StartLine:
 		return &RowError{Path: path, Line: line - 1 + int64(pe.StartLine), Err: fmt.Errorf("%w: a quoted field opened here is never closed", ErrUnterminatedQuote)}
 	}

@@ -71,7 +71,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 		}
 		if err != nil {
 			// Convert names the record at fault the same way.
-			return nil, (&Converter{fields: headerFields(header)}).readError(err, rec, path, first.Line)
+			return nil, (&Converter{fields: headerFields(header), csvN: len(header)}).readError(err, rec, path, first.Line)
 		}
 		sample = append(sample, rec)
 	}

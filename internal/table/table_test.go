@@ -346,3 +346,37 @@ func TestParseSchema(t *testing.T) {
 		}
 	}
 }
+
+// Constants (the key=value directories above a file) become columns after
+// the file's, the same value in every row, read back by parquet-go; a bad
+// record left out takes none of them along, and restore's CSV writer
+// leaves them out, giving the file back.
+func TestConstantColumnsFollowTheFilesAndStayOutOfTheCSV(t *testing.T) {
+	s := table.Schema{{Name: "id", Type: table.Int64}, {Name: "note", Type: table.String}}
+	c, err := table.NewConverter(s, table.Options{BadRows: 1, Constants: []table.Constant{{Name: "dt", Value: "2026-12-04"}, {Name: "lang", Value: "en"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq, rows, err := c.Convert([]byte("1,a\nx,b\n2,\"c\nd\"\n"), "dt=2026-12-04/lang=en/a.csv", 2)
+	if err != nil || rows != 2 || len(c.Rejects) != 1 {
+		t.Fatalf("%d rows, %v, rejects %+v", rows, err, c.Rejects)
+	}
+	names, types, back := tabletest.ReadBack(t, pq)
+	if fmt.Sprint(names, types) != "[id note dt lang] [INT64 STRING STRING STRING]" || fmt.Sprint(back) != "[[1 a 2026-12-04 en] [2 c\nd 2026-12-04 en]]" {
+		t.Fatalf("parquet-go reads %v %v %q", names, types, back)
+	}
+	var out bytes.Buffer
+	w := table.NewCSVWriter(&out, ',')
+	must(t, w.Part(context.Background(), "part-00000.parquet", bytes.NewReader(pq)))
+	must(t, w.Flush())
+	if out.String() != "id,note\n1,a\n2,\"c\nd\"\n" {
+		t.Fatalf("restore --to csv wrote %q", out.String())
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -48,7 +49,16 @@ func (c *CSVWriter) Part(ctx context.Context, path string, r parquet.ReaderAtSee
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	// The file's columns: not the constants (key=value directories) the
+	// conversion added after them.
+	var cols []int
+	if v := pf.MetaData().KeyValueMetadata().FindValue(ConstantsKey); v != nil && *v != "" {
+		n := pf.MetaData().Schema.NumColumns() - len(strings.Split(*v, ","))
+		for i := range max(n, 0) {
+			cols = append(cols, i)
+		}
+	}
+	rr, err := fr.GetRecordReader(ctx, cols, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
