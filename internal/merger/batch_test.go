@@ -140,7 +140,7 @@ func TestAClaimedBatchRunsAgainAsClaimed(t *testing.T) {
 		return b
 	}
 	// ss[0] and ss[1] were claimed by a crashed merger; ss[2] claimed,
-	// but with a member that never got its claim.
+	// but with a member that never got its claim (nor ended).
 	whole := claim("ferry_load_batch_crashed", ss[0], ss[1])
 	put := func(s *staged, b []byte) {
 		_, err := s.store.Upload(context.Background(), s.bucket, message.LoadClaimObject(s.man.TransferID), bytes.NewReader(b), gcs.UploadOptions{Size: int64(len(b)), CRC32C: crc32c.Checksum(b)})
@@ -148,7 +148,8 @@ func TestAClaimedBatchRunsAgainAsClaimed(t *testing.T) {
 	}
 	put(ss[0], whole)
 	put(ss[1], whole)
-	put(ss[2], claim("ferry_load_batch_void", ss[2], ss[1]))
+	ghost := &staged{bucket: ss[2].bucket, man: message.Manifest{TransferID: "tid-never-claimed"}}
+	put(ss[2], claim("ferry_load_batch_void", ss[2], ghost))
 	for _, s := range ss {
 		must(t, handle(t, m, s.event(message.EventSealed)))
 	}

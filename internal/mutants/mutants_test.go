@@ -89,7 +89,7 @@ var mutants = []mutant{
 	{
 		name: "a table load is checked against the rows of the parts",
 		file: "internal/merger/load.go",
-		from: "case rows != job.Rows:",
+		from: "case job.Rows >= 0 && rows != job.Rows:",
 		to:   "case false:",
 		pkg:  "internal/merger", test: "TestFailedLoadEndsFailedAndKeepsTheParts/rows_differ",
 	},
@@ -99,6 +99,27 @@ var mutants = []mutant{
 		from: "if t.status == message.StatusOK || t.kept {",
 		to:   "if t.status == message.StatusOK {",
 		pkg:  "internal/merger", test: "TestFailedLoadEndsFailedAndKeepsTheParts/job_failed",
+	},
+	{
+		name: "a bad record left out takes back the values of its first columns",
+		file: "internal/table/convert.go",
+		from: "c.cols[j].pop() // the record's values so far",
+		to:   "_ = j",
+		pkg:  "internal/table", test: "TestBadRowsAreLeftOutAndNamed",
+	},
+	{
+		name: "a claimed shared load counts a member that ended only by that job",
+		file: "internal/merger/batch.go",
+		from: "if ok, err := m.endedBy(ctx, mb.Bucket, tid, c.Job.ID); !ok || err != nil {",
+		to:   "if false {",
+		pkg:  "internal/merger", test: "TestAClaimedBatchRunsAgainAsClaimed",
+	},
+	{
+		name: "an ok end removes the parts an earlier transfer of its sources left",
+		file: "internal/merger/finish.go",
+		from: "m.removeStale(ctx, t, sum)",
+		to:   "_ = sum",
+		pkg:  "internal/merger", test: "TestAnEndRemovesTheStalePartsOfItsSources",
 	},
 }
 
