@@ -52,6 +52,19 @@ tid=$(head -n 1 "$RUN/submit.out")
 
 "$BIN/verify" --results "$RUN/results.ndjson" --transfer "$tid" "$data/${TIER}_upload.csv" "$small" "$dest"
 
+# The same CSV as a table: typed Parquet parts, the load job a merger with
+# BigQuery would run (written to the loads file), and the CSV given back
+# by restore --to csv, byte for byte.
+echo
+echo "run: $data/${TIER}_upload.csv as a table (--convert parquet --bq-table local-project.landing.prices)"
+FERRY_SPOOL_DIR="$producer_spool" FERRY_LOG_FORMAT=text "$BIN/producer" submit --wait --timeout 10m --method ferry-parquet \
+  --convert parquet --bq-table local-project.landing.prices --bq-write truncate "$data/${TIER}_upload.csv" "$dest-table" > "$RUN/table.out"
+rm -rf "$RUN/table-csv"
+"$BIN/restore" --to csv "$dest-table/" "$RUN/table-csv" 2> "$RUN/table-restore.log"
+cmp "$data/${TIER}_upload.csv" "$RUN/table-csv/${TIER}_upload.csv"
+echo "run: restore --to csv gave $data/${TIER}_upload.csv back byte for byte; the load job, as $RUN/loads.ndjson has it:"
+tail -n 1 "$RUN/loads.ndjson" | cut -c 1-400
+
 # The deployment check an operator runs after terraform apply, on this
 # stack: topics, subscriptions, bucket, permissions and a canary transfer.
 echo

@@ -29,6 +29,9 @@ stack_up() {
   # producer submit keeps the end keys of the local transfers here, not in ~/.local/state.
   export FERRY_KEY_DIR="$RUN/keys"
   export FERRY_TRANSPORT="${TRANSPORT:-spool}"
+  # --bq-table on the local stack: one dataset allowed, and the merger
+  # writes the load jobs it would run here instead of running them.
+  export FERRY_BQ_LOAD_DATASETS=local-project.landing FERRY_LOADS_FILE="$RUN/loads.ndjson"
   # Several services share this machine: each serves /metrics on a free port (logged).
   export FERRY_HTTP_ADDR=127.0.0.1:0
 }
