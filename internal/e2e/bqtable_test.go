@@ -318,3 +318,60 @@ func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
 		t.Fatalf("mixed: exit %d, done %+v", code, done)
 	}
 }
+
+// --skip-unchanged with --convert parquet and a --bq-table append: a CSV
+// whose parts came from the same bytes converted the same way is skipped,
+// all its parts together, so its rows are not appended twice (the end runs
+// no job and says so); a CSV that changed (its mtime, then with --checksum
+// its bytes) is converted and loaded again; truncate is refused, as it
+// would leave the table with the changed files' rows only.
+func TestSkipUnchangedDoesNotReloadConvertedFiles(t *testing.T) {
+	s := newStack(t, stackOptions{noMerger: true})
+	allow := "FERRY_BQ_LOAD_DATASETS=local-project.landing"
+	loads := filepath.Join(t.TempDir(), "loads.ndjson")
+	s.start("worker", "worker", s.env())
+	s.start("merger", "merger", s.env(allow, "FERRY_LOADS_FILE="+loads, "FERRY_BQ_TABLE_BATCH_WINDOW=0s"))
+	dir := filepath.Join(t.TempDir(), "day")
+	seedCSV(t, dir, "a.csv", 2<<20, 51)
+	seedCSV(t, dir, "b.csv", 300<<10, 52)
+	args := []string{"--convert", "parquet", "--bq-table", "local-project.landing.prices", "--bq-write", "append", "--chunk-size", "1MiB", "--skip-unchanged"}
+	submit := func(extra ...string) message.Done {
+		t.Helper()
+		done, code, stderr := submitJSON(t, s.env(allow), append(append(append([]string{}, args...), extra...), dir, "gs://"+s.bucket+"/land")...)
+		if code != 0 || done.Status != message.StatusOK || done.Load == nil {
+			t.Fatalf("submit %v: exit %d, done %+v\n%s", extra, code, done, tail(stderr, 3000))
+		}
+		return done
+	}
+	jobs := func() int {
+		b, err := os.ReadFile(loads)
+		must(t, err)
+		return strings.Count(string(b), "\n")
+	}
+	first := submit()
+	if first.Files != 3 || jobs() != 1 {
+		t.Fatalf("first: %d objects, %d load jobs; want a.csv's 2 parts and b.csv's 1 in one job", first.Files, jobs())
+	}
+	again := submit()
+	if again.Files != 0 || again.FilesSkipped != 3 || again.Load.JobID != "" || jobs() != 1 {
+		t.Fatalf("unchanged: done %+v (load %+v), %d load jobs; want every part skipped and no job", again, again.Load, jobs())
+	}
+	code, out, _ := runBinary(t, s.env(allow), "producer", "status", "--bucket", "gs://"+s.bucket, again.TransferID)
+	if code != 0 || !strings.Contains(out, "nothing loaded: every file to load was unchanged") {
+		t.Fatalf("producer status: exit %d\n%s", code, out)
+	}
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(filepath.Join(dir, "a.csv"), later, later))
+	touched := submit()
+	if touched.Files != 2 || touched.FilesSkipped != 1 || touched.Load.JobID == "" || jobs() != 2 {
+		t.Fatalf("a.csv touched: done %+v (load %+v), %d load jobs; want its 2 parts sent and loaded, b.csv skipped", touched, touched.Load, jobs())
+	}
+	if sum := submit("--checksum"); sum.Files != 0 || sum.FilesSkipped != 3 {
+		t.Fatalf("--checksum over the same bytes: done %+v", sum)
+	}
+	_, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "local-project.landing.prices", "--bq-write", "truncate",
+		"--skip-unchanged", dir, "gs://"+s.bucket+"/land")
+	if code == 0 || !strings.Contains(stderr, "--skip-unchanged with --bq-write truncate") {
+		t.Fatalf("truncate with --skip-unchanged: exit %d, %s", code, tail(stderr, 2000))
+	}
+}

@@ -61,6 +61,12 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*mes
 	if man.Load.Objects {
 		job.Rows, what = -1, "objects"
 	}
+	if len(job.URIs) == 0 && sum.mixed == "" && man.Totals.Skipped > 0 {
+		// Every file to load was unchanged (--skip-unchanged): its rows
+		// are in the table already, and there is no job to run.
+		ld.JobID = ""
+		return ld, nil
+	}
 	switch {
 	case sum.mixed != "":
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: one load job reads one format, and %s; send them apart, or --convert parquet", man.Load.Table, sum.mixed)}

@@ -107,6 +107,13 @@ const (
 	MetaTableSource = "ferry-table-source"
 	MetaTableRange  = "ferry-table-range"
 	MetaTableRows   = "ferry-table-rows"
+	// What --skip-unchanged compares for a part (with ferry-mtime, the
+	// source's): the source's size, the CRC32C of the part's bytes of it
+	// (--checksum), and a digest of the conversion's settings (schema,
+	// delimiter, compression, bad rows, constants).
+	MetaTableFileSize = "ferry-table-file-size"
+	MetaTableRangeCRC = "ferry-table-range-crc32c"
+	MetaTableOptions  = "ferry-table-options"
 )
 
 // ParquetContentType is the media type of Apache Parquet files.

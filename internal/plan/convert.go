@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -164,6 +166,23 @@ type Part struct {
 	// (a part's directory is its file's name, which its detection does
 	// not take).
 	Constants []table.Constant
+}
+
+// OptionsKey is a digest of what the part's Parquet bytes depend on
+// besides its bytes of the source: the schema, delimiter, compression,
+// bad rows allowed and constant columns. A part whose object has the same
+// key, source size and mtime (or range CRC32C) is unchanged.
+func (p *Part) OptionsKey() string {
+	b, err := p.TableSchema().MarshalJSON()
+	if err != nil {
+		b = []byte(p.TableSchema().String())
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%q\n%q\n%d\n", b, p.Comma, p.Compression, p.BadRows)
+	for _, k := range p.Constants {
+		fmt.Fprintf(h, "%q=%q\n", k.Name, k.Value)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // TableSchema is the parts' schema: the file's columns, then the

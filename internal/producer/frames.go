@@ -312,6 +312,9 @@ func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	ep.part.Metadata[message.MetaTableSource] = f.Rel
 	ep.part.Metadata[message.MetaTableRange] = fmt.Sprintf("%d+%d", pt.Offset, pt.Size)
 	ep.part.Metadata[message.MetaTableRows] = strconv.FormatInt(rows, 10)
+	ep.part.Metadata[message.MetaTableFileSize] = strconv.FormatInt(pt.FileSize, 10)
+	ep.part.Metadata[message.MetaTableRangeCRC] = fmt.Sprintf("%08x", crc32c.Checksum(pc.raw))
+	ep.part.Metadata[message.MetaTableOptions] = pt.OptionsKey()
 	ep.part.WireSize, ep.part.WireCRC32C = size, crc
 	c.parts = append(c.parts[:0], ep)
 	return c.parts, nil

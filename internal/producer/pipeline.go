@@ -178,9 +178,24 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 	defer sk.close()
 	var skipErr, cbErr error // what the callbacks met: not the walk's own
 	walkSkips := 0
+	var g partGroup
 	err := pl.Walk(func(f plan.File) error {
-		cbErr = p.planFile(ctx, sk, pg, f, files)
-		return cbErr
+		if sk == nil {
+			cbErr = p.planFile(ctx, pg, f, "", files)
+			return cbErr
+		}
+		reason, err := sk.check(ctx, &f)
+		if err != nil {
+			cbErr = err
+			return err
+		}
+		fs, reasons := g.add(f, reason)
+		for k, f := range fs {
+			if cbErr = p.planFile(ctx, pg, f, reasons[k], files); cbErr != nil {
+				return cbErr
+			}
+		}
+		return nil
 	}, func(k plan.Skipped) {
 		if walkSkips++; walkSkips == 1 {
 			p.o.Log.Warn("skipped what is not a regular file or cannot be read; the transfer's listing names each", "transfer_id", pg.m.TransferID,
@@ -201,13 +216,9 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 	return skipErr
 }
 
-// planFile leaves f out if the skip check says so, or adds it to the
-// manifest and hands it to the reader.
-func (p *Producer) planFile(ctx context.Context, sk *skipper, pg *pager, f plan.File, files chan<- planned) error {
-	reason, err := sk.check(ctx, &f)
-	if err != nil {
-		return err
-	}
+// planFile leaves f out when the skip check gave a reason, or adds it to
+// the manifest and hands it to the reader.
+func (p *Producer) planFile(ctx context.Context, pg *pager, f plan.File, reason string, files chan<- planned) error {
 	if reason != "" {
 		p.planned.Add(-f.Size) // counted by the first walk
 		return pg.skip(ctx, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})

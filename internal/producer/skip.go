@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strconv"
 	"time"
 
@@ -42,6 +43,8 @@ func (r Request) checkSkip() error {
 		return errors.New("--no-clobber (-n) skips every existing object and --skip-unchanged replaces changed ones: choose one")
 	case r.Checksum && !r.SkipUnchanged:
 		return errors.New("--checksum says how --skip-unchanged compares files; it needs --skip-unchanged")
+	case r.SkipUnchanged && r.Load != nil && r.Load.Write == message.LoadTruncate:
+		return errors.New("--skip-unchanged with --bq-write truncate would replace the table with the rows of the files that changed only: append them, or send every file")
 	}
 	return nil
 }
@@ -136,20 +139,52 @@ func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]mess
 		return nil, nil
 	}
 	var skipped []message.Skipped
-	keep := pl.Files[:0]
-	for _, f := range pl.Files {
+	var g partGroup
+	files := pl.Files
+	pl.Files = nil
+	for _, f := range files {
 		reason, err := sk.check(ctx, &f)
 		if err != nil {
 			return nil, err
 		}
-		if reason == "" {
-			keep = append(keep, f)
-			continue
+		fs, reasons := g.add(f, reason)
+		for k, f := range fs {
+			if reasons[k] == "" {
+				pl.Files = append(pl.Files, f)
+				continue
+			}
+			skipped = append(skipped, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reasons[k]})
 		}
-		skipped = append(skipped, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
 	}
-	pl.Files = keep
 	return skipped, nil
+}
+
+// partGroup holds a converted source's parts (consecutive, in object
+// order) until its last, so that they go or stay together: the file's
+// rejects object and its rows in a table are the whole file's.
+type partGroup struct {
+	files   []plan.File
+	reasons []string
+}
+
+// add takes f and why the skip check would skip it ("" sends it), and
+// returns the files decided by it, with their reasons: f alone when it is
+// no part; a source's parts once its last comes, every one sent unless
+// all are skipped.
+func (g *partGroup) add(f plan.File, reason string) ([]plan.File, []string) {
+	if f.Part == nil {
+		return []plan.File{f}, []string{reason}
+	}
+	g.files, g.reasons = append(g.files, f), append(g.reasons, reason)
+	if f.Part.Index < f.Part.Count-1 {
+		return nil, nil
+	}
+	files, reasons := g.files, g.reasons
+	g.files, g.reasons = nil, nil
+	if slices.Contains(reasons, "") {
+		clear(reasons)
+	}
+	return files, reasons
 }
 
 // settled reports whether an object the transfer tid wrote may be skipped:
@@ -208,9 +243,7 @@ func skipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
 		return SkipExists, nil
 	}
 	if f.Part != nil {
-		// A Parquet part's object says nothing of the source bytes it
-		// came from: it is converted again.
-		return "", nil
+		return partSkipReason(f, a, req)
 	}
 	if a.Metadata[message.MetaRawSize] != strconv.FormatInt(f.Size, 10) {
 		return "", nil
@@ -230,6 +263,52 @@ func skipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
 		return SkipUnchanged, nil
 	}
 	return "", nil
+}
+
+// partSkipReason says why f, a Parquet part whose object a exists, is
+// skipped: the object came from the same bytes of the same source (its
+// size, and its mtime or, with --checksum, the CRC32C of the part's bytes)
+// converted the same way (MetaTableOptions). Its rows are then in the
+// table already, for a --bq-table append.
+func partSkipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
+	p, m := f.Part, a.Metadata
+	if m[message.MetaTableFileSize] != strconv.FormatInt(p.FileSize, 10) || m[message.MetaTableRange] != fmt.Sprintf("%d+%d", p.Offset, p.Size) ||
+		m[message.MetaTableOptions] != p.OptionsKey() {
+		return "", nil
+	}
+	if req.Checksum {
+		crc, err := rangeCRC32C(f)
+		if err != nil {
+			return "", err
+		}
+		if m[message.MetaTableRangeCRC] == fmt.Sprintf("%08x", crc) {
+			return SkipSameContent, nil
+		}
+		return "", nil
+	}
+	mtime, err := time.Parse(time.RFC3339Nano, m[message.MetaMtime])
+	if err == nil && mtime.Equal(time.Unix(0, f.Mod)) {
+		return SkipUnchanged, nil
+	}
+	return "", nil
+}
+
+// rangeCRC32C is the CRC32C of a part's bytes of its source, which must
+// not change while they are read.
+func rangeCRC32C(f *plan.File) (uint32, error) {
+	fh, err := f.Open()
+	if err != nil {
+		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	h := crc32c.New()
+	if _, err := io.Copy(h, io.NewSectionReader(fh, f.Part.Offset, f.Part.Size)); err != nil {
+		return 0, fmt.Errorf("source %s: %w", f.Path, err)
+	}
+	if err := same(fh, f, f.Part.FileSize); err != nil {
+		return 0, err
+	}
+	return h.Sum32(), nil
 }
 
 // fileCRC32C reads f whole and returns its CRC32C; f must not change while

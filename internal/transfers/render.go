@@ -74,7 +74,9 @@ func WriteStatus(w io.Writer, t Transfer) {
 		row("rejected", "%s left out (--bad-rows), each named in a rejects.ndjson beside its file's parts", result.Count(int(t.Rejected), "record"))
 	}
 	if l := t.Load; l != nil {
-		if l.Rows < 0 { // objects as sent, on the local stack: nothing counted them
+		if l.JobID == "" {
+			row("table", "%s: nothing loaded: every file to load was unchanged (--skip-unchanged)", l.Table)
+		} else if l.Rows < 0 { // objects as sent, on the local stack: nothing counted them
 			row("table", "%s: load job %s written to the loads file (%s)", l.Table, l.JobID, l.Location)
 		} else {
 			row("table", "%s: %d rows loaded by job %s (%s)", l.Table, l.Rows, l.JobID, l.Location)
