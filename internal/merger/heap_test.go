@@ -119,6 +119,12 @@ func mergerHeap(t testing.TB, n int) (heap, live float64) {
 	if msgs := done.Messages(); len(msgs) != 1 || message.Decode(msgs[0].Data, &d) != nil || d.Status != message.StatusOK || d.Files != n {
 		t.Fatalf("done events %d, last %+v; want one ok of %d files", len(msgs), d, n)
 	}
+	// What the summary holds of the objects, whether or not a collection
+	// ran while it held them (the live heap is sampled, and a loaded
+	// machine may see none).
+	if len(d.Objects) > message.MaxDoneInline {
+		t.Fatalf("the done event names %d objects inline; at most %d, the rest in its listing", len(d.Objects), message.MaxDoneInline)
+	}
 	return float64(grew), float64(grewLive)
 }
 
