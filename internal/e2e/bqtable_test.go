@@ -44,6 +44,24 @@ func submitJSON(t *testing.T, env []string, args ...string) (message.Done, int, 
 	return done, code, stderr.String()
 }
 
+// bqStack is a stack whose merger binary talks to the BigQuery REST
+// double (project bq-e2e, datasets in location), which reads the sources
+// of its loads from the stack's bucket; allow is the producer's
+// FERRY_BQ_LOAD_DATASETS (bq-e2e.landing).
+func bqStack(t *testing.T, location string) (*stack, *bqtest.Server, string) {
+	s := newStack(t, stackOptions{noMerger: true})
+	bq := bqtest.New("bq-e2e", func(ctx context.Context, uri string) ([]byte, error) {
+		bucket, name, _ := strings.Cut(strings.TrimPrefix(uri, "gs://"), "/")
+		return s.store.ReadAll(ctx, bucket, name)
+	})
+	bq.Location = location
+	allow := "FERRY_BQ_LOAD_DATASETS=bq-e2e.landing"
+	s.start("worker", "worker", s.env())
+	s.start("merger", "merger", s.env(append(bqtest.Intercept(t, bq),
+		"FERRY_BQ_DATASET=ferry_e2e", "FERRY_BQ_PROJECT=bq-e2e", "FERRY_BQ_LOCATION="+location, "FERRY_RESULTS_BUCKET="+s.bucket, allow)...))
+	return s, bq, allow
+}
+
 // seedCSV writes a seed-like CSV of about size bytes into dir/name and
 // returns its bytes.
 func seedCSV(t *testing.T, dir, name string, size int64, seed int64) []byte {
@@ -64,17 +82,8 @@ func seedCSV(t *testing.T, dir, name string, size int64, seed int64) []byte {
 // BigQuery's own error and leaves its parts in place; a dataset outside
 // FERRY_BQ_LOAD_DATASETS is refused before anything is sent.
 func TestBQTableLoadsExactlyTheTransfersParts(t *testing.T) {
-	s := newStack(t, stackOptions{noMerger: true})
+	s, bq, allow := bqStack(t, "us-central1")
 	const bqProject = "bq-e2e"
-	bq := bqtest.New(bqProject, func(ctx context.Context, uri string) ([]byte, error) {
-		bucket, name, _ := strings.Cut(strings.TrimPrefix(uri, "gs://"), "/")
-		return s.store.ReadAll(ctx, bucket, name)
-	})
-	bq.Location = "us-central1"
-	allow := "FERRY_BQ_LOAD_DATASETS=bq-e2e.landing"
-	s.start("worker", "worker", s.env())
-	s.start("merger", "merger", s.env(append(bqtest.Intercept(t, bq),
-		"FERRY_BQ_DATASET=ferry_e2e", "FERRY_BQ_PROJECT="+bqProject, "FERRY_BQ_LOCATION="+bq.Location, "FERRY_RESULTS_BUCKET="+s.bucket, allow)...))
 
 	dir := filepath.Join(t.TempDir(), "day1")
 	data := seedCSV(t, dir, "prices.csv", 3<<20, 31)
@@ -221,16 +230,7 @@ func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
 // refused before anything is sent, as is a transfer of CSV and NDJSON
 // together at its end (one job, one format).
 func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
-	s := newStack(t, stackOptions{noMerger: true})
-	const bqProject = "bq-e2e"
-	bq := bqtest.New(bqProject, func(ctx context.Context, uri string) ([]byte, error) {
-		bucket, name, _ := strings.Cut(strings.TrimPrefix(uri, "gs://"), "/")
-		return s.store.ReadAll(ctx, bucket, name)
-	})
-	allow := "FERRY_BQ_LOAD_DATASETS=bq-e2e.landing"
-	s.start("worker", "worker", s.env())
-	s.start("merger", "merger", s.env(append(bqtest.Intercept(t, bq),
-		"FERRY_BQ_DATASET=ferry_e2e", "FERRY_BQ_PROJECT="+bqProject, "FERRY_BQ_LOCATION=US", "FERRY_RESULTS_BUCKET="+s.bucket, allow)...))
+	s, bq, allow := bqStack(t, "US")
 
 	dir := filepath.Join(t.TempDir(), "export")
 	var records int

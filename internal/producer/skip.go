@@ -277,7 +277,7 @@ func partSkipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
 		return "", nil
 	}
 	if req.Checksum {
-		crc, err := rangeCRC32C(f)
+		crc, err := fileCRC32C(f)
 		if err != nil {
 			return "", err
 		}
@@ -293,37 +293,25 @@ func partSkipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
 	return "", nil
 }
 
-// rangeCRC32C is the CRC32C of a part's bytes of its source, which must
-// not change while they are read.
-func rangeCRC32C(f *plan.File) (uint32, error) {
-	fh, err := f.Open()
-	if err != nil {
-		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
-	}
-	defer fh.Close()
-	h := crc32c.New()
-	if _, err := io.Copy(h, io.NewSectionReader(fh, f.Part.Offset, f.Part.Size)); err != nil {
-		return 0, fmt.Errorf("source %s: %w", f.Path, err)
-	}
-	if err := same(fh, f, f.Part.FileSize); err != nil {
-		return 0, err
-	}
-	return h.Sum32(), nil
-}
-
-// fileCRC32C reads f whole and returns its CRC32C; f must not change while
-// it is read.
+// fileCRC32C reads f whole (a part: its bytes of the source) and returns
+// its CRC32C; f must not change while it is read.
 func fileCRC32C(f *plan.File) (uint32, error) {
 	fh, err := f.Open()
 	if err != nil {
 		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
 	}
 	defer fh.Close()
+	var r io.Reader = fh
+	check := func() error { return unchanged(fh, f) }
+	if p := f.Part; p != nil {
+		r = io.NewSectionReader(fh, p.Offset, p.Size)
+		check = func() error { return same(fh, f, p.FileSize) }
+	}
 	h := crc32c.New()
-	if _, err := io.Copy(h, fh); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return 0, fmt.Errorf("source %s: %w", f.Path, err)
 	}
-	if err := unchanged(fh, f); err != nil {
+	if err := check(); err != nil {
 		return 0, err
 	}
 	return h.Sum32(), nil
