@@ -172,6 +172,9 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 			return sum.uploaded(t.id, f, 0, fromAttrs(*a))
 		}
 		for j := range f.Chunks {
+			if j == 0 && f.AppendsTo() != 0 {
+				continue // not uploaded by this transfer
+			}
 			if s, ok := t.present[chunkKey{i, j}]; ok {
 				if err := sum.uploaded(t.id, f, j, s); err != nil {
 					return err

@@ -96,8 +96,11 @@ func checkFile(f *message.File, i int, tid string) error {
 		return nil
 	}
 	for j, c := range f.Chunks {
-		if want := message.ChunkObject(tid, i, j); c.Object != want {
-			return fmt.Errorf("chunk %d: object %.64q, want %s", j, c.Object, want)
+		if j == 0 && f.AppendsTo() != 0 {
+			continue // the final object as it is: an append's first chunk
+		}
+		if want := message.ChunkObject(tid, i, j); c.Object != want || c.Generation != 0 {
+			return fmt.Errorf("chunk %d: object %.64q (generation %d), want %s", j, c.Object, c.Generation, want)
 		}
 	}
 	if err := checkFrames(f); err != nil {
@@ -362,9 +365,18 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 		f := tr.f
 		g.Go(func() error {
 			a, err := m.o.Store.Attrs(gctx, man.Bucket, f.Object)
+			gen := f.AppendsTo()
 			switch {
 			case err == nil && a.Size == f.WireSize && a.CRC32C == f.WireCRC32 && a.Metadata[message.MetaTransfer] == t.id:
 				tr.done, tr.attrs = true, a // composed before a restart or a retry
+			case gen != 0 && (err == nil && a.Generation != gen || errors.Is(err, gcs.ErrNotFound)):
+				now := "gone"
+				if err == nil {
+					now = fmt.Sprintf("generation %d", a.Generation)
+				}
+				return queue.Permanent(fmt.Errorf("file %s: gs://%s/%s changed since the producer proved its prefix (generation %d, now %s): nothing was appended; send the file again", f.Path, man.Bucket, f.Object, gen, now))
+			case gen != 0:
+				// The object the append begins with: composed onto below.
 			case err == nil && !man.Overwrite:
 				return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)", f.Path, man.Bucket, f.Object))
 			case err != nil && !errors.Is(err, gcs.ErrNotFound):
@@ -443,13 +455,20 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 // theirs: a tree interrupted halfway is composed again from its chunks.
 func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error {
 	man, f := t.manifest, tr.f
-	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, gcs.ComposeOptions{
+	opt := gcs.ComposeOptions{
 		IfAbsent:      !man.Overwrite,
 		ContentType:   man.ContentType,
 		Metadata:      f.Metadata(t.id, man.Codec),
 		KMSKey:        m.o.Buckets.KMSKey,
 		DeleteSources: true,
-	})
+	}
+	if gen := f.AppendsTo(); gen != 0 {
+		// Onto the object itself, only as the producer proved it; its
+		// chunks go with the staging, not with the compose (the object
+		// is a source, and must stay).
+		opt.IfAbsent, opt.IfGeneration, opt.DeleteSources = false, gen, false
+	}
+	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, opt)
 	countCompose(err)
 	if errors.Is(err, gcs.ErrPrecondition) {
 		// It appeared meanwhile: composed by another merger of this

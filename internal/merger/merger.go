@@ -622,6 +622,13 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 			if t.has(k, f) {
 				continue
 			}
+			if j == 0 && f.AppendsTo() != 0 {
+				// The object an append begins with is there from the
+				// start; the compose holds it to its generation.
+				c := f.Chunks[0]
+				t.mark(k, f, stored{Object: c.Object, Size: c.WireSize, CRC32C: c.WireCRC32C, Generation: c.Generation})
+				continue
+			}
 			if len(f.Chunks) > 1 {
 				staged = true
 				continue

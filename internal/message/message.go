@@ -253,6 +253,21 @@ type ChunkInfo struct {
 	// Frames are the chunk's compressed frames (zstd), in order: the
 	// merger builds the final object's seek table from them.
 	Frames []Frame `json:"frames,omitempty"`
+	// Generation is set on the first chunk of an append (a source that
+	// grew): the chunk is the file's final object as it is, at this
+	// generation, which the new object begins with; only the tail's
+	// chunks travel. The merger composes onto it only while it is still
+	// that generation.
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// AppendsTo is the generation of the existing final object f is an append
+// to (its first chunk), 0 when f is sent whole.
+func (f *File) AppendsTo() int64 {
+	if len(f.Chunks) > 1 && f.Chunks[0].Generation != 0 && f.Chunks[0].Object == f.Object {
+		return f.Chunks[0].Generation
+	}
+	return 0
 }
 
 // Frame is one independent compressed frame: its compressed (wire) and

@@ -115,6 +115,13 @@ var mutants = []mutant{
 		pkg:  "internal/merger", test: "TestAClaimedBatchRunsAgainAsClaimed",
 	},
 	{
+		name: "an append composes only onto the generation the producer proved",
+		file: "internal/merger/finish.go",
+		from: "case gen != 0 && (err == nil && a.Generation != gen || errors.Is(err, gcs.ErrNotFound)):",
+		to:   "case false:",
+		pkg:  "internal/merger", test: "TestAnAppendToAnObjectThatChangedFailsAndLeavesIt",
+	},
+	{
 		name: "an ok end removes the parts an earlier transfer of its sources left",
 		file: "internal/merger/finish.go",
 		from: "m.removeStale(ctx, t, sum)",

@@ -1,0 +1,90 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// appendStaged stages a transfer that appends two chunks to a file whose
+// final object (the first chunk's bytes, written by an earlier transfer)
+// exists: the manifest names that object, at its generation, as the first
+// chunk. It returns the staged transfer and the object's attributes.
+func appendStaged(t *testing.T) (*staged, gcs.Attrs) {
+	s := newStaged(t, "m-append", "none", 3)
+	f := &s.man.Files[0]
+	c := f.Chunks[0]
+	old := s.wire[0][0]
+	a, err := s.store.Upload(context.Background(), s.bucket, f.Object, bytes.NewReader(old), gcs.UploadOptions{
+		Size: int64(len(old)), CRC32C: crc32c.Checksum(old), Metadata: message.FinalMetadata("tid-earlier", c.RawSize, c.RawCRC32C, "none")})
+	must(t, err)
+	f.Chunks[0].Object, f.Chunks[0].Generation = f.Object, a.Generation
+	return s, a
+}
+
+// Issue 30, the merger's half: an append composes the existing object and
+// the tail's chunks into the same name, only at the generation the
+// producer proved; the result is the whole file, its metadata the new
+// transfer's, and the earlier transfer's bytes are never uploaded again.
+func TestAnAppendComposesOntoTheObjectAsProven(t *testing.T) {
+	s, _ := appendStaged(t)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	for j := 1; j < 3; j++ {
+		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+	}
+	s.seal()
+	must(t, handle(t, m, s.event(message.EventSealed)))
+	must(t, handle(t, m, s.event(message.EventSealed))) // an end handled again
+	d := dones(t, done)
+	f := s.man.Files[0]
+	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Files != 1 {
+		t.Fatalf("done events %+v", d)
+	}
+	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	must(t, err)
+	a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
+	must(t, err)
+	if !bytes.Equal(b, bytes.Join(s.wire[0], nil)) || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != s.man.TransferID ||
+		a.Metadata[message.MetaRawSize] != strconv.FormatInt(f.Size, 10) {
+		t.Fatalf("final object: %d bytes, crc32c %08x (want %08x), metadata %v", len(b), a.CRC32C, f.WireCRC32, a.Metadata)
+	}
+}
+
+// An object that changed after the producer proved its prefix (another
+// writer) is not appended to: the transfer fails naming the file and both
+// generations, and the other writer's object stays as it is.
+func TestAnAppendToAnObjectThatChangedFailsAndLeavesIt(t *testing.T) {
+	s, _ := appendStaged(t)
+	f := s.man.Files[0]
+	other := []byte("someone else's bytes")
+	b, err := s.store.Upload(context.Background(), s.bucket, f.Object, bytes.NewReader(other), gcs.UploadOptions{Size: int64(len(other)), CRC32C: crc32c.Checksum(other)})
+	must(t, err)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	for j := 1; j < 3; j++ {
+		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+	}
+	s.seal()
+	_ = handle(t, m, s.event(message.EventSealed))
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, "changed since the producer proved its prefix") ||
+		!strings.Contains(d[0].Error, strconv.FormatInt(b.Generation, 10)) {
+		t.Fatalf("done events %+v, want failed naming the object's new generation %d", d, b.Generation)
+	}
+	got, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	if err != nil || !bytes.Equal(got, other) {
+		t.Fatalf("the other writer's object is now %q, %v", got, err)
+	}
+	if _, err := s.store.Attrs(context.Background(), s.bucket, message.ChunkObject(s.man.TransferID, 0, 1)); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("the tail's chunks stayed: %v", err)
+	}
+}
