@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // Spec is what a transfer asks for.
@@ -73,6 +74,33 @@ type File struct {
 	// Part is set for a part of a source converted to Parquet
 	// (Spec.Convert): Size is then the part's bytes of the source.
 	Part *Part
+	// Append is set for a file that grew past what its final object
+	// holds, proven unchanged up to there (the producer's skip check):
+	// the object is the file's first chunk (message.ChunkInfo.Generation)
+	// and its other chunks cut the tail, from Append.RawSize.
+	Append *message.ChunkInfo
+}
+
+// AppendTo makes f an append to the object described by first, which
+// holds f's first first.RawSize bytes: one chunk for it, then the tail
+// cut as f's chunks were.
+func (f *File) AppendTo(first message.ChunkInfo) {
+	tail := f.Size - first.RawSize
+	f.Append = &first
+	f.Chunks = 1 + int((tail+f.ChunkSize-1)/f.ChunkSize)
+}
+
+// ChunkRange is the offset and size of chunk idx of f in the source.
+func (f *File) ChunkRange(idx int) (off, size int64) {
+	if f.Append != nil {
+		if idx == 0 {
+			return 0, f.Append.RawSize
+		}
+		off = f.Append.RawSize + int64(idx-1)*f.ChunkSize
+	} else {
+		off = int64(idx) * f.ChunkSize
+	}
+	return off, min(f.ChunkSize, f.Size-off)
 }
 
 // Request chunk sizes outside these bounds are refused.

@@ -32,6 +32,9 @@ func (nopStore) Attrs(context.Context, string, string) (gcs.Attrs, error) {
 func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
 }
+func (nopStore) NewRangeReader(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
+	return nil, gcs.ErrNotFound
+}
 
 type nopPublisher struct{}
 

@@ -89,12 +89,17 @@ func (g *pager) add(ctx context.Context, f *plan.File) (int, error) {
 	if o := g.open; len(o.files) > 0 && (len(o.files) == message.PageFiles || o.chunks+f.Chunks > message.PageChunks) {
 		full = g.closeOpen()
 	}
+	pending := f.Chunks
+	if f.Append != nil {
+		mf.Chunks[0] = *f.Append // there already
+		pending--
+	}
 	o := g.open
 	i := g.n
 	g.n++
 	o.files = append(o.files, mf)
 	o.chunks += f.Chunks
-	o.pending += f.Chunks
+	o.pending += pending
 	g.mu.Unlock()
 	return i, g.sendPage(ctx, full)
 }

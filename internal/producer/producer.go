@@ -67,6 +67,11 @@ type Request struct {
 	NoClobber     bool
 	SkipUnchanged bool
 	Checksum      bool
+	// Append, with SkipUnchanged, sends a file that grew as its tail only,
+	// composed onto its final object once that object is proven to hold
+	// the file's first bytes (append.go). Not on the command line or in
+	// requests yet: issue 30's reporting and checks come first.
+	Append bool
 	// Selection is what the walk does with links and unreadable files,
 	// and which files it sends (filters, --files-from); see plan.Selection.
 	Selection plan.Selection
@@ -125,6 +130,8 @@ type objectStore interface {
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
+	// NewRangeReader reads an object's last bytes: an append's seek table.
+	NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error)
 }
 
 var _ objectStore = (*gcs.Store)(nil)

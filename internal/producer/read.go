@@ -148,9 +148,16 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 		return &SourceError{fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))}
 	}
 	defer fh.Close()
-	for idx := 0; idx < f.Chunks; idx++ {
-		off := int64(idx) * f.ChunkSize
-		size := min(f.ChunkSize, f.Size-off)
+	first := 0
+	if f.Append != nil {
+		// The object holds the first chunk: only the tail is read.
+		first = 1
+		if _, err := fh.Seek(f.Append.RawSize, io.SeekStart); err != nil {
+			return &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
+		}
+	}
+	for idx := first; idx < f.Chunks; idx++ {
+		off, size := f.ChunkRange(idx)
 		buf, err := r.get(ctx)
 		if err != nil {
 			return err

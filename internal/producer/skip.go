@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -56,6 +57,7 @@ func (r Request) checkSkip() error {
 type skipper struct {
 	p       *Producer
 	req     Request
+	codec   codec.Codec
 	bucket  string
 	next    func() (gcs.Attrs, error, bool)
 	stop    func()
@@ -83,7 +85,7 @@ func (p *Producer) newSkipper(ctx context.Context, pl *plan.Plan, req Request) *
 		}
 	}
 	next, stop := iter.Pull2(listing)
-	return &skipper{p: p, req: req, bucket: pl.Dest.Bucket, next: next, stop: stop, settled: map[string]bool{}}
+	return &skipper{p: p, req: req, codec: pl.Codec, bucket: pl.Dest.Bucket, next: next, stop: stop, settled: map[string]bool{}}
 }
 
 func (s *skipper) close() {
@@ -120,6 +122,13 @@ func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
 		return "", err
 	}
 	reason, err := skipReason(f, a, s.req)
+	if err == nil && reason == "" && s.req.Append && s.req.SkipUnchanged {
+		var first message.ChunkInfo
+		var ok bool
+		if first, ok, err = s.p.appendable(ctx, s.bucket, f, a, s.codec); ok {
+			f.AppendTo(first)
+		}
+	}
 	if err != nil {
 		var serr *SourceError
 		if !errors.As(err, &serr) {

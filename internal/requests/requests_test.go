@@ -2,6 +2,7 @@ package requests
 
 import (
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"os"
@@ -29,6 +30,9 @@ func (memStore) Attrs(context.Context, string, string) (gcs.Attrs, error) {
 func (memStore) List(context.Context, string, string, func(gcs.Attrs) error) error { return nil }
 func (memStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
+}
+func (memStore) NewRangeReader(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
+	return nil, gcs.ErrNotFound
 }
 
 // TestRequestsReadOnlyUnderSourceRoots: producer serve refuses every request

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/verify"
+)
+
+// Issue 30, through the stack (Request.Append, not on the command line
+// yet): a file that grew is sent as its tail only, twice in a row, for
+// each codec; the object then holds the whole file, as ferry's own check
+// and the stock tool (zstd -d, gzip -d) read it, a zstd object's seek
+// table inside it as a skippable frame. The producer compressed the tail's
+// bytes only. A file changed in the middle, size grown and mtime kept as
+// an editor would not, goes whole.
+func TestAGrownFileSendsItsTailOnly(t *testing.T) {
+	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip, codec.None} {
+		t.Run(string(c), func(t *testing.T) {
+			s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
+			dir := filepath.Join(t.TempDir(), "logs")
+			must(t, os.MkdirAll(dir, 0o755))
+			src := filepath.Join(dir, "app.csv")
+			writeCSV(t, src, 2_500_000, 3)
+			object := "land/logs/app.csv" + c.Ext()
+			send := func() (message.Done, int64) {
+				t.Helper()
+				done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land", Codec: c, ChunkSize: 1 << 20,
+					Method: "e2e-append", SkipUnchanged: true, Append: true})
+				if err != nil || done.Status != message.StatusOK {
+					t.Fatalf("transfer: %v, done %+v", err, done)
+				}
+				rep, err := verify.Object(context.Background(), s.store, s.bucket, object, c, src)
+				if err != nil {
+					t.Fatalf("the object after the transfer: %v", err)
+				}
+				if c != codec.None && rep.CLI == "" {
+					t.Errorf("the stock %s CLI did not check the object", c)
+				}
+				var compressed int64
+				for _, l := range s.row(done.TransferID).Levels {
+					compressed += l.Bytes
+				}
+				return done, compressed
+			}
+			grow := func(n int) int64 {
+				t.Helper()
+				fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+				must(t, err)
+				defer fh.Close()
+				line := []byte("2026-12-04,XYZ,US0000000000,NYSE,USD,1.000000,1.000000,1.000000,1.000000,1.000000,100\n")
+				var added int64
+				for added < int64(n) {
+					k, err := fh.Write(line)
+					must(t, err)
+					added += int64(k)
+				}
+				return added
+			}
+			send()
+			a0, err := s.store.Attrs(context.Background(), s.bucket, object)
+			must(t, err)
+			for round := range 2 {
+				added := grow(300_000)
+				done, compressed := send()
+				a, err := s.store.Attrs(context.Background(), s.bucket, object)
+				must(t, err)
+				if a.Generation == a0.Generation || a.Metadata[message.MetaTransfer] != done.TransferID {
+					t.Fatalf("round %d: the object was not replaced by the append: %+v", round, a)
+				}
+				if compressed != added {
+					t.Fatalf("round %d: the producer compressed %d bytes; the file grew by %d", round, compressed, added)
+				}
+				t.Logf("round %d: grew %d bytes, compressed %d, object %d bytes", round, added, compressed, a.Size)
+				a0 = a
+			}
+			// ferry's restore reads it back, through the seek table
+			// (zstd) that now lists the old one as a frame of no bytes.
+			out := filepath.Join(t.TempDir(), "out")
+			if code, _, stderr := runBinary(t, s.env(), "restore", "gs://"+s.bucket+"/land/", out); code != 0 {
+				t.Fatalf("restore: exit %d, %s", code, stderr)
+			}
+			want, err := os.ReadFile(src)
+			must(t, err)
+			got, err := os.ReadFile(filepath.Join(out, "logs", "app.csv"))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("restored %d bytes (%v), the file has %d", len(got), err, len(want))
+			}
+			// The middle changed, the size grew: sent whole.
+			b, err := os.ReadFile(src)
+			must(t, err)
+			b[1000] ^= 1
+			must(t, os.WriteFile(src, b, 0o644))
+			added := grow(1000)
+			_, compressed := send()
+			if compressed != int64(len(b))+added {
+				t.Fatalf("a changed prefix: the producer compressed %d bytes, want the whole %d", compressed, int64(len(b))+added)
+			}
+		})
+	}
+}
