@@ -2,9 +2,9 @@ package requests
 
 import (
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
