@@ -28,7 +28,7 @@ type submitFlags struct {
 	codec, method, key                         string
 	level                                      int
 	overwrite, noClobber, skipUnchanged, recur bool
-	checksum                                   bool
+	checksum, noAppend                         bool
 	wait, json                                 bool
 	timeout                                    time.Duration
 	labels                                     labels
@@ -85,7 +85,11 @@ object a line), and sends nothing.
 final object has the source's size and mtime (ferry-raw-size, ferry-mtime:
 one listing of the destination, no file read) and replaces those that
 changed; with --checksum it compares size and CRC32C, reading the files.
-Skipped files are counted in the done event and the benchmark row.
+Skipped files are counted in the done event and the benchmark row. A file
+that grew is sent as its tail only, composed onto its object, once the
+CRC32C of the object's raw bytes (ferry-raw-crc32c) matches that many of the
+file's first bytes, read to check; anything else goes whole, and
+--no-append sends every changed file whole.
 
 --convert parquet sends each .csv and .tsv file (and each file whose name a
 --convert-match glob matches) as typed Parquet: the file is cut at record
@@ -139,6 +143,7 @@ or configuration error.`,
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace final objects that exist (atomically)")
 	fs.BoolVarP(&f.noClobber, "no-clobber", "n", false, "skip files whose final object exists, as gcloud storage cp -n")
 	fs.BoolVar(&f.skipUnchanged, "skip-unchanged", false, "skip files whose final object has the same size and mtime (from its metadata; no file is read) and replace those that changed, as rsync does")
+	fs.BoolVar(&f.noAppend, "no-append", false, "with --skip-unchanged, send a file that grew whole instead of its tail only")
 	fs.BoolVar(&f.checksum, "checksum", false, "with --skip-unchanged, compare size and CRC32C instead of mtime: reads every file of the same size")
 	fs.BoolVarP(&f.recur, "recursive", "r", false, "accepted for gcloud habits: directories are always copied recursively")
 	fs.Var(&f.maxRate, "max-rate", "most bytes per second this producer sends, e.g. 7MB (default FERRY_MAX_RATE, 0: no limit)")
@@ -203,7 +208,7 @@ func (f *submitFlags) request(cmd *cobra.Command, cfg config.Producer, args []st
 	req := producer.Request{
 		Sources: args[:len(args)-1], Destination: args[len(args)-1], Codec: c, Level: f.level,
 		ChunkSize: int64(f.chunkSize), Method: f.method, Labels: f.labels, IdempotencyKey: f.key,
-		Overwrite: f.overwrite, NoClobber: f.noClobber, SkipUnchanged: f.skipUnchanged, Checksum: f.checksum,
+		Overwrite: f.overwrite, NoClobber: f.noClobber, SkipUnchanged: f.skipUnchanged, Checksum: f.checksum, NoAppend: f.noAppend,
 	}
 	req.Selection = plan.Selection{Symlinks: plan.SymlinksFiles, SkipUnreadable: f.skipUnreadable, Filters: f.filters}
 	switch {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -13,8 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
-// Issue 30, through the stack (Request.Append, not on the command line
-// yet): a file that grew is sent as its tail only, twice in a row, for
+// Issue 30, through the stack (--skip-unchanged's default): a file that grew is sent as its tail only, twice in a row, for
 // each codec; the object then holds the whole file, as ferry's own check
 // and the stock tool (zstd -d, gzip -d) read it, a zstd object's seek
 // table inside it as a skippable frame. The producer compressed the tail's
@@ -29,10 +29,10 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 			src := filepath.Join(dir, "app.csv")
 			writeCSV(t, src, 2_500_000, 3)
 			object := "land/logs/app.csv" + c.Ext()
-			send := func() (message.Done, int64) {
+			send := func(noAppend ...bool) (message.Done, int64) {
 				t.Helper()
 				done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land", Codec: c, ChunkSize: 1 << 20,
-					Method: "e2e-append", SkipUnchanged: true, Append: true})
+					Method: "e2e-append", SkipUnchanged: true, NoAppend: len(noAppend) > 0})
 				if err != nil || done.Status != message.StatusOK {
 					t.Fatalf("transfer: %v, done %+v", err, done)
 				}
@@ -68,7 +68,20 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 			must(t, err)
 			for round := range 2 {
 				added := grow(300_000)
+				if round == 0 {
+					code, out, stderr := runBinary(t, s.env("FERRY_BUCKETS="+s.bucket), "producer", "submit", "--dry-run", "--skip-unchanged",
+						"--codec", string(c), "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
+					if code != 0 || !strings.Contains(out, "append  gs://"+s.bucket+"/"+object+"  +") {
+						t.Fatalf("dry run: exit %d\n%s\n%s", code, out, stderr)
+					}
+				}
 				done, compressed := send()
+				if done.Appended != 1 || done.AppendedBytes != added {
+					t.Fatalf("round %d: done says %d files appended, %d bytes; want 1 and %d", round, done.Appended, done.AppendedBytes, added)
+				}
+				if r := s.row(done.TransferID); r.FilesAppended != 1 || r.BytesAppended != added {
+					t.Fatalf("round %d: row says %d files appended, %d bytes", round, r.FilesAppended, r.BytesAppended)
+				}
 				a, err := s.store.Attrs(context.Background(), s.bucket, object)
 				must(t, err)
 				if a.Generation == a0.Generation || a.Metadata[message.MetaTransfer] != done.TransferID {
@@ -91,6 +104,11 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 			got, err := os.ReadFile(filepath.Join(out, "logs", "app.csv"))
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("restored %d bytes (%v), the file has %d", len(got), err, len(want))
+			}
+			// --no-append: whole.
+			size := int64(len(want)) + grow(1000)
+			if done, compressed := send(true); compressed != size || done.Appended != 0 {
+				t.Fatalf("--no-append: the producer compressed %d bytes of %d, %d files appended", compressed, size, done.Appended)
 			}
 			// The middle changed, the size grew: sent whole.
 			b, err := os.ReadFile(src)

@@ -88,6 +88,9 @@ type Attrs struct {
 	Created    time.Time
 	// ContentType is the object's media type.
 	ContentType string
+	// ComponentCount is how many objects a composite was composed of (GCS
+	// reports it for composites only; 0 otherwise).
+	ComponentCount int64
 	// KMSKey is the Cloud KMS key that encrypts the object, with its
 	// version (…/cryptoKeyVersions/N) as GCS reports it; empty when the
 	// bucket's default encryption applies (and on fake-gcs-server, which
@@ -526,7 +529,7 @@ func fromAttrs(a *storage.ObjectAttrs) Attrs {
 		return Attrs{}
 	}
 	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata,
-		Created: a.Created, KMSKey: a.KMSKeyName, ContentType: a.ContentType}
+		Created: a.Created, KMSKey: a.KMSKeyName, ContentType: a.ContentType, ComponentCount: a.ComponentCount}
 }
 
 // fail records what call op found and returns its error, nil for nil: the

@@ -88,3 +88,35 @@ func TestAnAppendToAnObjectThatChangedFailsAndLeavesIt(t *testing.T) {
 		t.Fatalf("the tail's chunks stayed: %v", err)
 	}
 }
+
+// A merger that dies after composing an append and before its done event
+// (here: the event's publish fails) leaves the new object; the next
+// merger finds it composed by this transfer and ends the transfer ok over
+// it: the earlier bytes are never lost, and never appended twice.
+func TestAnAppendComposedBeforeACrashEndsOnce(t *testing.T) {
+	s, _ := appendStaged(t)
+	f := s.man.Files[0]
+	dying := &teststack.Recorder{Err: errors.New("the merger dies here")}
+	m := New(Options{Store: s.store, Done: dying, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	for j := 1; j < 3; j++ {
+		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+	}
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err == nil {
+		t.Fatal("the end went through without its done event")
+	}
+	a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
+	must(t, err)
+	if a.Size != f.WireSize || a.CRC32C != f.WireCRC32 {
+		t.Fatalf("after the compose: %d bytes, crc32c %08x; want %d, %08x", a.Size, a.CRC32C, f.WireSize, f.WireCRC32)
+	}
+	done := &teststack.Recorder{}
+	next := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	must(t, handle(t, next, s.event(message.EventSealed)))
+	d := dones(t, done)
+	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	must(t, err)
+	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Appended != 1 || !bytes.Equal(b, bytes.Join(s.wire[0], nil)) {
+		t.Fatalf("done events %+v; object %d bytes, want %d", d, len(b), len(bytes.Join(s.wire[0], nil)))
+	}
+}

@@ -37,6 +37,9 @@ type summary struct {
 	mixed    string
 	// rejects are the records the conversions left out (--bad-rows).
 	rejects rejects
+	// appended are the files sent as their tail, and those tails' bytes.
+	appended      int
+	appendedBytes int64
 	// stale are objects an earlier transfer of a converted source left
 	// beside this one's parts.
 	stale stale
@@ -159,7 +162,13 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 		if len(sum.objects) < message.MaxDoneInline {
 			sum.objects = append(sum.objects, o)
 		}
-		if err := sum.listing.Add(message.ListingEntry{DoneObject: o}); err != nil {
+		entry := message.ListingEntry{DoneObject: o}
+		if f.AppendsTo() != 0 {
+			entry.Appended = f.Size - f.Chunks[0].RawSize
+			sum.appended++
+			sum.appendedBytes += entry.Appended
+		}
+		if err := sum.listing.Add(entry); err != nil {
 			return err
 		}
 		if ld := t.manifest.Load; ld != nil {

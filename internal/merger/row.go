@@ -23,6 +23,7 @@ func Row(done message.Done, man *message.Manifest, workers int, version string) 
 	if l := done.Load; l != nil {
 		r.BQTable, r.BQJobID, r.BQRows = l.Table, l.JobID, l.Rows
 	}
+	r.FilesAppended, r.BytesAppended = done.Appended, done.AppendedBytes
 	r.Tier = result.TierOf(r.SizeBytes)
 	if r.WireBytes > 0 {
 		r.Ratio = float64(r.SizeBytes) / float64(r.WireBytes)

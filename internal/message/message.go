@@ -318,6 +318,11 @@ type Done struct {
 	// parts (--bad-rows); Objects and the listing name each source's
 	// rejects object.
 	Rejected int64 `json:"rejected_rows,omitempty"`
+	// Appended are the files that grew and were sent as their tail only,
+	// composed onto their objects, and AppendedBytes those tails' raw
+	// bytes; the listing says each one's.
+	Appended      int   `json:"files_appended,omitempty"`
+	AppendedBytes int64 `json:"bytes_appended,omitempty"`
 }
 
 // Bounds of a done event, whatever the transfer's size.
@@ -351,6 +356,9 @@ type ListingEntry struct {
 	// Path is the source file relative to its source, for skipped files.
 	Path    string `json:"path,omitempty"`
 	Skipped string `json:"skipped,omitempty"`
+	// Appended is, for a file that grew and was sent as its tail only,
+	// the tail's raw bytes.
+	Appended int64 `json:"appended,omitempty"`
 }
 
 // Truncate shortens s to at most n bytes, on a rune boundary, marking

@@ -25,10 +25,12 @@ type Request struct {
 	Overwrite   bool     `json:"overwrite,omitempty"`
 	// NoClobber, SkipUnchanged and Checksum are producer submit's -n,
 	// --skip-unchanged and --checksum.
-	NoClobber     bool   `json:"no_clobber,omitempty"`
-	SkipUnchanged bool   `json:"skip_unchanged,omitempty"`
-	Checksum      bool   `json:"checksum,omitempty"`
-	Method        string `json:"method,omitempty"`
+	NoClobber     bool `json:"no_clobber,omitempty"`
+	SkipUnchanged bool `json:"skip_unchanged,omitempty"`
+	// NoAppend sends a file that grew whole, not as its tail (--no-append).
+	NoAppend bool   `json:"no_append,omitempty"`
+	Checksum bool   `json:"checksum,omitempty"`
+	Method   string `json:"method,omitempty"`
 	// Symlinks: "files" (the default: follow links to files, skip links
 	// to directories), "follow" (-L) or "ignore" (--ignore-symlinks).
 	// SkipUnreadable skips what cannot be read instead of failing.

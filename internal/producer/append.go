@@ -28,6 +28,11 @@ import (
 // file that shrank or whose prefix differs, a zstd object without ferry's
 // table — sends the file whole, as before.
 
+// MaxComponents is the most components ferry lets an appended object
+// reach: GCS has documented 1,024 as a composite's bound. An append that
+// would pass it sends the file whole instead, and says so in the log.
+const MaxComponents = 1024
+
 // maxTailRead bounds the read of an object's last bytes for its seek
 // table: a table of seektable.MaxFrames frames fits.
 const maxTailRead = 4 << 20
@@ -42,6 +47,13 @@ func (p *Producer) appendable(ctx context.Context, bucket string, f *plan.File, 
 	}
 	raw, err := strconv.ParseInt(m[message.MetaRawSize], 10, 64)
 	if err != nil || raw <= 0 || raw >= f.Size {
+		return message.ChunkInfo{}, false, nil
+	}
+	tail := f.Size - raw
+	adds := (tail+f.ChunkSize-1)/f.ChunkSize + 1 // the tail's chunks, and a seek table
+	if max(a.ComponentCount, 1)+adds > MaxComponents {
+		p.o.Log.Info("a file that grew goes whole: an append would pass the components a composite may have",
+			"object", "gs://"+bucket+"/"+a.Name, "components", a.ComponentCount, "most", MaxComponents)
 		return message.ChunkInfo{}, false, nil
 	}
 	crc, err := prefixCRC32C(f, raw)

@@ -67,11 +67,10 @@ type Request struct {
 	NoClobber     bool
 	SkipUnchanged bool
 	Checksum      bool
-	// Append, with SkipUnchanged, sends a file that grew as its tail only,
+	// With SkipUnchanged, a file that grew is sent as its tail only,
 	// composed onto its final object once that object is proven to hold
-	// the file's first bytes (append.go). Not on the command line or in
-	// requests yet: issue 30's reporting and checks come first.
-	Append bool
+	// the file's first bytes (append.go); NoAppend sends it whole.
+	NoAppend bool
 	// Selection is what the walk does with links and unreadable files,
 	// and which files it sends (filters, --files-from); see plan.Selection.
 	Selection plan.Selection

@@ -44,6 +44,8 @@ func (r Request) checkSkip() error {
 		return errors.New("--no-clobber (-n) skips every existing object and --skip-unchanged replaces changed ones: choose one")
 	case r.Checksum && !r.SkipUnchanged:
 		return errors.New("--checksum says how --skip-unchanged compares files; it needs --skip-unchanged")
+	case r.NoAppend && !r.SkipUnchanged:
+		return errors.New("--no-append says how --skip-unchanged sends a file that grew; it needs --skip-unchanged")
 	case r.SkipUnchanged && r.Load != nil && r.Load.Write == message.LoadTruncate:
 		return errors.New("--skip-unchanged with --bq-write truncate would replace the table with the rows of the files that changed only: append them, or send every file")
 	}
@@ -122,7 +124,7 @@ func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
 		return "", err
 	}
 	reason, err := skipReason(f, a, s.req)
-	if err == nil && reason == "" && s.req.Append && s.req.SkipUnchanged {
+	if err == nil && reason == "" && s.req.SkipUnchanged && !s.req.NoAppend {
 		var first message.ChunkInfo
 		var ok bool
 		if first, ok, err = s.p.appendable(ctx, s.bucket, f, a, s.codec); ok {

@@ -26,41 +26,43 @@ import (
 // transfers. Its fields, JSON names and desc tags are the single definition
 // of that table's schema (see Schema and schema/transfers.json).
 type Row struct {
-	TransferID   string     `json:"transfer_id" desc:"Transfer id: derived from the idempotency key, or time-ordered and random"`
-	Method       string     `json:"method" desc:"Method name of the request, compared across runs"`
-	Tier         string     `json:"tier" desc:"Size tier of the seeds: small (< 50 MB), medium (< 600 MB) or large"`
-	Source       string     `json:"source" desc:"Source paths, comma-separated"`
-	Destination  string     `json:"destination" desc:"gs://bucket/prefix of the final objects"`
-	Files        int        `json:"files" desc:"Files transferred"`
-	SizeBytes    int64      `json:"size_bytes" desc:"Raw bytes of all files"`
-	WireBytes    int64      `json:"wire_bytes" desc:"Compressed bytes stored in GCS"`
-	Ratio        float64    `json:"ratio" desc:"size_bytes / wire_bytes"`
-	Codec        string     `json:"codec" desc:"zstd, gzip or none"`
-	Level        int        `json:"level" desc:"Compression level asked for; 0: zstd chose each chunk's level by what waited (levels)"`
-	Levels       []LevelUse `json:"levels,omitempty" desc:"Levels the producer compressed at: per level, the chunks and raw bytes"`
-	ChunkSize    int64      `json:"chunk_size" desc:"Requested chunk size in raw bytes"`
-	Chunks       int        `json:"chunks" desc:"Chunks of all files"`
-	Workers      int        `json:"workers" desc:"Distinct workers that uploaded chunks"`
-	CompressMS   int64      `json:"compress_ms" desc:"Producer: read and compress, milliseconds"`
-	UploadMS     int64      `json:"upload_ms" desc:"Workers: first upload start to last chunk stored, milliseconds"`
-	ComposeMS    int64      `json:"compose_ms" desc:"Merger: compose trees, milliseconds"`
-	VerifyMS     int64      `json:"verify_ms" desc:"Merger: final size and CRC32C checks, milliseconds"`
-	TotalMS      int64      `json:"total_ms" desc:"Request start to done, milliseconds"`
-	RawMBps      *float64   `json:"raw_mbps" desc:"size_bytes / total, MB/s (10^6 bytes); null unless status is ok"`
-	WireMBps     *float64   `json:"wire_mbps" desc:"wire_bytes / upload stage, MB/s (10^6 bytes); null unless status is ok"`
-	FilesSkipped int        `json:"files_skipped" desc:"Files not sent: their final object was there already or unchanged, or the walk skipped them (links, FIFOs, sockets, devices, unreadable files)"`
-	Status       string     `json:"status" desc:"ok, failed or cancelled"`
-	Error        string     `json:"error,omitempty" desc:"Why the transfer failed"`
-	StartedAt    time.Time  `json:"started_at" desc:"When the producer started the transfer"`
-	FinishedAt   time.Time  `json:"finished_at" desc:"When the merger finished it"`
-	FerryVersion string     `json:"ferry_version" desc:"Version of the merger that wrote the row"`
-	Labels       []Label    `json:"labels,omitempty" desc:"Free-form labels of the request"`
-	TableBytes   int64      `json:"table_bytes,omitempty" desc:"Bytes of delimited text converted to Parquet (--convert parquet); their Parquet parts are counted in size_bytes and wire_bytes"`
-	Rows         int64      `json:"rows,omitempty" desc:"Rows of those Parquet parts"`
-	RowsRejected int64      `json:"rows_rejected,omitempty" desc:"Records left out of those parts (--bad-rows), each named in a rejects.ndjson beside its file's parts"`
-	BQTable      string     `json:"bq_table,omitempty" desc:"BigQuery table the Parquet parts were loaded into (--bq-table)"`
-	BQJobID      string     `json:"bq_job_id,omitempty" desc:"Load job that loaded them (one per transfer)"`
-	BQRows       int64      `json:"bq_rows,omitempty" desc:"Rows the load job loaded"`
+	TransferID    string     `json:"transfer_id" desc:"Transfer id: derived from the idempotency key, or time-ordered and random"`
+	Method        string     `json:"method" desc:"Method name of the request, compared across runs"`
+	Tier          string     `json:"tier" desc:"Size tier of the seeds: small (< 50 MB), medium (< 600 MB) or large"`
+	Source        string     `json:"source" desc:"Source paths, comma-separated"`
+	Destination   string     `json:"destination" desc:"gs://bucket/prefix of the final objects"`
+	Files         int        `json:"files" desc:"Files transferred"`
+	SizeBytes     int64      `json:"size_bytes" desc:"Raw bytes of all files"`
+	WireBytes     int64      `json:"wire_bytes" desc:"Compressed bytes stored in GCS"`
+	Ratio         float64    `json:"ratio" desc:"size_bytes / wire_bytes"`
+	Codec         string     `json:"codec" desc:"zstd, gzip or none"`
+	Level         int        `json:"level" desc:"Compression level asked for; 0: zstd chose each chunk's level by what waited (levels)"`
+	Levels        []LevelUse `json:"levels,omitempty" desc:"Levels the producer compressed at: per level, the chunks and raw bytes"`
+	ChunkSize     int64      `json:"chunk_size" desc:"Requested chunk size in raw bytes"`
+	Chunks        int        `json:"chunks" desc:"Chunks of all files"`
+	Workers       int        `json:"workers" desc:"Distinct workers that uploaded chunks"`
+	CompressMS    int64      `json:"compress_ms" desc:"Producer: read and compress, milliseconds"`
+	UploadMS      int64      `json:"upload_ms" desc:"Workers: first upload start to last chunk stored, milliseconds"`
+	ComposeMS     int64      `json:"compose_ms" desc:"Merger: compose trees, milliseconds"`
+	VerifyMS      int64      `json:"verify_ms" desc:"Merger: final size and CRC32C checks, milliseconds"`
+	TotalMS       int64      `json:"total_ms" desc:"Request start to done, milliseconds"`
+	RawMBps       *float64   `json:"raw_mbps" desc:"size_bytes / total, MB/s (10^6 bytes); null unless status is ok"`
+	WireMBps      *float64   `json:"wire_mbps" desc:"wire_bytes / upload stage, MB/s (10^6 bytes); null unless status is ok"`
+	FilesSkipped  int        `json:"files_skipped" desc:"Files not sent: their final object was there already or unchanged, or the walk skipped them (links, FIFOs, sockets, devices, unreadable files)"`
+	Status        string     `json:"status" desc:"ok, failed or cancelled"`
+	Error         string     `json:"error,omitempty" desc:"Why the transfer failed"`
+	StartedAt     time.Time  `json:"started_at" desc:"When the producer started the transfer"`
+	FinishedAt    time.Time  `json:"finished_at" desc:"When the merger finished it"`
+	FerryVersion  string     `json:"ferry_version" desc:"Version of the merger that wrote the row"`
+	Labels        []Label    `json:"labels,omitempty" desc:"Free-form labels of the request"`
+	TableBytes    int64      `json:"table_bytes,omitempty" desc:"Bytes of delimited text converted to Parquet (--convert parquet); their Parquet parts are counted in size_bytes and wire_bytes"`
+	Rows          int64      `json:"rows,omitempty" desc:"Rows of those Parquet parts"`
+	RowsRejected  int64      `json:"rows_rejected,omitempty" desc:"Records left out of those parts (--bad-rows), each named in a rejects.ndjson beside its file's parts"`
+	BQTable       string     `json:"bq_table,omitempty" desc:"BigQuery table the Parquet parts were loaded into (--bq-table)"`
+	BQJobID       string     `json:"bq_job_id,omitempty" desc:"Load job that loaded them (one per transfer)"`
+	BQRows        int64      `json:"bq_rows,omitempty" desc:"Rows the load job loaded"`
+	FilesAppended int        `json:"files_appended,omitempty" desc:"Files that grew, sent as their tail only and composed onto their objects (--skip-unchanged); counted in files and size_bytes whole"`
+	BytesAppended int64      `json:"bytes_appended,omitempty" desc:"Raw bytes of those tails: what was read, compressed and uploaded of those files"`
 }
 
 // LevelUse is what the producer compressed at one level.

@@ -16,7 +16,7 @@ import (
 // that would be sent, one that would be skipped and why, or (Action
 // "total", last) the totals.
 type DryRunLine struct {
-	Action   string `json:"action"` // send, skip or total
+	Action   string `json:"action"` // send, append, skip or total
 	Path     string `json:"path,omitempty"`
 	Object   string `json:"object,omitempty"`
 	Size     int64  `json:"size,omitempty"`
@@ -25,6 +25,9 @@ type DryRunLine struct {
 	Bytes    int64  `json:"bytes,omitempty"`
 	Skipped  int    `json:"skipped,omitempty"`
 	Excluded int    `json:"excluded,omitempty"`
+	// Appended is, for an append, the bytes the object holds already
+	// (Size is then the tail's).
+	Appended int64 `json:"onto,omitempty"`
 	// Parts and Schema are set on the first part of a file converted to
 	// Parquet: how many parts it has, and their schema in BigQuery's JSON
 	// format.
@@ -47,20 +50,28 @@ func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
 			return enc.Encode(l)
 		}
 		var err error
-		if l.Action == "send" {
+		switch l.Action {
+		case "append":
+			_, err = fmt.Fprintf(bw, "append  %s  +%s onto the object's %s  (%s)\n", l.Object, result.FormatBytes(float64(l.Size)),
+				result.FormatBytes(float64(l.Appended)), l.Path)
+		case "send":
 			_, err = fmt.Fprintf(bw, "send  %s  %s  (%s)\n", l.Object, result.FormatBytes(float64(l.Size)), l.Path)
 			if err == nil && l.Schema != nil {
 				_, err = fmt.Fprintf(bw, "      as %d Parquet parts of schema: %s\n", l.Parts, l.schemaText)
 			}
-		} else {
+		default:
 			_, err = fmt.Fprintf(bw, "skip  %s  %s  (%s)\n", l.Object, l.Reason, l.Path)
 		}
 		return err
 	}
 	for _, f := range d.Plan.Files {
-		total.Files++
-		total.Bytes += f.Size
 		l := DryRunLine{Action: "send", Path: f.Rel, Object: "gs://" + bucket + "/" + f.Object, Size: f.Size}
+		if f.Append != nil {
+			// Only the tail is read, compressed and sent.
+			l.Action, l.Size, l.Appended = "append", f.Size-f.Append.RawSize, f.Append.RawSize
+		}
+		total.Files++
+		total.Bytes += l.Size
 		if f.Part != nil && f.Part.Index == 0 {
 			ts := f.Part.TableSchema()
 			sj, err := ts.MarshalJSON()

@@ -70,6 +70,9 @@ func WriteStatus(w io.Writer, t Transfer) {
 	if t.Listing != "" {
 		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
 	}
+	if t.Appended > 0 {
+		row("appended", "%s grew and went as their tail only: %s", result.Count(t.Appended, "file"), result.FormatBytes(float64(t.AppendedBytes)))
+	}
 	if t.Rejected > 0 {
 		row("rejected", "%s left out (--bad-rows), each named in a rejects.ndjson beside its file's parts", result.Count(int(t.Rejected), "record"))
 	}

@@ -85,6 +85,9 @@ type Transfer struct {
 	Load *message.Loaded `json:"load,omitempty"`
 	// Rejected are the records --bad-rows left out of converted files.
 	Rejected int64 `json:"rejected_rows,omitempty"`
+	// Appended and AppendedBytes: files that grew, sent as their tail.
+	Appended      int   `json:"files_appended,omitempty"`
+	AppendedBytes int64 `json:"bytes_appended,omitempty"`
 }
 
 // Ended reports whether the transfer has ended, either way.
@@ -162,7 +165,8 @@ func readDone(ctx context.Context, s objectStore, bucket, id string) (message.Do
 func fromDone(d message.Done, objects bool) Transfer {
 	t := Transfer{ID: d.TransferID, State: d.Status, Destination: d.Destination, Error: d.Error,
 		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Files: d.Files, FilesDone: d.Files,
-		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing, Load: d.Load, Rejected: d.Rejected}
+		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing, Load: d.Load, Rejected: d.Rejected,
+		Appended: d.Appended, AppendedBytes: d.AppendedBytes}
 	if objects {
 		for _, o := range d.Objects {
 			t.Objects = append(t.Objects, Object{Name: o.Name, Size: o.Size, CRC32C: crc32c.Base64(o.CRC32C),
