@@ -18,8 +18,9 @@ import (
 // each codec; the object then holds the whole file, as ferry's own check
 // and the stock tool (zstd -d, gzip -d) read it, a zstd object's seek
 // table inside it as a skippable frame. The producer compressed the tail's
-// bytes only. A file changed in the middle, size grown and mtime kept as
-// an editor would not, goes whole.
+// bytes only; --no-append sends it whole. A file changed in the middle,
+// size grown and mtime put back, and one truncated and grown back to the
+// same length, go whole.
 func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip, codec.None} {
 		t.Run(string(c), func(t *testing.T) {
@@ -110,15 +111,33 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 			if done, compressed := send(true); compressed != size || done.Appended != 0 {
 				t.Fatalf("--no-append: the producer compressed %d bytes of %d, %d files appended", compressed, size, done.Appended)
 			}
-			// The middle changed, the size grew: sent whole.
+			// The middle changed and the size grew, the mtime put back:
+			// sent whole, the prefix's CRC32C tells.
+			st, err := os.Stat(src)
+			must(t, err)
 			b, err := os.ReadFile(src)
 			must(t, err)
 			b[1000] ^= 1
 			must(t, os.WriteFile(src, b, 0o644))
 			added := grow(1000)
-			_, compressed := send()
-			if compressed != int64(len(b))+added {
+			must(t, os.Chtimes(src, st.ModTime(), st.ModTime()))
+			if _, compressed := send(); compressed != int64(len(b))+added {
 				t.Fatalf("a changed prefix: the producer compressed %d bytes, want the whole %d", compressed, int64(len(b))+added)
+			}
+			// Truncated, then grown back to the same length: whole.
+			b, err = os.ReadFile(src)
+			must(t, err)
+			must(t, os.Truncate(src, int64(len(b))/2))
+			fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+			must(t, err)
+			_, err = fh.Write(bytes.Repeat([]byte("z"), len(b)-len(b)/2))
+			must(t, err)
+			must(t, fh.Close())
+			if done, compressed := send(); compressed != int64(len(b)) || done.Appended != 0 {
+				t.Fatalf("truncated and grown back: the producer compressed %d bytes of %d, %d appended", compressed, len(b), done.Appended)
+			}
+			if _, err := verify.Object(context.Background(), s.store, s.bucket, object, c, src); err != nil {
+				t.Fatalf("after the whole resend: %v", err)
 			}
 		})
 	}
