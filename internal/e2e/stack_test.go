@@ -45,6 +45,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// The binaries tests build (binaries): half a gigabyte a run, which
+	// piles up on a machine that runs the suite often.
+	defer func() {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+	}()
 	emu, err := localstack.StartPubSub(ctx, localstack.PubSubOptions{Kind: os.Getenv("FERRY_TEST_PUBSUB"), Dir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pubsub emulator:", err)
