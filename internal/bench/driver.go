@@ -131,6 +131,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{KernelLink, b.kernelLink},
 		{BigTree, b.bigTree},
 		{Parquet, b.parquet},
+		{Append, b.appends},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -223,6 +224,9 @@ func (b *Bench) Print(w io.Writer) {
 	}
 	for _, tier := range Tiers(rs, Parquet) {
 		ParquetTable(rs, tier).Write(w)
+	}
+	for _, tier := range Tiers(rs, Append) {
+		AppendTable(rs, tier).Write(w)
 	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)

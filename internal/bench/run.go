@@ -65,6 +65,10 @@ type Run struct {
 	// Rows are the rows of the Parquet parts a conversion stored, and
 	// LoadBytes the size of the load job request it wrote (parquet).
 	Rows, LoadBytes int64
+	// An append's second sync (workload 9): the first sync's wall time,
+	// the bytes the file grew by, and the request bytes the server read.
+	FullWall        time.Duration
+	Grown, Uploaded int64
 
 	StartedAt time.Time
 	Err       error

@@ -50,6 +50,9 @@ type Stats struct {
 	// FastCompose is true when the shim composes (FastCompose), false
 	// when fake-gcs-server does.
 	FastCompose bool `json:"fast_compose"`
+	// BodyBytes are the request bodies' bytes the server read: the bytes
+	// clients uploaded, give or take a little JSON.
+	BodyBytes int64 `json:"body_bytes"`
 }
 
 // shim is an http.Handler in front of fake-gcs-server that
@@ -83,6 +86,18 @@ func newShim(fake *fakestorage.Server, fast bool, root string) *shim {
 		denied: map[string]map[string]bool{}}
 }
 
+// countingBody counts what is read of a request's body.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	k, err := c.ReadCloser.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
 // Stats returns a snapshot of the counters.
 func (s *shim) Stats() Stats {
 	s.mu.Lock()
@@ -103,6 +118,15 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.Requests++
 	s.mu.Unlock()
+	if r.Body != nil {
+		cr := &countingBody{ReadCloser: r.Body}
+		r.Body = cr
+		defer func() {
+			s.mu.Lock()
+			s.stats.BodyBytes += cr.n
+			s.mu.Unlock()
+		}()
+	}
 	if bucket, ok := testPermissionsPath(r); ok {
 		s.testPermissions(w, r, bucket)
 		return
