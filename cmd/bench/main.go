@@ -34,7 +34,9 @@ Workloads: 1 large-file, 2 small-files, 3 shaped-link, 4 codecs, 5 restore,
 6 kernel-link, 7 big-tree (100,000 small files; 1,000,000 with BENCH_FULL;
 and a real source tree, the Go distribution's by default, with the default
 memory budgets, beside gcloud storage cp -r), 8 parquet (the codecs tier's
-CSV as ferry's zstd object and converted to Parquet, size and CPU per core).
+CSV as ferry's zstd object and converted to Parquet, size and CPU per core),
+9 append (that CSV grown by 1 % and sent again: ferry's tail-only append
+beside gcloud storage rsync and gsutil rsync).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
