@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -72,7 +73,7 @@ func grow(path string, n int64) (int64, error) {
 		return 0, err
 	}
 	buf = buf[:k]
-	start := indexByte(buf, '\n') + 1
+	start := bytes.IndexByte(buf, '\n') + 1
 	end := start + int(n)
 	for end < len(buf) && buf[end-1] != '\n' {
 		end++
@@ -84,15 +85,7 @@ func grow(path string, n int64) (int64, error) {
 	return int64(w), err
 }
 
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
-
+// copyFile copies the file at from to a new file at to.
 func copyFile(from, to string) error {
 	in, err := os.Open(from)
 	if err != nil {
