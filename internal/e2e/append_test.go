@@ -142,3 +142,47 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 		})
 	}
 }
+
+// A directory of logs an hour later: one grew, one did not change, one is
+// new and one was rotated (shorter, other bytes). One transfer with
+// --skip-unchanged appends the first, skips the second and sends the
+// others whole; every object reads back as its file.
+func TestAnHourOfLogs(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
+	dir := filepath.Join(t.TempDir(), "logs")
+	must(t, os.MkdirAll(dir, 0o755))
+	path := func(n string) string { return filepath.Join(dir, n) }
+	line := func(i int) string {
+		return "2026-12-04T10:00:00Z level=info msg=\"request\" n=" + strings.Repeat("7", i%50) + "\n"
+	}
+	write := func(n string, lines, from int) {
+		fh, err := os.OpenFile(path(n), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		must(t, err)
+		for i := range lines {
+			_, err := fh.WriteString(line(from + i))
+			must(t, err)
+		}
+		must(t, fh.Close())
+	}
+	write("app.log", 40_000, 0)
+	write("db.log", 20_000, 0)
+	write("old.log", 30_000, 0)
+	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land", Codec: codec.Zstd, ChunkSize: 1 << 20,
+		Method: "e2e-logs", SkipUnchanged: true}
+	if done, err := s.transfer(req); err != nil || done.Status != message.StatusOK || done.Files != 3 {
+		t.Fatalf("first hour: %v, done %+v", err, done)
+	}
+	write("app.log", 500, 40_000)       // grew
+	write("new.log", 1_000, 0)          // new
+	must(t, os.Remove(path("old.log"))) // rotated: a shorter file of other lines
+	write("old.log", 100, 7)
+	done, err := s.transfer(req)
+	if err != nil || done.Status != message.StatusOK || done.Files != 3 || done.FilesSkipped != 1 || done.Appended != 1 {
+		t.Fatalf("second hour: %v, done %+v; want app.log appended, db.log skipped, new.log and old.log whole", err, done)
+	}
+	for _, n := range []string{"app.log", "db.log", "new.log", "old.log"} {
+		if _, err := verify.Object(context.Background(), s.store, s.bucket, "land/logs/"+n+".zst", codec.Zstd, path(n)); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+	}
+}
