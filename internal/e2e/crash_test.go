@@ -309,3 +309,66 @@ func TestMergerKilledAfterAFinalComposeDeletedItsChunks(t *testing.T) {
 	s.verifyAll(req)
 	s.assertClean()
 }
+
+// Issue 30: a merger killed (-9) after it composed an append onto a grown
+// file's object and before the transfer's end: the object it composed
+// holds the whole file, the next merger ends the transfer ok over it, and
+// the earlier bytes are never lost or sent twice.
+func TestMergerKilledAfterAnAppendsCompose(t *testing.T) {
+	g, err := localstack.StartGCSWith(localstack.GCSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
+	dir := filepath.Join(t.TempDir(), "logs")
+	must(t, os.MkdirAll(dir, 0o755))
+	grown := filepath.Join(dir, "a.csv")
+	writeCSV(t, grown, 600_000, 31)
+	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
+	first := s.start("merger-0", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
+	done0, err := s.transfer(req)
+	if err != nil || done0.Status != message.StatusOK {
+		t.Fatalf("first transfer: %v, done %+v", err, done0)
+	}
+	first.kill9()
+
+	fh, err := os.OpenFile(grown, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fh.WriteString(strings.Repeat("2026-12-04,XYZ,US0000000000,NYSE,USD,1.0,1.0,1.0,1.0,1.0,100\n", 3000))
+	must(t, err)
+	must(t, fh.Close())
+	writeCSV(t, filepath.Join(dir, "b.csv"), 600_000, 32) // new: its compose hangs in merger a
+	hangB := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/compose") && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/compose"), "/b.csv.zst")
+	}
+	proxy, err := faultproxy.Start("http://"+g.Host, faultproxy.Plan{Match: hangB, Delay: time.Minute,
+		Decide: func(int, *http.Request) faultproxy.Fault { return faultproxy.Slow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	a := s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
+	wait := s.transferAsync(req)
+	ctx := context.Background()
+	teststack.UntilSays(t, 60*time.Second, "a.csv's append composed by merger a, and b.csv's final compose hanging there", func() (bool, string) {
+		at, err := s.store.Attrs(ctx, s.bucket, "out/logs/a.csv.zst")
+		if err != nil {
+			return false, err.Error()
+		}
+		appended := at.Metadata[message.MetaTransfer] != done0.TransferID
+		return appended && proxy.Counts().Matched >= 1, fmt.Sprintf("a.csv.zst by %s, %d composes of b.csv held", at.Metadata[message.MetaTransfer], proxy.Counts().Matched)
+	})
+	a.kill9()
+	s.start("merger-b", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK || done.Files != 2 || done.Appended != 1 {
+		t.Fatalf("transfer: %v, done %+v; want ok over 2 files, a.csv appended", err, done)
+	}
+	for _, n := range []string{"a.csv", "b.csv"} {
+		if _, err := verify.Object(ctx, s.store, s.bucket, "out/logs/"+n+".zst", codec.Zstd, filepath.Join(dir, n)); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+	}
+	s.assertClean()
+}
