@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
@@ -371,4 +373,58 @@ func TestMergerKilledAfterAnAppendsCompose(t *testing.T) {
 		}
 	}
 	s.assertClean()
+}
+
+// Issue 30: another writer replaces a grown file's object while the
+// merger appends to it (here, as the final compose is on its way): GCS
+// (the local stack's shim) refuses the compose on the generation the
+// producer proved, the transfer fails naming the file, and the other
+// writer's object stays as it wrote it.
+func TestAnAppendRacingAnotherWriterFailsCleanly(t *testing.T) {
+	g, err := localstack.StartGCSWith(localstack.GCSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
+	dir := filepath.Join(t.TempDir(), "logs")
+	must(t, os.MkdirAll(dir, 0o755))
+	src := filepath.Join(dir, "a.csv")
+	writeCSV(t, src, 300_000, 41)
+	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
+	first := s.start("merger-0", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
+	if done, err := s.transfer(req); err != nil || done.Status != message.StatusOK {
+		t.Fatalf("first transfer: %v, done %+v", err, done)
+	}
+	first.kill9()
+	fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fh.WriteString(strings.Repeat("2026-12-04,XYZ,US0000000000,NYSE,USD,1.0,1.0,1.0,1.0,1.0,100\n", 500))
+	must(t, err)
+	must(t, fh.Close())
+
+	other := []byte("another writer's object\n")
+	ctx := context.Background()
+	final := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/a.csv.zst/compose") }
+	proxy, err := faultproxy.Start("http://"+g.Host, faultproxy.Plan{Match: final, Decide: func(int, *http.Request) faultproxy.Fault {
+		// The other writer, just before the compose reaches GCS.
+		_, err := s.store.Upload(ctx, s.bucket, "out/logs/a.csv.zst", bytes.NewReader(other), gcs.UploadOptions{Size: int64(len(other)), CRC32C: crc32c.Checksum(other)})
+		if err != nil {
+			t.Errorf("the other writer: %v", err)
+		}
+		return faultproxy.None
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
+	done, _ := s.transfer(req)
+	if done.Status != message.StatusFailed || !strings.Contains(done.Error, "changed while it was appended to") || proxy.Counts().Matched != 1 {
+		t.Fatalf("done %+v (%d composes of a.csv.zst seen); want failed: the object changed", done, proxy.Counts().Matched)
+	}
+	got, err := s.store.ReadAll(ctx, s.bucket, "out/logs/a.csv.zst")
+	if err != nil || !bytes.Equal(got, other) {
+		t.Fatalf("the other writer's object is now %d bytes (%v)", len(got), err)
+	}
 }

@@ -479,6 +479,10 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 			tr.done, tr.attrs = true, b
 			return nil
 		}
+		if gen := f.AppendsTo(); gen != 0 {
+			return queue.Permanent(fmt.Errorf("file %s: gs://%s/%s changed while it was appended to (it is no longer generation %d): nothing was appended; send the file again: %w",
+				f.Path, man.Bucket, f.Object, gen, err))
+		}
 		return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists: %w", f.Path, man.Bucket, f.Object, err))
 	}
 	if err != nil {

@@ -122,6 +122,13 @@ var mutants = []mutant{
 		pkg:  "internal/merger", test: "TestAnAppendToAnObjectThatChangedFailsAndLeavesIt",
 	},
 	{
+		name: "an append's compose holds the object to the generation proven",
+		file: "internal/merger/finish.go",
+		from: "opt.IfAbsent, opt.IfGeneration, opt.DeleteSources = false, gen, false",
+		to:   "opt.IfAbsent, opt.DeleteSources = false, false",
+		pkg:  "internal/e2e", test: "TestAnAppendRacingAnotherWriterFailsCleanly",
+	},
+	{
 		name: "an ok end removes the parts an earlier transfer of its sources left",
 		file: "internal/merger/finish.go",
 		from: "m.removeStale(ctx, t, sum)",
@@ -207,8 +214,11 @@ func TestMutants(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			run := "^" + strings.ReplaceAll(m.test, "/", "$/^") + "$"
-			cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-overlay", ov, "-run", run, "./"+m.pkg)
+			cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", run, "./"+m.pkg)
 			cmd.Dir = dir
+			// Through GOFLAGS, so that the binaries an end-to-end test
+			// builds itself (go build) carry the mutant too.
+			cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov))
 			t0 := time.Now()
 			out, err := cmd.CombinedOutput()
 			top, _, _ := strings.Cut(m.test, "/")
