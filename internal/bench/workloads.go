@@ -37,6 +37,9 @@ type ferryOpts struct {
 	// kernel-shaped link (the spool transport: they read the producer's
 	// spool); the producer always runs there.
 	workersInNS bool
+	// fleet, when set, is a merger and workers already running: the run
+	// times the producer's transfer alone.
+	fleet *fleet
 }
 
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
@@ -54,47 +57,53 @@ func (b *Bench) ferryMethod(name string, workers int, codec string, level int, s
 		}}
 }
 
-// runFerry runs one transfer with real processes and reads the merger's
-// row for the stage times. The clock starts before the first process and
-// stops when submit has the done event.
-func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) {
-	spool := filepath.Join(e.dir, "spool")
-	results := filepath.Join(e.dir, "results.ndjson")
+// fleet is a merger and workers running for a repeat: started by
+// runFerry inside its clock, or before it (workload 9's running fleet).
+type fleet struct {
+	vars  []string
+	procs []*peer.Process
+	logs  []*os.File
+}
+
+// stop ends the fleet's processes and returns what each used.
+func (f *fleet) stop() []Proc {
+	var used []Proc
+	for _, p := range f.procs {
+		u, _ := p.Stop(30 * time.Second)
+		used = append(used, u)
+	}
+	for _, lf := range f.logs {
+		_ = lf.Close()
+	}
+	f.procs, f.logs = nil, nil
+	return used
+}
+
+// ferryVars is the environment of a repeat's ferry processes.
+func (b *Bench) ferryVars(e *env, o ferryOpts) []string {
 	vars := append(e.stack.Environ(),
 		"STORAGE_EMULATOR_HOST="+e.gcs,
-		"FERRY_SPOOL_DIR="+spool,
-		"FERRY_RESULTS_FILE="+results,
+		"FERRY_SPOOL_DIR="+filepath.Join(e.dir, "spool"),
+		"FERRY_RESULTS_FILE="+filepath.Join(e.dir, "results.ndjson"),
 		"FERRY_KEY_DIR="+filepath.Join(e.dir, "keys"),
 		"FERRY_HTTP_ADDR=127.0.0.1:0",
 		"FERRY_LOG_FORMAT=json",
 		"FERRY_LOG_LEVEL=warn",
 		"FERRY_SHUTDOWN_GRACE=5s",
 	)
-	vars = append(vars, o.env...)
-	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
-	var procs []*peer.Process
-	var logs []*os.File
-	defer func() {
-		for _, lf := range logs {
-			_ = lf.Close()
-		}
-	}()
-	stopAll := func() []Proc {
-		var used []Proc
-		for _, p := range procs {
-			u, _ := p.Stop(30 * time.Second)
-			used = append(used, u)
-		}
-		return used
-	}
-	t0 := time.Now()
+	return append(vars, o.env...)
+}
+
+// startFleet starts the merger and o.workers workers of a repeat.
+func (b *Bench) startFleet(ctx context.Context, e *env, o ferryOpts) (*fleet, error) {
+	f := &fleet{vars: b.ferryVars(e, o)}
 	start := func(name string, argv []string, extra ...string) error {
-		lf, err := open(name)
+		lf, err := os.Create(e.logs + "-" + name + ".log")
 		if err != nil {
 			return err
 		}
-		logs = append(logs, lf) // open until the process ends: closed after stopAll
-		env := append(append([]string{}, vars...), extra...)
+		f.logs = append(f.logs, lf) // open until the process ends: closed by stop
+		env := append(append([]string{}, f.vars...), extra...)
 		if e.ns != nil && o.workersInNS && strings.HasPrefix(name, "worker") {
 			argv, env = e.ns.wrap(argv), e.ns.rewrite(env)
 		}
@@ -102,19 +111,44 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 		if err != nil {
 			return err
 		}
-		procs = append(procs, p)
+		f.procs = append(f.procs, p)
 		return nil
 	}
 	if err := start("merger", []string{filepath.Join(b.cfg.Bin, "merger")}); err != nil {
-		stopAll()
-		return Run{}, err
+		f.stop()
+		return nil, err
 	}
 	for i := 1; i <= o.workers; i++ {
 		name := "worker-" + strconv.Itoa(i)
 		if err := start(name, []string{filepath.Join(b.cfg.Bin, "worker")}, append([]string{"FERRY_WORKER_ID=" + name}, o.workerEnv...)...); err != nil {
-			stopAll()
+			f.stop()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// runFerry runs one transfer with real processes and reads the merger's
+// row for the stage times. The clock starts before the first process and
+// stops when submit has the done event; with o.fleet, the merger and
+// workers run already, and only the producer is inside the clock.
+func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) {
+	results := filepath.Join(e.dir, "results.ndjson")
+	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
+	t0 := time.Now()
+	fl := o.fleet
+	if fl == nil {
+		var err error
+		if fl, err = b.startFleet(ctx, e, o); err != nil {
 			return Run{}, err
 		}
+	}
+	vars := fl.vars
+	stopAll := func() []Proc {
+		if o.fleet != nil {
+			return nil // the caller's
+		}
+		return fl.stop()
 	}
 	argv := []string{filepath.Join(b.cfg.Bin, "producer"), "submit", "--wait", "--json", "--timeout", "30m",
 		"--method", o.method, "--codec", o.codec, "--level", strconv.Itoa(o.level),
