@@ -263,16 +263,7 @@ func TestMergerKilledAfterAFinalComposeDeletedItsChunks(t *testing.T) {
 	}
 	t.Cleanup(g.Stop)
 	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
-	hangB := func(r *http.Request) bool {
-		return strings.HasSuffix(r.URL.Path, "/compose") && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/compose"), "/b.csv.zst")
-	}
-	proxy, err := faultproxy.Start("http://"+g.Host, faultproxy.Plan{Match: hangB, Delay: time.Minute,
-		Decide: func(int, *http.Request) faultproxy.Fault { return faultproxy.Slow }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	a := s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
+	proxy, a := hangingComposeOfB(t, g, s)
 
 	dir := filepath.Join(t.TempDir(), "two")
 	must(t, os.MkdirAll(dir, 0o755))
@@ -317,40 +308,9 @@ func TestMergerKilledAfterAFinalComposeDeletedItsChunks(t *testing.T) {
 // holds the whole file, the next merger ends the transfer ok over it, and
 // the earlier bytes are never lost or sent twice.
 func TestMergerKilledAfterAnAppendsCompose(t *testing.T) {
-	g, err := localstack.StartGCSWith(localstack.GCSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
-	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
-	dir := filepath.Join(t.TempDir(), "logs")
-	must(t, os.MkdirAll(dir, 0o755))
-	grown := filepath.Join(dir, "a.csv")
-	writeCSV(t, grown, 600_000, 31)
-	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
-	first := s.start("merger-0", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
-	done0, err := s.transfer(req)
-	if err != nil || done0.Status != message.StatusOK {
-		t.Fatalf("first transfer: %v, done %+v", err, done0)
-	}
-	first.kill9()
-
-	fh, err := os.OpenFile(grown, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	_, err = fh.WriteString(strings.Repeat("2026-12-04,XYZ,US0000000000,NYSE,USD,1.0,1.0,1.0,1.0,1.0,100\n", 3000))
-	must(t, err)
-	must(t, fh.Close())
+	g, s, dir, req, done0 := grownStack(t, 600_000, 31, 3000)
 	writeCSV(t, filepath.Join(dir, "b.csv"), 600_000, 32) // new: its compose hangs in merger a
-	hangB := func(r *http.Request) bool {
-		return strings.HasSuffix(r.URL.Path, "/compose") && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/compose"), "/b.csv.zst")
-	}
-	proxy, err := faultproxy.Start("http://"+g.Host, faultproxy.Plan{Match: hangB, Delay: time.Minute,
-		Decide: func(int, *http.Request) faultproxy.Fault { return faultproxy.Slow }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	a := s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
+	proxy, a := hangingComposeOfB(t, g, s)
 	wait := s.transferAsync(req)
 	ctx := context.Background()
 	teststack.UntilSays(t, 60*time.Second, "a.csv's append composed by merger a, and b.csv's final compose hanging there", func() (bool, string) {
@@ -381,28 +341,7 @@ func TestMergerKilledAfterAnAppendsCompose(t *testing.T) {
 // producer proved, the transfer fails naming the file, and the other
 // writer's object stays as it wrote it.
 func TestAnAppendRacingAnotherWriterFailsCleanly(t *testing.T) {
-	g, err := localstack.StartGCSWith(localstack.GCSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
-	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
-	dir := filepath.Join(t.TempDir(), "logs")
-	must(t, os.MkdirAll(dir, 0o755))
-	src := filepath.Join(dir, "a.csv")
-	writeCSV(t, src, 300_000, 41)
-	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
-	first := s.start("merger-0", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
-	if done, err := s.transfer(req); err != nil || done.Status != message.StatusOK {
-		t.Fatalf("first transfer: %v, done %+v", err, done)
-	}
-	first.kill9()
-	fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	_, err = fh.WriteString(strings.Repeat("2026-12-04,XYZ,US0000000000,NYSE,USD,1.0,1.0,1.0,1.0,1.0,100\n", 500))
-	must(t, err)
-	must(t, fh.Close())
-
+	g, s, _, req, _ := grownStack(t, 300_000, 41, 500)
 	other := []byte("another writer's object\n")
 	ctx := context.Background()
 	final := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/a.csv.zst/compose") }
@@ -427,4 +366,50 @@ func TestAnAppendRacingAnotherWriterFailsCleanly(t *testing.T) {
 	if err != nil || !bytes.Equal(got, other) {
 		t.Fatalf("the other writer's object is now %d bytes (%v)", len(got), err)
 	}
+}
+
+// grownStack is a stack of its own GCS (returned: mergers start against it
+// or a proxy in front), no merger running, where logs/a.csv of size bytes
+// was sent by a merger since killed and then grew by lines records; req
+// sends the directory again with --skip-unchanged. It returns the first
+// transfer's done event.
+func grownStack(t *testing.T, size int64, seed int64, lines int) (*localstack.GCS, *stack, string, producer.Request, message.Done) {
+	g, err := localstack.StartGCSWith(localstack.GCSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
+	dir := filepath.Join(t.TempDir(), "logs")
+	must(t, os.MkdirAll(dir, 0o755))
+	src := filepath.Join(dir, "a.csv")
+	writeCSV(t, src, size, seed)
+	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
+	first := s.start("merger-0", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
+	done0, err := s.transfer(req)
+	if err != nil || done0.Status != message.StatusOK {
+		t.Fatalf("first transfer: %v, done %+v", err, done0)
+	}
+	first.kill9()
+	fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fh.WriteString(strings.Repeat("2026-12-04,XYZ,US0000000000,NYSE,USD,1.0,1.0,1.0,1.0,1.0,100\n", lines))
+	must(t, err)
+	must(t, fh.Close())
+	return g, s, dir, req, done0
+}
+
+// hangingComposeOfB starts merger a behind a proxy to g that holds every
+// compose of b.csv.zst for a minute.
+func hangingComposeOfB(t *testing.T, g *localstack.GCS, s *stack) (*faultproxy.Proxy, *proc) {
+	hangB := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/compose") && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/compose"), "/b.csv.zst")
+	}
+	proxy, err := faultproxy.Start("http://"+g.Host, faultproxy.Plan{Match: hangB, Delay: time.Minute,
+		Decide: func(int, *http.Request) faultproxy.Fault { return faultproxy.Slow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	return proxy, s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
 }
