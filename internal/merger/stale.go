@@ -18,8 +18,15 @@ import (
 // finding them costs no call; only ferry's own objects of the same source
 // count, never this transfer's.
 type stale struct {
-	names []string
-	more  bool // more than maxStale
+	objects []staleObject
+	more    bool // more than maxStale
+}
+
+// staleObject is an object as the listing showed it: only that generation
+// is removed, never one written since.
+type staleObject struct {
+	name string
+	gen  int64
 }
 
 // maxStale bounds the stale objects one end removes; a later transfer of
@@ -42,24 +49,26 @@ func (s *stale) note(tid string, prev *message.File, a gcs.Attrs) {
 	if !stalePart && base != message.RejectsName {
 		return
 	}
-	if len(s.names) == maxStale {
+	if len(s.objects) == maxStale {
 		s.more = true
 		return
 	}
-	s.names = append(s.names, a.Name)
+	s.objects = append(s.objects, staleObject{a.Name, a.Generation})
 }
 
 // removeStale removes what sum found stale in t's destination, before
 // t's own rejects objects are written (a rejects object of this transfer
-// replaces the old one anyway). A failure is logged, not fatal: the
+// replaces the old one anyway), each at the generation listed. A failure is
+// logged, not fatal: the
 // objects are an earlier transfer's, and this one is complete.
 func (m *Merger) removeStale(ctx context.Context, t *transfer, sum *summary) {
-	for _, name := range sum.stale.names {
-		if err := m.o.Store.Delete(ctx, t.bucket, name); err != nil && !errors.Is(err, gcs.ErrNotFound) {
-			m.log.Warn("an earlier transfer's object beside this one's parts stays", "object", "gs://"+t.bucket+"/"+name, "err", err)
+	for _, o := range sum.stale.objects {
+		err := m.o.Store.DeleteGeneration(ctx, t.bucket, o.name, o.gen)
+		if err != nil && !errors.Is(err, gcs.ErrNotFound) && !errors.Is(err, gcs.ErrPrecondition) { // gone, or written again since
+			m.log.Warn("an earlier transfer's object beside this one's parts stays", "object", "gs://"+t.bucket+"/"+o.name, "err", err)
 		}
 	}
-	if len(sum.stale.names) > 0 {
-		m.log.Info("removed what earlier transfers left beside this one's parts", "transfer", t.id, "objects", len(sum.stale.names), "more", sum.stale.more)
+	if len(sum.stale.objects) > 0 {
+		m.log.Info("removed what earlier transfers left beside this one's parts", "transfer", t.id, "objects", len(sum.stale.objects), "more", sum.stale.more)
 	}
 }
