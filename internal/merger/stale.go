@@ -59,8 +59,8 @@ func (s *stale) note(tid string, prev *message.File, a gcs.Attrs) {
 // removeStale removes what sum found stale in t's destination, before
 // t's own rejects objects are written (a rejects object of this transfer
 // replaces the old one anyway), each at the generation listed. A failure is
-// logged, not fatal: the
-// objects are an earlier transfer's, and this one is complete.
+// logged, not fatal: the objects are an earlier transfer's, and this one
+// is complete.
 func (m *Merger) removeStale(ctx context.Context, t *transfer, sum *summary) {
 	for _, o := range sum.stale.objects {
 		err := m.o.Store.DeleteGeneration(ctx, t.bucket, o.name, o.gen)

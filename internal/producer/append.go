@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/ferry-dev/ferry/internal/codec"
-	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
@@ -56,7 +55,7 @@ func (p *Producer) appendable(ctx context.Context, bucket string, f *plan.File, 
 			"object", "gs://"+bucket+"/"+a.Name, "components", a.ComponentCount, "most", MaxComponents)
 		return message.ChunkInfo{}, false, nil
 	}
-	crc, err := prefixCRC32C(f, raw)
+	crc, err := sourceCRC32C(f, 0, raw, f.Size)
 	if err != nil || fmt.Sprintf("%08x", crc) != m[message.MetaRawCRC32C] {
 		return message.ChunkInfo{}, false, err
 	}
@@ -72,24 +71,6 @@ func (p *Producer) appendable(ctx context.Context, bucket string, f *plan.File, 
 		first.Frames = frames
 	}
 	return first, true, nil
-}
-
-// prefixCRC32C is the CRC32C of f's first n bytes; f must not change while
-// they are read.
-func prefixCRC32C(f *plan.File, n int64) (uint32, error) {
-	fh, err := f.Open()
-	if err != nil {
-		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
-	}
-	defer fh.Close()
-	h := crc32c.New()
-	if _, err := io.Copy(h, io.NewSectionReader(fh, 0, n)); err != nil {
-		return 0, fmt.Errorf("source %s: %w", f.Path, err)
-	}
-	if err := same(fh, f, f.Size); err != nil {
-		return 0, err
-	}
-	return h.Sum32(), nil
 }
 
 // objectFrames reads the seek table at the end of zstd object a, which

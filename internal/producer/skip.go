@@ -307,22 +307,25 @@ func partSkipReason(f *plan.File, a gcs.Attrs, req Request) (string, error) {
 // fileCRC32C reads f whole (a part: its bytes of the source) and returns
 // its CRC32C; f must not change while it is read.
 func fileCRC32C(f *plan.File) (uint32, error) {
+	if p := f.Part; p != nil {
+		return sourceCRC32C(f, p.Offset, p.Size, p.FileSize)
+	}
+	return sourceCRC32C(f, 0, f.Size, f.Size)
+}
+
+// sourceCRC32C is the CRC32C of n bytes of f's source from off; the source
+// must still have size bytes, and f's mtime and ctime, once they are read.
+func sourceCRC32C(f *plan.File, off, n, size int64) (uint32, error) {
 	fh, err := f.Open()
 	if err != nil {
 		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
 	}
 	defer fh.Close()
-	var r io.Reader = fh
-	check := func() error { return unchanged(fh, f) }
-	if p := f.Part; p != nil {
-		r = io.NewSectionReader(fh, p.Offset, p.Size)
-		check = func() error { return same(fh, f, p.FileSize) }
-	}
 	h := crc32c.New()
-	if _, err := io.Copy(h, r); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(fh, off, n)); err != nil {
 		return 0, fmt.Errorf("source %s: %w", f.Path, err)
 	}
-	if err := check(); err != nil {
+	if err := same(fh, f, size); err != nil {
 		return 0, err
 	}
 	return h.Sum32(), nil
