@@ -369,6 +369,10 @@ func TestSkipUnchangedDoesNotReloadConvertedFiles(t *testing.T) {
 	if sum := submit("--checksum"); sum.Files != 0 || sum.FilesSkipped != 3 {
 		t.Fatalf("--checksum over the same bytes: done %+v", sum)
 	}
+	// The same bytes converted otherwise are other parts: sent again.
+	if snappy := submit("--parquet-compression", "snappy"); snappy.Files != 3 || snappy.FilesSkipped != 0 {
+		t.Fatalf("the same files, snappy columns: done %+v; want every part converted again", snappy)
+	}
 	_, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "local-project.landing.prices", "--bq-write", "truncate",
 		"--skip-unchanged", dir, "gs://"+s.bucket+"/land")
 	if code == 0 || !strings.Contains(stderr, "--skip-unchanged with --bq-write truncate") {
