@@ -39,6 +39,7 @@ var version = "dev"
 
 type flags struct {
 	kind, dir, buckets, envFile, compose string
+	uploads                              string
 	gcsRoot                              string
 	gcsPort                              uint16
 	gcsTLS                               bool
@@ -64,7 +65,8 @@ func command() *cobra.Command {
 	fs.StringVar(&f.envFile, "env-file", "", "also write the environment to this file once ready (export lines; removed on exit)")
 	fs.BoolVar(&f.gcsTLS, "gcs-tls", false, "also serve fake-gcs-server over HTTPS with a self-signed certificate (written to DIR/gcs-cert.pem): LOCALSTACK_GCS_TLS_HOST, LOCALSTACK_GCS_CERT")
 	fs.StringVar(&f.gcsRoot, "gcs-root", "", "keep objects in this directory with fake-gcs-server's filesystem backend (on a tmpfs, per-request cost does not grow with the bucket, as the memory backend's does); empty: in memory")
-	fs.StringVar(&f.compose, "compose", "fast", "compose: fast (the shim's: one copy, CRC32C combined) or fake (fake-gcs-server's own)")
+	fs.StringVar(&f.compose, "compose", "fast", "compose: fast (the shim's: CRC32C combined, no MD5 as on Cloud Storage; with --gcs-root the sources' bytes never pass through the process) or fake (fake-gcs-server's own)")
+	fs.StringVar(&f.uploads, "uploads", "fast", "uploads with --gcs-root: fast (the shim's: streamed to the file, hashed once) or fake (fake-gcs-server's own, in memory, a resumable upload hashed again at every chunk)")
 	cli.Env(cmd, &config.LocalStack{})
 	return cmd
 }
@@ -72,6 +74,9 @@ func command() *cobra.Command {
 func realMain(ctx context.Context, stdout io.Writer, f flags) error {
 	if f.compose != "fast" && f.compose != "fake" {
 		return cli.Usagef("--compose %q: want fast or fake", f.compose)
+	}
+	if f.uploads != "fast" && f.uploads != "fake" {
+		return cli.Usagef("--uploads %q: want fast or fake", f.uploads)
 	}
 	var cfg config.LocalStack
 	if err := config.FromEnvironment(ctx, &cfg); err != nil {
@@ -84,6 +89,6 @@ func realMain(ctx context.Context, stdout io.Writer, f flags) error {
 		}
 	}
 	return localstack.Run(ctx, localstack.RunOptions{PubSub: cfg.PubSub, Kind: f.kind, Dir: f.dir, Buckets: buckets, EnvFile: f.envFile,
-		GCS: localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake", StorageRoot: f.gcsRoot},
+		GCS: localstack.GCSOptions{Port: f.gcsPort, TLS: f.gcsTLS, StockCompose: f.compose == "fake", StockUploads: f.uploads == "fake", StorageRoot: f.gcsRoot},
 		Log: logging.New(os.Stderr, "info", "auto")}, stdout)
 }

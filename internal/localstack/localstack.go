@@ -259,6 +259,10 @@ type GCSOptions struct {
 	// StockCompose leaves compose to fake-gcs-server instead of the shim's
 	// fast path (for comparing the two).
 	StockCompose bool
+	// StockUploads leaves uploads to fake-gcs-server on the filesystem
+	// backend too, instead of the shim's, which streams them to the file
+	// (see upload).
+	StockUploads bool
 	// StorageRoot, when set, keeps objects in this directory with
 	// fake-gcs-server's filesystem backend instead of in memory. The memory
 	// backend scans the whole bucket on every write, under one lock, so it
@@ -269,9 +273,11 @@ type GCSOptions struct {
 }
 
 // StartGCSWith starts fake-gcs-server in this process, on loopback, keeping
-// objects in memory (or under StorageRoot), behind a shim that composes without the fake's waste
-// (unless StockCompose), answers an object DELETE with 204 as GCS does, and
-// counts compose time (Stats, also served as JSON on StatsPath).
+// objects in memory (or under StorageRoot), behind a shim that composes
+// without the fake's waste (unless StockCompose), streams uploads to the
+// filesystem backend (unless StockUploads), answers an object DELETE with
+// 204 as GCS does, and counts compose time and uploads (Stats, also served
+// as JSON on StatsPath).
 func StartGCSWith(o GCSOptions) (*GCS, error) {
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.Port))
 	if err != nil {
@@ -286,7 +292,7 @@ func StartGCSWith(o GCSOptions) (*GCS, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("fake-gcs-server: %w", err)
 	}
-	g := &GCS{Host: host, srv: srv, shim: newShim(srv, !o.StockCompose, o.StorageRoot)}
+	g := &GCS{Host: host, srv: srv, shim: newShim(srv, !o.StockCompose, !o.StockUploads, o.StorageRoot)}
 	g.serve(ln)
 	if o.TLS {
 		cert, certPEM, err := SelfSignedCert()

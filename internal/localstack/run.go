@@ -96,7 +96,7 @@ func Run(ctx context.Context, o RunOptions, stdout io.Writer) error {
 		defer os.Remove(o.EnvFile)
 	}
 	log.Info("local stack ready", "pubsub", emuHost, "pubsub_kind", emuKind, "gcs", gcs.Host, "gcs_tls", gcs.TLSHost,
-		"compose", gcs.Stats().FastCompose, "buckets", o.Buckets, "done_subscription", DoneSubscription(o.PubSub.DoneTopic), "env_file", o.EnvFile)
+		"compose", gcs.Stats().FastCompose, "gcs_root", o.GCS.StorageRoot, "buckets", o.Buckets, "done_subscription", DoneSubscription(o.PubSub.DoneTopic), "env_file", o.EnvFile)
 	<-ctx.Done()
 	log.Info("local stack stopping")
 	return nil

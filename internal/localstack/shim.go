@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"golang.org/x/sys/unix"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
 )
@@ -53,6 +54,9 @@ type Stats struct {
 	// BodyBytes are the request bodies' bytes the server read: the bytes
 	// clients uploaded, give or take a little JSON.
 	BodyBytes int64 `json:"body_bytes"`
+	// Uploads are the uploads the shim stored itself, streaming them to
+	// the filesystem backend (see upload); the fake stored the others.
+	Uploads int64 `json:"uploads"`
 }
 
 // shim is an http.Handler in front of fake-gcs-server that
@@ -64,6 +68,9 @@ type shim struct {
 	fake *fakestorage.Server
 	next http.Handler
 	fast bool
+	// fastUploads: the shim takes uploads on the filesystem backend (see
+	// upload).
+	fastUploads bool
 	// root is the filesystem backend's directory, "" for the memory
 	// backend (see listNames).
 	root string
@@ -76,14 +83,34 @@ type shim struct {
 	// denied are the permissions taken away per bucket (DenyPath).
 	denied map[string]map[string]bool
 	// writes orders the conditional writes the shim checks itself
-	// (compose, delete): a precondition and the write it guards happen
-	// with no other such write between them.
+	// (compose, delete, its own uploads): a precondition and the write it
+	// guards happen with no other such write between them.
 	writes sync.Mutex
+	// uploads are the resumable uploads the shim takes (see upload), by id.
+	uploads map[string]*fileUpload
+	// xattrOnce finds whether root keeps attributes in extended
+	// attributes, as the fake then does (xattrOK).
+	xattrOnce sync.Once
+	xattrOK   bool
 }
 
-func newShim(fake *fakestorage.Server, fast bool, root string) *shim {
-	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, root: root, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{},
-		denied: map[string]map[string]bool{}}
+// xattrs reports whether the fake keeps objects under root with their
+// attributes in fsMetadataKey, as it does when root supports extended
+// attributes: then the shim composes and takes uploads itself.
+func (s *shim) xattrs() bool {
+	if s.root == "" {
+		return false
+	}
+	s.xattrOnce.Do(func() {
+		_, err := unix.Getxattr(s.root, fsMetadataKey, nil)
+		s.xattrOK = err == nil || errors.Is(err, unix.ENODATA)
+	})
+	return s.xattrOK
+}
+
+func newShim(fake *fakestorage.Server, fast, fastUploads bool, root string) *shim {
+	return &shim{fake: fake, next: fake.HTTPHandler(), fast: fast, fastUploads: fastUploads, root: root, stats: Stats{FastCompose: fast}, lists: map[string]*pagedList{},
+		denied: map[string]map[string]bool{}, uploads: map[string]*fileUpload{}}
 }
 
 // countingBody counts what is read of a request's body.
@@ -126,6 +153,9 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.stats.BodyBytes += cr.n
 			s.mu.Unlock()
 		}()
+	}
+	if s.upload(w, r) {
+		return
 	}
 	if bucket, ok := testPermissionsPath(r); ok {
 		s.testPermissions(w, r, bucket)
@@ -394,6 +424,9 @@ func listNames(ctx context.Context, root, bucket, prefix, startOffset, endOffset
 			}
 			return nil
 		}
+		if base := d.Name(); strings.HasPrefix(base, uploadPrefix) || strings.HasPrefix(base, composePrefix) {
+			return nil // the shim's own, not whole yet
+		}
 		if d.Type().IsRegular() && strings.HasPrefix(name, prefix) &&
 			(startOffset == "" || name >= startOffset) && (endOffset == "" || name < endOffset) {
 			names = append(names, name)
@@ -510,8 +543,10 @@ const maxComposeSources = 32
 // fake-gcs-server's own compose reads every source into a slice that grows
 // by append (copying what it holds at every growth), copies the result again
 // when it stores it, and hashes it all (CRC32C and MD5) while holding the
-// lock every request of the server waits on. composeFast does what it does
-// with one copy: see there. Whatever the fast path does not handle exactly
+// lock every request of the server waits on. On the filesystem backend,
+// composeFile composes as Cloud Storage does, without reading the sources'
+// bytes (see there); on the memory backend, composeFast does what the fake
+// does with one copy. Whatever the fast path does not handle exactly
 // as the fake would (a body it cannot decode, too many sources, a missing
 // source, a request with ACL options), it hands to the fake unchanged, so
 // errors are the fake's own.
@@ -552,7 +587,20 @@ func (s *shim) compose(w http.ResponseWriter, r *http.Request, bucket, dest stri
 		s.next.ServeHTTP(w, r)
 		return 0
 	}
-	gen, n, ok := s.composeFast(bucket, dest, req)
+	var gen, n int64
+	ok := false
+	if s.xattrs() {
+		var err error
+		gen, n, err = s.composeFile(bucket, dest, req)
+		if err != nil && !errors.Is(err, errNotHere) {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return 0
+		}
+		ok = err == nil
+	}
+	if !ok {
+		gen, n, ok = s.composeFast(bucket, dest, req)
+	}
 	if !ok {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.next.ServeHTTP(w, r)
@@ -814,7 +862,8 @@ func (s *shim) composable(bucket, dest string, q url.Values, req composeRequest)
 
 // writeError answers as the JSON API does: {"error": {code, message, errors}}.
 func writeError(w http.ResponseWriter, code int, msg string) {
-	reason := map[int]string{http.StatusNotFound: "notFound", http.StatusPreconditionFailed: "conditionNotMet", http.StatusBadRequest: "invalid"}[code]
+	reason := map[int]string{http.StatusNotFound: "notFound", http.StatusPreconditionFailed: "conditionNotMet", http.StatusBadRequest: "invalid",
+		http.StatusInternalServerError: "backendError"}[code]
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg,
