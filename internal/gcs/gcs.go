@@ -56,6 +56,11 @@ var (
 	// request was refused for its rate alone, and is worth sending again
 	// at a slower pace.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrRetained: the object is under a hold (temporary or event-based)
+	// or a retention policy, and GCS refuses to replace it (403
+	// objectUnderActiveHold or retentionPolicyNotMet). Sending the request
+	// again changes nothing until someone releases the object.
+	ErrRetained = errors.New("held or retained")
 	// ErrUnreachable: the call got no answer (refused, reset, or nothing
 	// within its deadline). It is reach.ErrUnreachable, Pub/Sub's too.
 	ErrUnreachable = reach.ErrUnreachable
@@ -601,6 +606,10 @@ func translate(err error) error {
 			return fmt.Errorf("%w (%w): %v", ErrRateLimited, ErrThrottled, err)
 		case http.StatusServiceUnavailable:
 			return fmt.Errorf("%w: %v", ErrThrottled, err)
+		case http.StatusForbidden:
+			if retained(ge) {
+				return fmt.Errorf("%w: %v", ErrRetained, err)
+			}
 		case http.StatusBadRequest:
 			if strings.Contains(strings.ToLower(ge.Message), "checksum") || strings.Contains(strings.ToLower(ge.Message), "crc32c") {
 				return fmt.Errorf("%w: %v", ErrChecksum, err)
@@ -608,6 +617,22 @@ func translate(err error) error {
 		}
 	}
 	return err
+}
+
+// retained reports whether a 403 is GCS refusing to replace an object
+// under a hold or a retention policy, by its reason, or, where an answer
+// carries none, by its message ("... is under active Event-Based hold and
+// cannot be deleted, overwritten or archived until hold is removed", "...
+// is subject to bucket's retention policy or object retention and cannot
+// be deleted or overwritten ...").
+func retained(ge *googleapi.Error) bool {
+	for _, e := range ge.Errors {
+		if e.Reason == "objectUnderActiveHold" || e.Reason == "retentionPolicyNotMet" {
+			return true
+		}
+	}
+	m := strings.ToLower(ge.Message)
+	return strings.Contains(m, "cannot be deleted") && (strings.Contains(m, "hold") || strings.Contains(m, "retention"))
 }
 
 // withTimeout is ctx bounded by d, with a cause that says so.

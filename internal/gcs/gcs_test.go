@@ -352,3 +352,42 @@ func TestListingNamesItsPageSize(t *testing.T) {
 		t.Fatalf("listing requests asked for pages of %q; want %d", sizes, gcs.ListPage)
 	}
 }
+
+// GCS refuses to replace an object under a hold or a retention policy
+// with a 403; an upload and a compose onto it fail as ErrRetained (which
+// callers treat as permanent: sending again changes nothing), by the
+// answer's reason or, without one, by its message. Any other 403 is not
+// ErrRetained.
+func TestAHeldObjectIsErrRetained(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, reason, message string
+		want                  bool
+	}{
+		{"event-based hold", "objectUnderActiveHold", "Object 'held/o' is under active Event-Based hold and cannot be deleted, overwritten or archived until hold is removed.", true},
+		{"retention policy", "retentionPolicyNotMet", "Object 'held/o' is subject to bucket's retention policy or object retention and cannot be deleted or overwritten until 2027-01-01T00:00:00Z", true},
+		{"temporary hold, no reason", "", "Object 'held/o' is under active Temporary hold and cannot be deleted, overwritten or archived until hold is removed.", true},
+		{"a missing permission", "forbidden", "ferry@p.iam.gserviceaccount.com does not have storage.objects.create access to the Google Cloud Storage object.", false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = fmt.Fprintf(w, `{"error":{"code":403,"message":%q,"errors":[{"message":%q,"domain":"global","reason":%q}]}}`, tc.message, tc.message, tc.reason)
+		}))
+		s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_, upErr := s.Upload(ctx, "held", "o", bytes.NewReader([]byte("x")), gcs.UploadOptions{Size: 1, CRC32C: crc32c.Checksum([]byte("x"))})
+		_, coErr := s.Compose(ctx, "held", "o", []string{"o", "tail"}, gcs.ComposeOptions{IfGeneration: 7})
+		for what, err := range map[string]error{"upload": upErr, "compose": coErr} {
+			if errors.Is(err, gcs.ErrRetained) != tc.want || err == nil || !strings.Contains(err.Error(), "held/o") && tc.want {
+				t.Errorf("%s: %s: %v; want ErrRetained %v, naming the object", tc.name, what, err, tc.want)
+			}
+		}
+		s.Close()
+		srv.Close()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,5 +119,46 @@ func TestAnAppendComposedBeforeACrashEndsOnce(t *testing.T) {
 	must(t, err)
 	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Appended != 1 || !bytes.Equal(b, bytes.Join(s.wire[0], nil)) {
 		t.Fatalf("done events %+v; object %d bytes, want %d", d, len(b), len(bytes.Join(s.wire[0], nil)))
+	}
+}
+
+// heldStore answers a compose onto name as GCS does for an object under a
+// hold: 403, which the gcs package reports as ErrRetained.
+type heldStore struct {
+	objectStore
+	name string
+}
+
+func (h heldStore) Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
+	if dst == h.name {
+		return gcs.Attrs{}, fmt.Errorf("compose gs://%s/%s: %w: googleapi: Error 403: Object '%s/%s' is under active Event-Based hold and cannot be deleted, overwritten or archived until hold is removed., objectUnderActiveHold",
+			bucket, dst, gcs.ErrRetained, bucket, dst)
+	}
+	return h.objectStore.Compose(ctx, bucket, dst, srcs, opt)
+}
+
+// An append onto an object under a hold or a retention policy fails the
+// transfer the first time, naming the file and why, instead of being sent
+// again until the transfer's timeout; the object stays as it was.
+func TestAnAppendOntoAHeldObjectFailsAtOnce(t *testing.T) {
+	s, _ := appendStaged(t)
+	f := s.man.Files[0]
+	before, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	must(t, err)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: heldStore{objectStore: s.store, name: f.Object}, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	for j := 1; j < 3; j++ {
+		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+	}
+	s.seal()
+	err = handle(t, m, s.event(message.EventSealed))
+	d := dones(t, done)
+	if err != nil || len(d) != 1 || d[0].Status != message.StatusFailed ||
+		!strings.Contains(d[0].Error, "under a hold or a retention policy") || !strings.Contains(d[0].Error, f.Path) {
+		t.Fatalf("handle: %v; done events %+v; want the event handled and the transfer failed at once, naming %s and the hold", err, d, f.Path)
+	}
+	got, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	if err != nil || !bytes.Equal(got, before) {
+		t.Fatalf("the held object is now %d bytes (%v), want it as it was", len(got), err)
 	}
 }

@@ -485,6 +485,12 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 		}
 		return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists: %w", f.Path, man.Bucket, f.Object, err))
 	}
+	if errors.Is(err, gcs.ErrRetained) {
+		// Retrying changes nothing until someone releases the object;
+		// the transfer fails now, naming it, rather than at its timeout.
+		return queue.Permanent(fmt.Errorf("file %s: gs://%s/%s is under a hold or a retention policy, so it cannot be replaced or appended to until it is released: %w",
+			f.Path, man.Bucket, f.Object, err))
+	}
 	if err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}

@@ -423,6 +423,9 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 	if err == nil {
 		return a, false, nil
 	}
+	if errors.Is(err, gcs.ErrRetained) {
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: gs://%s/%s is under a hold or a retention policy, so it cannot be replaced until it is released: %w", where(p), c.Bucket, p.Object, err))
+	}
 	if !errors.Is(err, gcs.ErrPrecondition) {
 		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	}

@@ -166,6 +166,28 @@ func TestExistingFinalObjectIsNotReplaced(t *testing.T) {
 	}
 }
 
+// heldStore answers every upload as GCS does onto an object under a hold
+// (403, ErrRetained in the gcs package).
+type heldStore struct{ objectStore }
+
+func (heldStore) Upload(_ context.Context, bucket, name string, _ io.Reader, _ gcs.UploadOptions) (gcs.Attrs, error) {
+	return gcs.Attrs{}, fmt.Errorf("upload gs://%s/%s: %w: googleapi: Error 403: Object '%s/%s' is under active Temporary hold and cannot be deleted, overwritten or archived until hold is removed., objectUnderActiveHold",
+		bucket, name, gcs.ErrRetained, bucket, name)
+}
+
+// A final object under a hold or a retention policy cannot be replaced
+// however often the upload is sent again: the chunk fails permanently,
+// naming the object and why.
+func TestAHeldFinalObjectFailsPermanently(t *testing.T) {
+	store := teststack.Bucket(t, "w-held")
+	_, dir, m := chunkMsg(t, "w-held", []byte("new content"), true)
+	w := newWorker(t, heldStore{store}, &teststack.Recorder{}, dir)
+	err := w.Handle(context.Background(), m)
+	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "gs://w-held/out/data.csv.zst is under a hold or a retention policy") {
+		t.Fatalf("error = %v; want permanent, naming the object and the hold", err)
+	}
+}
+
 func TestMalformedMessageIsPermanent(t *testing.T) {
 	w := newWorker(t, teststack.Bucket(t, "w-bad"), &teststack.Recorder{}, t.TempDir())
 	for _, data := range []string{"not json", `{"v":1,"surprise":true}`, `{"v":2}`} {
