@@ -38,6 +38,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	rawgcs "google.golang.org/api/storage/v1"
+	htransport "google.golang.org/api/transport/http"
 )
 
 // Errors callers branch on.
@@ -116,6 +117,11 @@ type Store struct {
 	// library does not send a compose's KMSKeyName over HTTP.
 	raw    *rawgcs.Service
 	kmsKey string
+	// hc and uploadBase send plain uploads (see uploadPlain): the
+	// JSON API's HTTP client, with the same credentials, and its upload
+	// path (".../upload/storage/v1/").
+	hc         *http.Client
+	uploadBase string
 	*conn
 }
 
@@ -159,7 +165,13 @@ func newStore(ctx context.Context, c *storage.Client, endpoint string, opts []op
 		_ = c.Close()
 		return nil, fmt.Errorf("storage JSON API client for %s: %w", endpoint, err)
 	}
-	return &Store{c: c, raw: raw, conn: &conn{endpoint: endpoint}}, nil
+	hc, _, err := htransport.NewClient(ctx, append([]option.ClientOption{option.WithScopes(rawgcs.DevstorageFullControlScope)}, opts...)...)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("storage HTTP client for %s: %w", endpoint, err)
+	}
+	base := strings.Replace(raw.BasePath, "/storage/v1/", "/upload/storage/v1/", 1)
+	return &Store{c: c, raw: raw, hc: hc, uploadBase: base, conn: &conn{endpoint: endpoint}}, nil
 }
 
 // NewEmulator returns a Store on the GCS emulator at host:port, as
@@ -183,7 +195,9 @@ func (s *Store) Close() error { return s.c.Close() }
 // key means the bucket's default encryption. The service account needs
 // roles/cloudkms.cryptoKeyEncrypterDecrypter on the key.
 func (s *Store) WithKMSKey(key string) *Store {
-	return &Store{c: s.c, raw: s.raw, kmsKey: key, conn: s.conn}
+	c := *s
+	c.kmsKey = key
+	return &c
 }
 
 // kms is the key a write uses: the call's own, else the Store's.
@@ -274,7 +288,18 @@ func uploadTimeout(n int64) time.Duration {
 // CRC32C is sent, so GCS rejects corrupted bytes; the stored CRC32C and size
 // are compared again after Close, as fake servers may not check. Nothing is
 // visible under name unless the whole upload succeeded.
+//
+// Objects of at most PlainMax bytes go as one plain request (uploadPlain),
+// larger ones through the client library's writer (uploadWriter).
 func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, opt UploadOptions) (Attrs, error) {
+	if opt.Size <= PlainMax {
+		return s.uploadPlain(ctx, bucket, name, r, opt)
+	}
+	return s.uploadWriter(ctx, bucket, name, r, opt)
+}
+
+// uploadWriter uploads through the client library's writer, in one request.
+func (s *Store) uploadWriter(ctx context.Context, bucket, name string, r io.Reader, opt UploadOptions) (Attrs, error) {
 	where := fmt.Sprintf("upload gs://%s/%s", bucket, name)
 	ctx, cancel := withTimeout(ctx, uploadTimeout(opt.Size))
 	defer cancel() // aborts the upload on every early return

@@ -51,22 +51,27 @@ func payload(n int, seed uint32) []byte {
 // testUploadRoundTrip: what Upload reports is what Attrs reports and what a
 // read returns: the same bytes, size and CRC32C.
 func testUploadRoundTrip(t *testing.T, h *harness) {
-	data := payload(300<<10, 1)
-	a, err := h.s.Upload(context.Background(), h.bucket, h.obj("o"), bytes.NewReader(data),
-		gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data), IfAbsent: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := h.s.Attrs(context.Background(), h.bucket, h.obj("o"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Size != int64(len(data)) || a.CRC32C != crc32c.Checksum(data) || a.Generation == 0 ||
-		st.Size != a.Size || st.CRC32C != a.CRC32C || st.Generation != a.Generation || st.Name != h.obj("o") {
-		t.Fatalf("upload reported %+v, attrs %+v; sent %d bytes with crc32c %08x", a, st, len(data), crc32c.Checksum(data))
-	}
-	if got := h.read("o"); !bytes.Equal(got, data) {
-		t.Fatalf("read %d bytes (crc32c %08x), wrote %d", len(got), crc32c.Checksum(got), len(data))
+	// Both ways an upload goes: one plain request up to gcs.PlainMax,
+	// the client library's writer above.
+	for i, n := range []int{0, 2 << 10, gcs.PlainMax, gcs.PlainMax + 1, 300 << 10} {
+		name := fmt.Sprintf("o%d", i)
+		data := payload(n, uint32(i+1))
+		a, err := h.s.Upload(context.Background(), h.bucket, h.obj(name), bytes.NewReader(data),
+			gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data), IfAbsent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := h.s.Attrs(context.Background(), h.bucket, h.obj(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Size != int64(len(data)) || a.CRC32C != crc32c.Checksum(data) || a.Generation == 0 ||
+			st.Size != a.Size || st.CRC32C != a.CRC32C || st.Generation != a.Generation || st.Name != h.obj(name) || a.Name != st.Name {
+			t.Fatalf("%d bytes: upload reported %+v, attrs %+v; sent %d bytes with crc32c %08x", n, a, st, len(data), crc32c.Checksum(data))
+		}
+		if got := h.read(name); !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes (crc32c %08x), wrote %d", len(got), crc32c.Checksum(got), len(data))
+		}
 	}
 }
 
@@ -155,14 +160,16 @@ func testGeneration(t *testing.T, h *harness) {
 // testChecksumMismatch: an upload whose bytes do not match the CRC32C the
 // caller expects fails with ErrChecksum, and nothing is visible.
 func testChecksumMismatch(t *testing.T, h *harness) {
-	data := payload(64<<10, 2)
-	_, err := h.s.Upload(context.Background(), h.bucket, h.obj("bad"), bytes.NewReader(data),
-		gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data) ^ 1, IfAbsent: true})
-	if !errors.Is(err, gcs.ErrChecksum) {
-		t.Fatalf("upload with a wrong crc32c: %v, want ErrChecksum", err)
-	}
-	if _, err := h.s.Attrs(context.Background(), h.bucket, h.obj("bad")); !errors.Is(err, gcs.ErrNotFound) {
-		t.Fatalf("after a rejected upload: %v, want ErrNotFound (nothing visible)", err)
+	for _, n := range []int{64 << 10, 300 << 10} { // a plain request, the library's writer
+		data := payload(n, 2)
+		_, err := h.s.Upload(context.Background(), h.bucket, h.obj("bad"), bytes.NewReader(data),
+			gcs.UploadOptions{Size: int64(len(data)), CRC32C: crc32c.Checksum(data) ^ 1, IfAbsent: true})
+		if !errors.Is(err, gcs.ErrChecksum) {
+			t.Fatalf("%d bytes: upload with a wrong crc32c: %v, want ErrChecksum", n, err)
+		}
+		if _, err := h.s.Attrs(context.Background(), h.bucket, h.obj("bad")); !errors.Is(err, gcs.ErrNotFound) {
+			t.Fatalf("%d bytes: after a rejected upload: %v, want ErrNotFound (nothing visible)", n, err)
+		}
 	}
 }
 
