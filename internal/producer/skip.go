@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"slices"
 	"strconv"
@@ -321,12 +320,12 @@ func sourceCRC32C(f *plan.File, off, n, size int64) (uint32, error) {
 		return 0, fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))
 	}
 	defer fh.Close()
-	h := crc32c.New()
-	if _, err := io.Copy(h, io.NewSectionReader(fh, off, n)); err != nil {
+	crc, err := crc32c.OfRange(fh, off, n)
+	if err != nil {
 		return 0, fmt.Errorf("source %s: %w", f.Path, err)
 	}
 	if err := same(fh, f, size); err != nil {
 		return 0, err
 	}
-	return h.Sum32(), nil
+	return crc, nil
 }
