@@ -25,8 +25,12 @@ func New() hash.Hash32 { return crc32.New(Table) }
 func Update(crc uint32, b []byte) uint32 { return crc32.Update(crc, Table, b) }
 
 // x2n[k] holds x^(2^k) modulo the polynomial, so x^n can be built by
-// multiplying the entries of n's set bits.
-var x2n [32]uint32
+// multiplying the entries of n's set bits. zlib keeps 32 entries and wraps
+// k around them, which assumes x^(2^32) = x modulo its polynomial;
+// Castagnoli's does not give that, so every power a length of up to
+// 2^63 bytes (2^66 bits) needs has its own entry. With 32, a length of
+// 512 MiB or more combined wrongly.
+var x2n [67]uint32
 
 func init() {
 	p := uint32(1) << 30 // x^1
@@ -64,7 +68,7 @@ func x2nModP(n uint64, k uint) uint32 {
 	p := uint32(1) << 31 // x^0
 	for n != 0 {
 		if n&1 != 0 {
-			p = multModP(x2n[k&31], p)
+			p = multModP(x2n[k], p)
 		}
 		n >>= 1
 		k++

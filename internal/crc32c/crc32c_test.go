@@ -128,3 +128,23 @@ func BenchmarkOfRange(b *testing.B) {
 		}
 	})
 }
+
+// Combining in two steps equals combining once over the two lengths
+// together, for lengths past 512 MiB (2^32 bits) too, where the CRC-32
+// shortcut of wrapping the table of powers gives wrong values for
+// Castagnoli's polynomial: the appends of files of gigabytes rely on it.
+func TestCombineOverLargeLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, l := range []int64{1 << 28, 1<<29 - 1, 1 << 29, 600_000_041, 1<<31 + 7, 1 << 40, 1<<62 + 3} {
+		for range 4 {
+			a, b, c := rng.Uint32(), rng.Uint32(), rng.Uint32()
+			l1 := l/2 + rng.Int64N(l/4+1)
+			l2 := l - l1
+			twoSteps := Combine(Combine(a, b, l1), c, l2)
+			once := Combine(a, Combine(b, c, l2), l1+l2)
+			if twoSteps != once {
+				t.Fatalf("lengths %d + %d: %08x in two steps, %08x at once", l1, l2, twoSteps, once)
+			}
+		}
+	}
+}
