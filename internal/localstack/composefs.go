@@ -146,6 +146,12 @@ func (s *shim) composeFile(bucket, dest string, req composeRequest) (gen, size i
 		return 0, 0, err
 	}
 
+	if appendsInPlace(dest, req) {
+		if err := appendInPlace(destPath, srcs, sizes, encoded); err != nil {
+			return 0, 0, fmt.Errorf("compose %s: %w", dest, err)
+		}
+		return gen, size, nil
+	}
 	if err := os.MkdirAll(filepath.Dir(destPath), 0o700); err != nil {
 		return 0, 0, err
 	}
@@ -200,4 +206,72 @@ func readFSAttrs(f *os.File) (fsAttrs, error) {
 		}
 		return a, nil
 	}
+}
+
+// appendsInPlace reports whether a compose appends to its destination:
+// the destination is the first source and no other, and the sources stay.
+func appendsInPlace(dest string, req composeRequest) bool {
+	if len(req.SourceObjects) < 2 || req.SourceObjects[0].Name != dest || req.DeleteSourceObjects {
+		return false
+	}
+	for _, so := range req.SourceObjects[1:] {
+		if so.Name == dest {
+			return false
+		}
+	}
+	return true
+}
+
+// appendInPlace composes [dest, others...] into dest (its file at path,
+// srcs[0], of sizes[0] bytes) by writing the other sources' bytes after
+// dest's own, in dest's file, and then its new attributes. Cloud Storage
+// composes without copying its sources; copying a large object to append
+// a little to it made the stand-in, not the client, the cost of an append
+// (issue 30: 0.23 of 0.45 s for a 1.2 GB file grown by 1 %). The one
+// departure: a reader of the old generation that reads while this writes
+// may see the new bytes after the old ones, and the new attributes come
+// just after the bytes; no ferry flow reads an object it is appending to.
+// A failed write cuts the file back to the old object.
+func appendInPlace(path string, srcs []*os.File, sizes []int64, encoded []byte) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Truncate(sizes[0])
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if st, err := f.Stat(); err != nil || st.Size() != sizes[0] || !os.SameFile(st, mustStat(srcs[0])) {
+		return fmt.Errorf("%w: %s changed while it was composed", errNotHere, path)
+	}
+	if _, err := f.Seek(sizes[0], io.SeekStart); err != nil {
+		return err
+	}
+	for i := 1; i < len(srcs); i++ {
+		n, err := io.Copy(f, io.LimitReader(srcs[i], sizes[i]))
+		if err != nil {
+			return fmt.Errorf("copying %s: %w", srcs[i].Name(), err)
+		}
+		if n != sizes[i] {
+			return fmt.Errorf("source %s gave %d bytes, want %d", srcs[i].Name(), n, sizes[i])
+		}
+	}
+	if err := unix.Fsetxattr(int(f.Fd()), fsMetadataKey, encoded, 0); err != nil {
+		return fmt.Errorf("setting %s on %s: %w", fsMetadataKey, path, err)
+	}
+	return nil
+}
+
+// mustStat is f's FileInfo, nil when it cannot be had (then SameFile is
+// false).
+func mustStat(f *os.File) os.FileInfo {
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	return st
 }
