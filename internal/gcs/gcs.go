@@ -62,6 +62,11 @@ var (
 	// objectUnderActiveHold or retentionPolicyNotMet). Sending the request
 	// again changes nothing until someone releases the object.
 	ErrRetained = errors.New("held or retained")
+	// ErrInvalid: GCS refused the request as invalid (a 400 other than a
+	// checksum's): sending it again gets the same answer. Composing
+	// sources of different storage classes is one (an append onto an
+	// object a lifecycle rule moved to another class).
+	ErrInvalid = errors.New("invalid request")
 	// ErrUnreachable: the call got no answer (refused, reset, or nothing
 	// within its deadline). It is reach.ErrUnreachable, Pub/Sub's too.
 	ErrUnreachable = reach.ErrUnreachable
@@ -639,6 +644,7 @@ func translate(err error) error {
 			if strings.Contains(strings.ToLower(ge.Message), "checksum") || strings.Contains(strings.ToLower(ge.Message), "crc32c") {
 				return fmt.Errorf("%w: %v", ErrChecksum, err)
 			}
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	return err

@@ -369,6 +369,7 @@ func TestAHeldObjectIsErrRetained(t *testing.T) {
 		{"temporary hold, no reason", "", "Object 'held/o' is under active Temporary hold and cannot be deleted, overwritten or archived until hold is removed.", true},
 		{"a missing permission", "forbidden", "ferry@p.iam.gserviceaccount.com does not have storage.objects.create access to the Google Cloud Storage object.", false},
 	} {
+
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
@@ -389,5 +390,30 @@ func TestAHeldObjectIsErrRetained(t *testing.T) {
 		}
 		s.Close()
 		srv.Close()
+	}
+}
+
+// A 400 other than a checksum's is ErrInvalid: sending the same request
+// again gets the same answer (here, a compose of sources of different
+// storage classes, as an append onto an object a lifecycle rule moved
+// would be).
+func TestA400IsErrInvalid(t *testing.T) {
+	t.Parallel()
+	const msg = "The source objects must all have the same storage class as the destination."
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = fmt.Fprintf(w, `{"error":{"code":400,"message":%q,"errors":[{"message":%q,"domain":"global","reason":"invalid"}]}}`, msg, msg)
+	}))
+	defer srv.Close()
+	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Compose(context.Background(), "b", "o", []string{"o", "tail"}, gcs.ComposeOptions{IfGeneration: 7})
+	if !errors.Is(err, gcs.ErrInvalid) || errors.Is(err, gcs.ErrChecksum) || !strings.Contains(err.Error(), "same storage class") {
+		t.Fatalf("compose: %v; want ErrInvalid with GCS's words", err)
 	}
 }

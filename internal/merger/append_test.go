@@ -123,14 +123,20 @@ func TestAnAppendComposedBeforeACrashEndsOnce(t *testing.T) {
 }
 
 // heldStore answers a compose onto name as GCS does for an object under a
-// hold: 403, which the gcs package reports as ErrRetained.
+// hold (403, which the gcs package reports as ErrRetained), or, with
+// class set, for sources of different storage classes (400, ErrInvalid).
 type heldStore struct {
 	objectStore
-	name string
+	name  string
+	class bool
 }
 
 func (h heldStore) Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
-	if dst == h.name {
+	switch {
+	case dst == h.name && h.class:
+		return gcs.Attrs{}, fmt.Errorf("compose gs://%s/%s: %w: googleapi: Error 400: The source objects must all have the same storage class as the destination., invalid",
+			bucket, dst, gcs.ErrInvalid)
+	case dst == h.name:
 		return gcs.Attrs{}, fmt.Errorf("compose gs://%s/%s: %w: googleapi: Error 403: Object '%s/%s' is under active Event-Based hold and cannot be deleted, overwritten or archived until hold is removed., objectUnderActiveHold",
 			bucket, dst, gcs.ErrRetained, bucket, dst)
 	}
@@ -141,12 +147,25 @@ func (h heldStore) Compose(ctx context.Context, bucket, dst string, srcs []strin
 // transfer the first time, naming the file and why, instead of being sent
 // again until the transfer's timeout; the object stays as it was.
 func TestAnAppendOntoAHeldObjectFailsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		class bool
+		want  string
+	}{{false, "under a hold or a retention policy"}, {true, "send the file with --no-append"}} {
+		appendRefused(t, tc.class, tc.want)
+	}
+}
+
+// appendRefused runs an append whose compose GCS refuses (heldStore) and
+// checks that the transfer failed at once, naming the file and want, the
+// object as it was.
+func appendRefused(t *testing.T, class bool, want string) {
+	t.Helper()
 	s, _ := appendStaged(t)
 	f := s.man.Files[0]
 	before, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
 	must(t, err)
 	done := &teststack.Recorder{}
-	m := New(Options{Store: heldStore{objectStore: s.store, name: f.Object}, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	m := New(Options{Store: heldStore{objectStore: s.store, name: f.Object, class: class}, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	for j := 1; j < 3; j++ {
 		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
 	}
@@ -154,8 +173,8 @@ func TestAnAppendOntoAHeldObjectFailsAtOnce(t *testing.T) {
 	err = handle(t, m, s.event(message.EventSealed))
 	d := dones(t, done)
 	if err != nil || len(d) != 1 || d[0].Status != message.StatusFailed ||
-		!strings.Contains(d[0].Error, "under a hold or a retention policy") || !strings.Contains(d[0].Error, f.Path) {
-		t.Fatalf("handle: %v; done events %+v; want the event handled and the transfer failed at once, naming %s and the hold", err, d, f.Path)
+		!strings.Contains(d[0].Error, want) || !strings.Contains(d[0].Error, f.Path) {
+		t.Fatalf("handle: %v; done events %+v; want the event handled and the transfer failed at once, naming %s and %q", err, d, f.Path, want)
 	}
 	got, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
 	if err != nil || !bytes.Equal(got, before) {

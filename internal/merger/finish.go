@@ -491,6 +491,13 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 		return queue.Permanent(fmt.Errorf("file %s: gs://%s/%s is under a hold or a retention policy, so it cannot be replaced or appended to until it is released: %w",
 			f.Path, man.Bucket, f.Object, err))
 	}
+	if errors.Is(err, gcs.ErrInvalid) {
+		hint := ""
+		if f.AppendsTo() != 0 {
+			hint = " (an append needs the object in the storage class its new chunks get: send the file with --no-append)"
+		}
+		return queue.Permanent(fmt.Errorf("file %s: GCS refused to compose gs://%s/%s%s: %w", f.Path, man.Bucket, f.Object, hint, err))
+	}
 	if err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}

@@ -426,6 +426,9 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 	if errors.Is(err, gcs.ErrRetained) {
 		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: gs://%s/%s is under a hold or a retention policy, so it cannot be replaced until it is released: %w", where(p), c.Bucket, p.Object, err))
 	}
+	if errors.Is(err, gcs.ErrInvalid) {
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: GCS refused the upload of gs://%s/%s as invalid: %w", where(p), c.Bucket, p.Object, err))
+	}
 	if !errors.Is(err, gcs.ErrPrecondition) {
 		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	}

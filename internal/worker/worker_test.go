@@ -167,24 +167,36 @@ func TestExistingFinalObjectIsNotReplaced(t *testing.T) {
 }
 
 // heldStore answers every upload as GCS does onto an object under a hold
-// (403, ErrRetained in the gcs package).
-type heldStore struct{ objectStore }
+// (403, ErrRetained in the gcs package), or with invalid set, as to a
+// request it refuses (400, ErrInvalid).
+type heldStore struct {
+	objectStore
+	invalid bool
+}
 
-func (heldStore) Upload(_ context.Context, bucket, name string, _ io.Reader, _ gcs.UploadOptions) (gcs.Attrs, error) {
+func (h heldStore) Upload(_ context.Context, bucket, name string, _ io.Reader, _ gcs.UploadOptions) (gcs.Attrs, error) {
+	if h.invalid {
+		return gcs.Attrs{}, fmt.Errorf("upload gs://%s/%s: %w: googleapi: Error 400: Invalid argument., invalid", bucket, name, gcs.ErrInvalid)
+	}
 	return gcs.Attrs{}, fmt.Errorf("upload gs://%s/%s: %w: googleapi: Error 403: Object '%s/%s' is under active Temporary hold and cannot be deleted, overwritten or archived until hold is removed., objectUnderActiveHold",
 		bucket, name, gcs.ErrRetained, bucket, name)
 }
 
-// A final object under a hold or a retention policy cannot be replaced
-// however often the upload is sent again: the chunk fails permanently,
-// naming the object and why.
+// A final object under a hold or a retention policy cannot be replaced,
+// and an upload GCS refuses as invalid is refused again, however often it
+// is sent: the chunk fails permanently, naming the object and why.
 func TestAHeldFinalObjectFailsPermanently(t *testing.T) {
 	store := teststack.Bucket(t, "w-held")
-	_, dir, m := chunkMsg(t, "w-held", []byte("new content"), true)
-	w := newWorker(t, heldStore{store}, &teststack.Recorder{}, dir)
-	err := w.Handle(context.Background(), m)
-	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "gs://w-held/out/data.csv.zst is under a hold or a retention policy") {
-		t.Fatalf("error = %v; want permanent, naming the object and the hold", err)
+	for _, tc := range []struct {
+		invalid bool
+		want    string
+	}{{false, "gs://w-held/out/data.csv.zst is under a hold or a retention policy"}, {true, "GCS refused the upload of gs://w-held/out/data.csv.zst as invalid"}} {
+		_, dir, m := chunkMsg(t, "w-held", []byte("new content"), true)
+		w := newWorker(t, heldStore{store, tc.invalid}, &teststack.Recorder{}, dir)
+		err := w.Handle(context.Background(), m)
+		if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("error = %v; want permanent, naming %q", err, tc.want)
+		}
 	}
 }
 
