@@ -17,7 +17,7 @@ func TestMemoryLimitComesFromTheBudgetUnlessGOMEMLIMITIsSet(t *testing.T) {
 func TestMemoryLimitIsTheBudgetPlusTheOverhead(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-	if got, want := MemoryLimit(256<<20), int64(256<<20+MemoryOverhead); got != want || debug.SetMemoryLimit(-1) != want {
+	if got, want := MemoryLimit(256<<20), int64(256<<20+MemoryOverhead-binaryPages); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("limit %d (runtime %d), want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 }
