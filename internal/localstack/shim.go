@@ -524,15 +524,8 @@ type composeRequest struct {
 	// DeleteSourceObjects: GCS deletes the sources once the compose
 	// succeeded; fake-gcs-server ignores it, so the shim does it.
 	DeleteSourceObjects bool `json:"deleteSourceObjects"`
-	Destination         struct {
-		ContentType        string            `json:"contentType"`
-		ContentEncoding    string            `json:"contentEncoding"`
-		ContentDisposition string            `json:"contentDisposition"`
-		ContentLanguage    string            `json:"contentLanguage"`
-		CacheControl       string            `json:"cacheControl"`
-		StorageClass       string            `json:"storageClass"`
-		Metadata           map[string]string `json:"metadata"`
-	} `json:"destination"`
+	// Destination is the new object's resource, as an upload's is.
+	Destination uploadMetadata `json:"destination"`
 }
 
 // maxComposeSources is GCS's (and the fake's) limit of sources per call.
