@@ -93,6 +93,9 @@ func CPUTable(rs []Result, workload, tier string) Table {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s: no process kept half a core busy over the wall time (%s s): it waited on the network or the disk", g.Method, secs(wall)))
 		}
 	}
+	if workload == Append {
+		t.Notes = append(t.Notes, "appends: per GB and per file of the whole grown file, of which the second sync read 1 %; ferry's workers and merger ran before the clock (a fleet serving hourly growth) and are not counted, the peers' whole processes are")
+	}
 	return t
 }
 

@@ -231,7 +231,7 @@ func (b *Bench) Print(w io.Writer) {
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
-	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree, Parquet} {
+	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree, Parquet, Append} {
 		for _, tier := range Tiers(rs, wl) {
 			CPUTable(rs, wl, tier).Write(w)
 		}
