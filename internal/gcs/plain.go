@@ -92,7 +92,10 @@ func (s *Store) uploadPlain(ctx context.Context, bucket, name string, r io.Reade
 	}
 	buf.WriteString("\r\n--" + boundary + "--\r\n")
 
-	q := url.Values{"uploadType": {"multipart"}}
+	// The name goes in the query as well as in the resource, as the
+	// client library sends it: what stands between (a proxy, a log)
+	// names the object from the URL.
+	q := url.Values{"uploadType": {"multipart"}, "name": {name}}
 	switch {
 	case opt.IfAbsent:
 		q.Set("ifGenerationMatch", "0")
