@@ -154,6 +154,12 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 		}()
 	}
+	if b, ok := pathBucket(r); ok && (b == "." || b == "..") {
+		// No bucket has such a name, and the filesystem backend would
+		// take it as the storage root's parent.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid bucket name: %q", b))
+		return
+	}
 	if s.upload(w, r) {
 		return
 	}
@@ -392,8 +398,8 @@ func (s *shim) relink(r *http.Request, item []byte) json.RawMessage {
 //
 // The walk stops when ctx ends (a client that went away).
 func listNames(ctx context.Context, root, bucket, prefix, startOffset, endOffset string) (names []string, ok bool, err error) {
-	dir := filepath.Join(root, url.PathEscape(bucket))
-	if filepath.Dir(dir) != filepath.Clean(root) {
+	dir, ok := bucketDir(root, bucket)
+	if !ok {
 		return nil, false, nil
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -441,6 +447,27 @@ func listNames(ctx context.Context, root, bucket, prefix, startOffset, endOffset
 		names = []string{}
 	}
 	return names, true, nil
+}
+
+// pathBucket is the bucket a JSON API request names in its path
+// (/storage/v1/b/BUCKET/... or /upload/storage/v1/b/BUCKET/...), unescaped.
+func pathBucket(r *http.Request) (string, bool) {
+	p := strings.TrimPrefix(r.URL.EscapedPath(), "/upload")
+	rest, ok := strings.CutPrefix(p, apiPrefix)
+	if !ok {
+		return "", false
+	}
+	b, _, _ := strings.Cut(rest, "/")
+	bucket, err := url.PathUnescape(b)
+	return bucket, err == nil
+}
+
+// bucketDir is where the filesystem backend under root keeps bucket's
+// objects; ok is false for a name that would lead out of root ("..", ".",
+// or empty: no bucket has one), which the shim then leaves to the fake.
+func bucketDir(root, bucket string) (string, bool) {
+	dir := filepath.Join(root, url.PathEscape(bucket))
+	return dir, bucket != "" && bucket != "." && bucket != ".." && filepath.Dir(dir) == filepath.Clean(root)
 }
 
 // listTTL is how long a listing's remaining pages are kept.

@@ -135,7 +135,9 @@ func (s *shim) upload(w http.ResponseWriter, r *http.Request) bool {
 		r.Header.Get("X-Goog-Upload-Command") != "" {
 		return false
 	}
-	if _, err := os.Stat(filepath.Join(s.root, url.PathEscape(bucket))); err != nil {
+	if dir, ok := bucketDir(s.root, bucket); !ok {
+		return false // a bucket name no bucket has: the fake answers
+	} else if _, err := os.Stat(dir); err != nil {
 		return false // no such bucket: the fake's 404
 	}
 	switch q.Get("uploadType") {
@@ -249,7 +251,10 @@ func (s *shim) takes(bucket string, md uploadMetadata) bool {
 // for a name it would not keep as a file (empty, ending in "/", leaving the
 // bucket's directory, or one of the shim's own).
 func (s *shim) objectFile(bucket, name string) (string, error) {
-	dir := filepath.Join(s.root, url.PathEscape(bucket))
+	dir, ok := bucketDir(s.root, bucket)
+	if !ok {
+		return "", fmt.Errorf("%w: bucket %q", errNotHere, bucket)
+	}
 	p := filepath.Join(dir, filepath.FromSlash(name))
 	if name == "" || strings.HasSuffix(name, "/") || !strings.HasPrefix(p, dir+string(filepath.Separator)) ||
 		strings.HasPrefix(filepath.Base(p), uploadPrefix) || strings.HasPrefix(filepath.Base(p), composePrefix) {
@@ -294,7 +299,8 @@ func (s *shim) newUpload(w http.ResponseWriter, r *http.Request, bucket string, 
 	if u.attrs.StorageClass == "" {
 		u.attrs.StorageClass = "STANDARD"
 	}
-	f, err := os.CreateTemp(filepath.Join(s.root, url.PathEscape(bucket)), uploadPrefix+"*")
+	dir, _ := bucketDir(s.root, bucket) // takes checked it
+	f, err := os.CreateTemp(dir, uploadPrefix+"*")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "upload of "+md.Name+": "+err.Error())
 		return nil, true

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -239,5 +241,31 @@ func TestFilesystemResumableProtocol(t *testing.T) {
 	eachName(t, c, "", func(n string) { names = append(names, n) })
 	if len(names) != 1 {
 		t.Errorf("after a cancelled upload: listed %q, want [r/obj]", names)
+	}
+}
+
+// An upload to a bucket named ".." (escaped in the path as GCS would
+// never see it) is not the shim's to take: nothing is written beside the
+// storage root, whatever the fake then answers.
+func TestAnUploadCannotLeaveTheStorageRoot(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "gcs")
+	g, _ := startGCS(t, GCSOptions{StorageRoot: root})
+	body := "--b\r\nContent-Type: application/json\r\n\r\n{\"name\":\"escaped\"}\r\n--b\r\nContent-Type: text/plain\r\n\r\nx\r\n--b--\r\n"
+	req, err := http.NewRequest(http.MethodPost, "http://"+g.Host+"/upload/storage/v1/b/%2E%2E/o?uploadType=multipart", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "multipart/related; boundary=b")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if _, err := os.Stat(filepath.Join(parent, "escaped")); err == nil {
+		t.Fatalf("an upload to bucket .. wrote %s, outside the storage root (answer %s)", filepath.Join(parent, "escaped"), resp.Status)
+	}
+	if n := g.Stats().Uploads; n != 0 {
+		t.Errorf("the shim took %d uploads to bucket ..", n)
 	}
 }
