@@ -16,12 +16,20 @@ import (
 
 // TopicName is the full resource name of topic id in the client's project.
 func (c *Client) TopicName(id string) string {
-	return fmt.Sprintf("projects/%s/topics/%s", c.ps.Project(), id)
+	return fmt.Sprintf("projects/%s/topics/%s", c.project(), id)
+}
+
+// project is the client's project; the in-process transport has none.
+func (c *Client) project() string {
+	if c.mem != nil {
+		return "in-process"
+	}
+	return c.ps.Project()
 }
 
 // SubscriptionName is the full resource name of subscription id.
 func (c *Client) SubscriptionName(id string) string {
-	return fmt.Sprintf("projects/%s/subscriptions/%s", c.ps.Project(), id)
+	return fmt.Sprintf("projects/%s/subscriptions/%s", c.project(), id)
 }
 
 // Probe checks within callTimeout that Pub/Sub answers; any answer will do
@@ -29,6 +37,9 @@ func (c *Client) SubscriptionName(id string) string {
 func (c *Client) Probe(ctx context.Context) error { return c.probe(ctx, callTimeout) }
 
 func (c *Client) probe(ctx context.Context, d time.Duration) error {
+	if c.mem != nil {
+		return nil
+	}
 	ctx, cancel := withTimeout(ctx, d)
 	defer cancel()
 	_, err := c.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName("ferry-probe")})
@@ -44,6 +55,10 @@ func (c *Client) probe(ctx context.Context, d time.Duration) error {
 
 // EnsureTopic creates topic id unless it exists.
 func (c *Client) EnsureTopic(ctx context.Context, id string) error {
+	if c.mem != nil {
+		c.mem.ensureTopic(id)
+		return nil
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := c.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: c.TopicName(id)})
@@ -55,6 +70,10 @@ func (c *Client) EnsureTopic(ctx context.Context, id string) error {
 
 // DeleteTopic removes topic id; a missing one is not an error.
 func (c *Client) DeleteTopic(ctx context.Context, id string) error {
+	if c.mem != nil {
+		c.mem.deleteTopic(id)
+		return nil
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	err := c.ps.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: c.TopicName(id)})
@@ -82,6 +101,9 @@ type Subscription struct {
 
 // EnsureSubscription creates the subscription unless it exists.
 func (c *Client) EnsureSubscription(ctx context.Context, s Subscription) error {
+	if c.mem != nil {
+		return c.mem.ensureSubscription(s)
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	minBackoff := time.Second
@@ -113,6 +135,10 @@ func (c *Client) EnsureSubscription(ctx context.Context, s Subscription) error {
 
 // DeleteSubscription removes subscription id; a missing one is not an error.
 func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
+	if c.mem != nil {
+		c.mem.deleteSubscription(id)
+		return nil
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	err := c.ps.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: c.SubscriptionName(id)})
@@ -121,6 +147,10 @@ func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// errNoSettings answers the calls that inspect a deployment's topics and
+// subscriptions (producer doctor's) on the in-process transport.
+var errNoSettings = errors.New(memEndpoint + " keeps no settings or permissions to inspect")
 
 // ErrNotFound: the topic or subscription does not exist.
 var ErrNotFound = errors.New("not found")
@@ -144,6 +174,9 @@ func (c *Client) describeErr(ctx context.Context, op string, err error) error {
 // with ("" for a Google-managed key), or an error wrapping ErrNotFound
 // when the topic does not exist. Safe for concurrent use; not retried.
 func (c *Client) TopicKMSKey(ctx context.Context, id string) (string, error) {
+	if c.mem != nil {
+		return "", fmt.Errorf("get topic %s: %w", id, errNoSettings)
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	t, err := c.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName(id)})
@@ -165,6 +198,9 @@ type SubscriptionInfo struct {
 // where it dead-letters, or an error wrapping ErrNotFound or ErrDenied.
 // Safe for concurrent use; not retried.
 func (c *Client) DescribeSubscription(ctx context.Context, id string) (SubscriptionInfo, error) {
+	if c.mem != nil {
+		return SubscriptionInfo{}, fmt.Errorf("get subscription %s: %w", id, errNoSettings)
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	s, err := c.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: c.SubscriptionName(id)})
@@ -187,6 +223,9 @@ func (c *Client) DescribeSubscription(ctx context.Context, id string) (Subscript
 // TestTopicPermissions returns which of perms the caller holds on topic id
 // (Pub/Sub's testIamPermissions). Safe for concurrent use; not retried.
 func (c *Client) TestTopicPermissions(ctx context.Context, id string, perms []string) ([]string, error) {
+	if c.mem != nil {
+		return nil, fmt.Errorf("test permissions on topic %s: %w", id, errNoSettings)
+	}
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	r, err := c.ps.TopicAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: c.TopicName(id), Permissions: perms})

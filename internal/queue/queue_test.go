@@ -101,6 +101,68 @@ func TestConformancePstest(t *testing.T) {
 	queuetest.Run(t, func(*testing.T) queuetest.Target { return tg })
 }
 
+// TestConformanceMemory runs the suite against the in-process transport
+// (ferry cp's): every client of a target is a client of one Memory, as
+// every client of an emulator is a client of that emulator.
+func TestConformanceMemory(t *testing.T) {
+	t.Parallel()
+	mem := queue.NewMemory(queue.MemoryOptions{MaxMessage: 10_000_000, Backlog: 64 << 20})
+	tg := queuetest.Target{Kind: queuetest.Memory, MaxMessage: 10_000_000, Dial: func(_ context.Context, opts ...queue.Option) (*queue.Client, error) {
+		return mem.Client(nil, opts...), nil
+	}}
+	queuetest.Run(t, func(*testing.T) queuetest.Target { return tg })
+}
+
+// TestMemoryBacklogHoldsPublishers: where Pub/Sub would store a message,
+// the in-process transport makes its publisher wait while a subscription
+// holds its backlog bound, so that chunks waiting for the workers stay
+// within the process's memory; a taken message makes room.
+func TestMemoryBacklogHoldsPublishers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem := queue.NewMemory(queue.MemoryOptions{Backlog: 100})
+	c := mem.Client(nil)
+	defer c.Close()
+	if err := c.EnsureTopic(ctx, "chunks"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureSubscription(ctx, queue.Subscription{ID: "workers", Topic: "chunks"}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Publisher("chunks")
+	// One message over the bound is taken by an empty subscription.
+	if err := p.Publish(ctx, make([]byte, 150), nil); err != nil {
+		t.Fatalf("the first message, into an empty subscription: %v", err)
+	}
+	published := make(chan error, 1)
+	go func() { published <- p.Publish(ctx, []byte("second"), nil) }()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := p.Publish(short, []byte("third"), nil)
+	if err == nil || !strings.Contains(err.Error(), "waited for room in subscription workers") {
+		t.Fatalf("publish into a full subscription gave %v, want it to wait and name the subscription", err)
+	}
+	var got atomic.Int32
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = c.Receive(rctx, "workers", queue.ReceiveSettings{MaxMessages: 1}, func(_ context.Context, m queue.Message) error {
+			if got.Add(1) == 2 {
+				stop()
+			}
+			return nil
+		})
+	}()
+	if err := <-published; err != nil {
+		t.Fatalf("the waiting publish once the first message was taken: %v", err)
+	}
+	select {
+	case <-rctx.Done():
+	case <-time.After(time.Minute):
+		t.Fatalf("%d of the 2 messages published were received", got.Load())
+	}
+}
+
 // TestConformanceCloud runs the suite against Google Cloud Pub/Sub in
 // FERRY_TEST_PROJECT, with Application Default Credentials (see README,
 // "Running the conformance suites against a project").

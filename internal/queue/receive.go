@@ -97,6 +97,9 @@ func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSett
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(s.Grace, cancel) })
 	defer stop()
+	if c.mem != nil {
+		return c.receiveMemory(ctx, hctx, subscription, s, h)
+	}
 	if mode == ModeStreaming {
 		return c.receiveStreaming(ctx, hctx, subscription, s, h)
 	}

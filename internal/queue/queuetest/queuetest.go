@@ -36,6 +36,7 @@ const (
 	Java   = "java"   // gcloud beta emulators pubsub start
 	Pstest = "pstest" // cloud.google.com/go/pubsub/v2/pstest, in process
 	Cloud  = "gcp"    // Google Cloud Pub/Sub, a real project
+	Memory = "memory" // queue.Memory, ferry cp's in-process transport
 )
 
 // WideParallel raises -test.parallel to 16 unless the command line set it:
