@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/requests"
 	"github.com/ferry-dev/ferry/internal/setup"
+	submitpkg "github.com/ferry-dev/ferry/internal/submit"
 )
 
 func serveCommand() *cobra.Command {
@@ -39,7 +40,7 @@ func serve(ctx context.Context) error {
 	setup.MemoryLimit(int64(cfg.MemoryLimit) * int64(cfg.Requests))
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	o := producer.ConfigOptions(&cfg)
-	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), hostID(), log
+	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), submitpkg.HostID(), log
 	o.Version, o.MaxRate = version, int64(cfg.MaxRate)
 	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},

@@ -4,11 +4,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/fleet"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
@@ -34,22 +33,5 @@ func realMain(ctx context.Context) error {
 	}
 	defer svc.Close()
 	setup.MemoryLimit(worker.Budget(int64(cfg.MaxOutstanding), cfg.Concurrency))
-	log := svc.Log.With("worker", cfg.ID)
-	spool := ""
-	if cfg.Spool.Transport == config.TransportSpool {
-		spool = cfg.Spool.Dir
-	}
-	w, err := worker.New(worker.Options{Store: svc.Store, Events: svc.Queue.Publisher(cfg.PubSub.EventsTopic),
-		ID: cfg.ID, MaxAttempts: cfg.MaxAttempts, SpoolDir: spool, Buckets: cfg.Buckets, MaxRate: int64(cfg.MaxRate), Log: log})
-	if err != nil {
-		return fmt.Errorf("FERRY_SPOOL_DIR=%s: %w", cfg.Spool.Dir, err)
-	}
-	defer w.Close()
-	svc.Health.SetReady(true)
-	log.Info("worker receiving", "subscription", cfg.PubSub.ChunksSubscription, "concurrency", cfg.Concurrency, "version", version)
-	err = svc.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
-		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
-	}, w.Handle)
-	log.Info("worker stopped")
-	return err
+	return fleet.Worker(ctx, cfg, svc.Clients, svc.Log.With("worker", cfg.ID), version, func() { svc.Health.SetReady(true) })
 }

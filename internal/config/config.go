@@ -395,6 +395,12 @@ type Merger struct {
 
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"a transfer with no progress for this long ends failed, with its staging removed (a producer that died and was never resubmitted)"`
 	DoneRetention   time.Duration `env:"FERRY_DONE_RETENTION, default=720h" help:"how long done markers (.ferry-done/) are kept; while one exists, a request with the same idempotency key is answered, not run again"`
+
+	// Grace is how long running handlers may go on once receiving stops:
+	// none for the service (a merger stopped leaves its events to
+	// redelivery), a while for ferry cp, whose merger ends its transfer
+	// (done marker, staging removed) after the done event that ends cp.
+	Grace time.Duration
 }
 
 // Validate names the variable at fault.

@@ -51,6 +51,13 @@ type Options struct {
 // the transfer could not start or, with Wait, did not end ok; the error
 // says what Run was doing and which endpoint it talked to.
 func Run(ctx context.Context, cfg *config.Producer, o Options) error {
+	return RunOn(ctx, cfg, o, nil)
+}
+
+// RunOn is Run over clients that the caller opened and closes: ferry cp's
+// GCS and in-process transport, on which its own workers and merger
+// receive. With clients nil it connects to what cfg names, as Run does.
+func RunOn(ctx context.Context, cfg *config.Producer, o Options, clients *setup.Clients) error {
 	req := o.Request
 	// Timeout bounds everything from here on, network calls included.
 	if o.Timeout > 0 {
@@ -69,13 +76,20 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	log := logging.New(o.Stderr, logLevel, cfg.Log.Format)
 	emu := cfg.Emulators
 	st := &step{timeout: o.Timeout}
-	st.set("connecting to %s and %s for %s", emu.GCSEndpoint(), emu.PubSubEndpoint(), req.Destination)
-	clients, err := setup.Connect(ctx, cfg.PubSub.Project, emu, log)
-	if err != nil {
-		return st.fail(ctx, err)
+	queueAt := emu.PubSubEndpoint()
+	if clients != nil {
+		queueAt = clients.Queue.Endpoint()
+	} else {
+		st.set("connecting to %s and %s for %s", emu.GCSEndpoint(), queueAt, req.Destination)
+		c, err := setup.Connect(ctx, cfg.PubSub.Project, emu, log)
+		if err != nil {
+			return st.fail(ctx, err)
+		}
+		defer c.Close()
+		clients = c
 	}
-	defer clients.Close()
 	store, q := clients.Store, clients.Queue
+	var err error
 	cleanup := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	}
@@ -97,7 +111,7 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 	if o.Wait && !byMarker {
 		// Subscribe before the transfer starts, so its done event cannot
 		// be missed.
-		st.set("subscribing to topic %s on %s", cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
+		st.set("subscribing to topic %s on %s", cfg.PubSub.DoneTopic, queueAt)
 		if w, err = waiter.New(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
 			return st.fail(ctx, err)
 		}
@@ -125,7 +139,7 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 		out.Lock()
 		fmt.Fprintln(stdout, id)
 		out.Unlock()
-		st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, emu.PubSubEndpoint())
+		st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, queueAt)
 		if bar != nil {
 			bar.begin()
 		}
@@ -147,7 +161,7 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 		if byMarker {
 			events = ""
 		}
-		st.set("subscribing to topic %s on %s", cfg.PubSub.EventsTopic, emu.PubSubEndpoint())
+		st.set("subscribing to topic %s on %s", cfg.PubSub.EventsTopic, queueAt)
 		if bar, err = startProgress(ctx, q, events, req.TransferID, p, stdout, &out); err != nil {
 			return st.fail(ctx, err)
 		}
@@ -176,7 +190,7 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 		st.set("waiting for the done marker of transfer %s in gs://%s/%s (FERRY_SUBMIT_WAIT=marker)", req.TransferID, man.Bucket, message.DoneMarker(req.TransferID))
 		done, err = waiter.NewMarker(store, man.Bucket, req.TransferID).Wait(ctx)
 	} else {
-		st.set("waiting for the done event of transfer %s on topic %s (%s)", req.TransferID, cfg.PubSub.DoneTopic, emu.PubSubEndpoint())
+		st.set("waiting for the done event of transfer %s on topic %s (%s)", req.TransferID, cfg.PubSub.DoneTopic, queueAt)
 		done, err = w.Wait(ctx)
 	}
 	if err != nil {

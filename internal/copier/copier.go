@@ -1,0 +1,209 @@
+// Package copier is `ferry cp`: one transfer run by one process against the
+// user's own bucket, with no fleet to deploy first. It wires ferry's one
+// engine in memory: the producer's pipeline (internal/submit, as `producer
+// submit --wait` runs it), the workers' uploads and the merger's end of a
+// transfer (internal/fleet, as cmd/worker and cmd/merger run them), talking
+// through the in-process transport (queue.Memory) instead of Pub/Sub. The
+// objects, manifest, listing and benchmark row are the fleet's, so
+// `producer status`, `restore` and the analysts' queries cannot tell which
+// wiring moved the data.
+//
+// What a process of its own adds to the fleet's promises:
+//   - Ctrl-C stops reading, cancels the transfer (the merger removes what
+//     was staged), says what was done and fails;
+//   - a journal in the state directory names the transfer a command
+//     started until it ends, so the same command run again after a crash
+//     (kill -9) takes the same transfer up again: a new run of it, whose
+//     merger finishes over what the first left or removes it.
+package copier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/fleet"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/setup"
+	"github.com/ferry-dev/ferry/internal/submit"
+	"github.com/ferry-dev/ferry/internal/transfers"
+	"github.com/ferry-dev/ferry/internal/waiter"
+)
+
+// interruptGrace bounds how long an interrupted cp waits for its transfer
+// to end cancelled (staging removed) before it gives up and says what it
+// left.
+const interruptGrace = time.Minute
+
+// Run copies o.Request with the configuration cfg: the producer, the
+// workers and the merger in this process. It returns nil only when the
+// transfer ended ok. o.Wait is implied.
+func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
+	o.Wait = true
+	state, err := config.StateDir()
+	if err != nil {
+		return err
+	}
+	pcfg, wcfg, mcfg := cfg.Producer(), cfg.Worker(), cfg.Merger(state)
+	log := logging.New(o.Stderr, quietOnTerminal(cfg.Log.Level, o), cfg.Log.Format)
+
+	store, err := setup.OpenStore(ctx, cfg.Emulators)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Probe(ctx); err != nil {
+		return err
+	}
+	store = store.WithKMSKey(cfg.Buckets.KMSKey)
+	mem := queue.NewMemory(queue.MemoryOptions{MaxMessage: int(cfg.MessageMax()) + 1<<20, Backlog: cfg.Backlog()})
+	q := mem.Client(log, queue.WithHold(store.Reachable))
+	defer q.Close()
+	if err := topology(ctx, q, pcfg.PubSub, wcfg.MaxAttempts); err != nil {
+		return err
+	}
+	clients := &setup.Clients{Store: store, Queue: q}
+	if o.DryRun {
+		return submit.RunOn(ctx, &pcfg, o, clients)
+	}
+
+	dest, err := plan.ParseDestination(o.Request.Destination)
+	if err != nil {
+		return err // Request checked it
+	}
+	j, err := openJournal(state, o.Request)
+	if err != nil {
+		return err
+	}
+	if tid := j.resume(ctx, store, dest.Bucket, log); tid != "" {
+		o.Request.TransferID = tid
+	}
+	tid := o.Request.TransferID
+	if err := j.write(tid); err != nil {
+		return err
+	}
+
+	// The in-process fleet: the workers and the merger, until the
+	// transfer has ended (or been given up on after an interrupt).
+	fctx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	fleetRun, _ := errgroup.WithContext(fctx)
+	id := submit.HostID()
+	fleetRun.Go(func() error {
+		wcfg.ID = "cp-" + id
+		return fleet.Worker(fctx, wcfg, clients, log.With("worker", wcfg.ID), o.Version, func() {})
+	})
+	fleetRun.Go(func() error { return fleet.Merger(fctx, mcfg, clients, log, o.Version, func() {}) })
+	defer func() {
+		stopFleet()
+		if err := fleetRun.Wait(); err != nil {
+			log.Warn("the in-process fleet stopped with an error", "err", err)
+		}
+	}()
+	// cp's own watch on the done topic, so that an interrupted transfer's
+	// end is seen too.
+	w, err := waiter.New(ctx, q, pcfg.PubSub.DoneTopic, tid)
+	if err != nil {
+		return err
+	}
+	err = submit.RunOn(ctx, &pcfg, o, clients)
+	var ended *submit.EndedError
+	var input *producer.InputError
+	if err == nil || errors.As(err, &ended) || errors.As(err, &input) {
+		j.remove() // ended (its done event seen), or never started
+		return err
+	}
+	// Interrupted, or the producer failed (it told the merger so): the
+	// transfer is cancelled if it still runs, and its end awaited, so
+	// that nothing it staged is left.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+	defer cancel()
+	if ctx.Err() != nil {
+		err = errors.New("interrupted")
+	}
+	return settle(cctx, err, o.Stderr, store, q.Publisher(pcfg.PubSub.ControlTopic), w, dest.Bucket, tid, pcfg.KeyDir, j)
+}
+
+// quietOnTerminal is the log level: on a terminal a progress bar replaces
+// the info logs, as producer submit does.
+func quietOnTerminal(level string, o submit.Options) string {
+	if level == "info" && logging.IsTerminal(o.Stdout) && !o.JSON {
+		return "warn"
+	}
+	return level
+}
+
+// topology creates the in-process topics and subscriptions, dead-letter
+// topics included, as terraform does for the fleet.
+func topology(ctx context.Context, q *queue.Client, ps config.PubSub, attempts int) error {
+	for _, t := range []string{ps.ChunksTopic, ps.ChunksDeadLetter, ps.EventsTopic, ps.EventsDeadLetter, ps.ControlTopic, ps.ControlDeadLetter, ps.DoneTopic} {
+		if err := q.EnsureTopic(ctx, t); err != nil {
+			return err
+		}
+	}
+	for _, s := range []queue.Subscription{
+		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, DeadLetterTopic: ps.ChunksDeadLetter, MaxAttempts: attempts},
+		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: attempts},
+		{ID: ps.ControlSubscription, Topic: ps.ControlTopic, DeadLetterTopic: ps.ControlDeadLetter, MaxAttempts: attempts},
+	} {
+		if err := q.EnsureSubscription(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publisher sends one message and returns once it is stored.
+type publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
+// settle cancels transfer tid, which stopped short of its end because of
+// cause, with the end key this process saved when it started it, and waits
+// for the merger to end it; then it says what was done. It always returns
+// an error: the copy did not complete.
+func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store, control publisher, w *waiter.Waiter, bucket, tid, keyDir string, j *journal) error {
+	stopped := fmt.Errorf("transfer %s did not complete: %w", tid, cause)
+	t, err := transfers.Status(ctx, store, bucket, tid)
+	if errors.Is(err, transfers.ErrNotFound) {
+		j.remove()
+		return fmt.Errorf("%w; nothing was sent", stopped)
+	}
+	if err == nil && !t.Ended() {
+		if key, kerr := endKey(keyDir, tid); kerr == nil {
+			_, err = transfers.Cancel(ctx, store, control, bucket, tid, key)
+		} else {
+			err = kerr
+		}
+	}
+	if err != nil && !errors.Is(err, transfers.ErrEnded) {
+		return fmt.Errorf("%w; cancelling it: %v; run the same command again to finish it", stopped, err)
+	}
+	done, err := w.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("%w, and it did not end within %s (%v); run the same command again to finish it: its staging objects stay under gs://%s/%s until then",
+			stopped, interruptGrace, err, bucket, message.StagingPrefix(tid))
+	}
+	j.remove()
+	fmt.Fprintf(stderr, "transfer %s ended %s: its staging objects are removed; nothing partial is left under the destination\n", tid, done.Status)
+	return fmt.Errorf("%w (ended %s: %s)", stopped, done.Status, done.Error)
+}
+
+// endKey is the end key submit saved for transfer tid.
+func endKey(keyDir, tid string) (string, error) {
+	dir, err := transfers.KeyDir(keyDir)
+	if err != nil {
+		return "", err
+	}
+	return transfers.LoadKey(dir + string(os.PathSeparator) + tid)
+}

@@ -1,0 +1,91 @@
+package copier
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/producer"
+)
+
+// journal names the transfer a cp command started until that transfer has
+// ended: a file in the state directory, named by the command's sources and
+// destination. The same command run after a crash finds it and takes the
+// transfer up again, so that what the first run staged is finished or
+// removed by the second, never left behind.
+type journal struct {
+	path string // "": no journal (standard input, an idempotency key)
+}
+
+// openJournal returns the journal of req's command.
+func openJournal(state string, req producer.Request) (*journal, error) {
+	if plan.IsStdin(req.Sources) || req.IdempotencyKey != "" {
+		// Standard input cannot be read again; a key names its transfer.
+		return &journal{}, nil
+	}
+	h := sha256.New()
+	for _, s := range req.Sources {
+		abs, err := filepath.Abs(s)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", s, err)
+		}
+		fmt.Fprintf(h, "%s\x00", abs)
+	}
+	fmt.Fprintf(h, "%s\x00", req.Destination)
+	dir := filepath.Join(state, "cp")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ferry cp's journal directory: %w", err)
+	}
+	return &journal{path: filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:32])}, nil
+}
+
+// resume returns the transfer an earlier run of the same command started
+// and did not see end, if its bucket holds no done marker of it: "" else.
+func (j *journal) resume(ctx context.Context, store *gcs.Store, bucket string, log *slog.Logger) string {
+	if j.path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(j.path)
+	if err != nil {
+		return ""
+	}
+	tid := strings.TrimSpace(string(b))
+	if !message.ValidTransferID(tid) {
+		return ""
+	}
+	_, err = store.Attrs(ctx, bucket, message.DoneMarker(tid))
+	if !errors.Is(err, gcs.ErrNotFound) {
+		return "" // it ended (or GCS cannot say): a new transfer
+	}
+	log.Warn("taking up the transfer an earlier ferry cp of the same sources and destination started and did not finish", "transfer_id", tid, "journal", j.path)
+	return tid
+}
+
+// write records tid as the command's transfer.
+func (j *journal) write(tid string) error {
+	if j.path == "" {
+		return nil
+	}
+	if err := renameio.WriteFile(j.path, []byte(tid+"\n"), 0o600); err != nil {
+		return fmt.Errorf("ferry cp's journal: %w", err)
+	}
+	return nil
+}
+
+// remove forgets the command's transfer: it has ended.
+func (j *journal) remove() {
+	if j.path != "" {
+		_ = os.Remove(j.path)
+	}
+}
