@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,6 +138,8 @@ type conn struct {
 	endpoint string
 	state    atomic.Int32 // unknown, answered or silent
 	health   atomic.Pointer[func(error)]
+	// pacers holds one *pacer.Pacer per bucket (see paced.go).
+	pacers sync.Map
 }
 
 const (
@@ -247,18 +250,25 @@ func (s *Store) Probe(ctx context.Context) error {
 // BucketExists returns nil when bucket exists, an error wrapping ErrNotFound
 // when it does not.
 func (s *Store) BucketExists(ctx context.Context, bucket string) error {
-	ctx, cancel := withTimeout(ctx, metaTimeout)
-	defer cancel()
-	_, err := s.c.Bucket(bucket).Attrs(ctx)
-	return s.fail(ctx, "bucket gs://"+bucket, err)
+	return s.paced(ctx, bucket, true, nil, func() error {
+		ctx, cancel := withTimeout(ctx, metaTimeout)
+		defer cancel()
+		_, err := s.c.Bucket(bucket).Attrs(ctx)
+		return s.fail(ctx, "bucket gs://"+bucket, err)
+	})
 }
 
 // Attrs returns the attributes of an object.
 func (s *Store) Attrs(ctx context.Context, bucket, name string) (Attrs, error) {
-	ctx, cancel := withTimeout(ctx, metaTimeout)
-	defer cancel()
-	a, err := s.c.Bucket(bucket).Object(name).Attrs(ctx)
-	if err = s.fail(ctx, fmt.Sprintf("stat gs://%s/%s", bucket, name), err); err != nil {
+	var a *storage.ObjectAttrs
+	err := s.paced(ctx, bucket, true, nil, func() error {
+		ctx, cancel := withTimeout(ctx, metaTimeout)
+		defer cancel()
+		var err error
+		a, err = s.c.Bucket(bucket).Object(name).Attrs(ctx)
+		return s.fail(ctx, fmt.Sprintf("stat gs://%s/%s", bucket, name), err)
+	})
+	if err != nil {
 		return Attrs{}, err
 	}
 	return fromAttrs(a), nil
@@ -282,6 +292,10 @@ type UploadOptions struct {
 	// KMSKey, when set, encrypts the object with this Cloud KMS key instead
 	// of the Store's (see WithKMSKey).
 	KMSKey string
+	// CallerPaces says that the caller waits for its turn on Pacer(bucket)
+	// and waits out a 429 itself (a worker, which counts them for its
+	// chunk event); else the Store does (see paced.go).
+	CallerPaces bool
 }
 
 // uploadTimeout bounds an upload of n bytes.
@@ -296,11 +310,25 @@ func uploadTimeout(n int64) time.Duration {
 //
 // Objects of at most PlainMax bytes go as one plain request (uploadPlain),
 // larger ones through the client library's writer (uploadWriter).
+//
+// Unless opt.CallerPaces, the upload waits for its turn on the bucket's
+// pacer and is sent again after a 429 or 503 when r can be rewound (an
+// io.Seeker): the same bytes again, under the same preconditions.
 func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, opt UploadOptions) (Attrs, error) {
+	upload := s.uploadWriter
 	if opt.Size <= PlainMax {
-		return s.uploadPlain(ctx, bucket, name, r, opt)
+		upload = s.uploadPlain
 	}
-	return s.uploadWriter(ctx, bucket, name, r, opt)
+	if opt.CallerPaces {
+		return upload(ctx, bucket, name, r, opt)
+	}
+	var a Attrs
+	err := s.paced(ctx, bucket, true, r, func() error {
+		var err error
+		a, err = upload(ctx, bucket, name, r, opt)
+		return err
+	})
+	return a, err
 }
 
 // uploadWriter uploads through the client library's writer, in one request.
@@ -374,13 +402,18 @@ func (s *Store) NewRangeReader(ctx context.Context, bucket, name string, offset,
 	if offset != 0 || length >= 0 {
 		where = fmt.Sprintf("read gs://%s/%s at %d+%d", bucket, name, offset, length)
 	}
-	ctx, stalled := stallWatch(ctx)
-	r, err := s.c.Bucket(bucket).Object(name).NewRangeReader(ctx, offset, length)
-	if err = s.fail(ctx, where, err); err != nil {
-		stalled.stop()
-		return nil, err
-	}
-	return &reader{s: s, r: r, ctx: ctx, w: stalled, where: where}, nil
+	var out io.ReadCloser
+	err := s.paced(ctx, bucket, true, nil, func() error {
+		ctx, stalled := stallWatch(ctx)
+		r, err := s.c.Bucket(bucket).Object(name).NewRangeReader(ctx, offset, length)
+		if err = s.fail(ctx, where, err); err != nil {
+			stalled.stop()
+			return err
+		}
+		out = &reader{s: s, r: r, ctx: ctx, w: stalled, where: where}
+		return nil
+	})
+	return out, err
 }
 
 // reader is an object being read under a stall watch.
@@ -440,6 +473,17 @@ func (s *Store) Compose(ctx context.Context, bucket, dst string, srcs []string, 
 	if len(srcs) == 0 || len(srcs) > MaxComposeSources {
 		return Attrs{}, fmt.Errorf("%s: want 1 to %d", where, MaxComposeSources)
 	}
+	var a Attrs
+	err := s.paced(ctx, bucket, opt.IfAbsent || opt.IfGeneration != 0, nil, func() error {
+		var err error
+		a, err = s.compose(ctx, bucket, dst, srcs, opt, where)
+		return err
+	})
+	return a, err
+}
+
+// compose is one try of Compose.
+func (s *Store) compose(ctx context.Context, bucket, dst string, srcs []string, opt ComposeOptions, where string) (Attrs, error) {
 	ctx, cancel := withTimeout(ctx, composeTimeout)
 	defer cancel()
 	if key := s.kms(opt.KMSKey); key != "" {
@@ -495,12 +539,37 @@ func (s *Store) composeRaw(ctx context.Context, bucket, dst string, srcs []strin
 }
 
 // List calls fn for every object under prefix, in name order. It fails once
-// no entry has come for 15 s.
+// no entry has come for 15 s. A page GCS pushes back (429, 503) is asked
+// for again at its turn, from after the last object fn was given.
 func (s *Store) List(ctx context.Context, bucket, prefix string, fn func(Attrs) error) error {
+	var last string
+	var fnErr error
+	err := s.paced(ctx, bucket, true, nil, func() error {
+		return s.list(ctx, bucket, prefix, last, func(a Attrs) error {
+			if fnErr = fn(a); fnErr != nil {
+				return fnErr
+			}
+			last = a.Name
+			return nil
+		})
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
+}
+
+// list is one try of List, from after the object named after ("": from
+// the start).
+func (s *Store) list(ctx context.Context, bucket, prefix, after string, fn func(Attrs) error) error {
 	where := fmt.Sprintf("list gs://%s/%s", bucket, prefix)
 	ctx, stalled := stallWatch(ctx)
 	defer stalled.stop()
-	it := s.c.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix})
+	q := &storage.Query{Prefix: prefix}
+	if after != "" {
+		q.StartOffset = after + "\x00" // the next name after it
+	}
+	it := s.c.Bucket(bucket).Objects(ctx, q)
 	// A page size of our own: a server that is asked for none may answer
 	// with every object at once (fake-gcs-server does; issue 31 measured
 	// 272 MB for one page), and what a listing holds must not depend on it.
@@ -525,9 +594,11 @@ func (s *Store) List(ctx context.Context, bucket, prefix string, fn func(Attrs) 
 
 // Delete removes an object; one already gone is not an error.
 func (s *Store) Delete(ctx context.Context, bucket, name string) error {
-	ctx, cancel := withTimeout(ctx, metaTimeout)
-	defer cancel()
-	err := s.fail(ctx, fmt.Sprintf("delete gs://%s/%s", bucket, name), s.c.Bucket(bucket).Object(name).Delete(ctx))
+	err := s.paced(ctx, bucket, true, nil, func() error {
+		ctx, cancel := withTimeout(ctx, metaTimeout)
+		defer cancel()
+		return s.fail(ctx, fmt.Sprintf("delete gs://%s/%s", bucket, name), s.c.Bucket(bucket).Object(name).Delete(ctx))
+	})
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -538,10 +609,12 @@ func (s *Store) Delete(ctx context.Context, bucket, name string) error {
 // a version written since fails with ErrPrecondition and stays. One already
 // gone is not an error.
 func (s *Store) DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error {
-	ctx, cancel := withTimeout(ctx, metaTimeout)
-	defer cancel()
-	o := s.c.Bucket(bucket).Object(name).If(storage.Conditions{GenerationMatch: gen})
-	err := s.fail(ctx, fmt.Sprintf("delete gs://%s/%s#%d", bucket, name, gen), o.Delete(ctx))
+	err := s.paced(ctx, bucket, true, nil, func() error {
+		ctx, cancel := withTimeout(ctx, metaTimeout)
+		defer cancel()
+		o := s.c.Bucket(bucket).Object(name).If(storage.Conditions{GenerationMatch: gen})
+		return s.fail(ctx, fmt.Sprintf("delete gs://%s/%s#%d", bucket, name, gen), o.Delete(ctx))
+	})
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}

@@ -81,7 +81,9 @@ type Options struct {
 	// its uploads (FERRY_MAX_RATE); 0: no limit.
 	MaxRate int64
 	// Pacer paces this process's uploads when GCS pushes back (429,
-	// 503); nil: New makes one with the defaults.
+	// 503); nil: the Store's pacer of the chunk's bucket, which every
+	// other call of this process to that bucket waits on too (a Store
+	// without pacers: one New makes with the defaults).
 	Pacer *pacer.Pacer
 	// DoneCheckEvery is how often, at most, the worker looks for the done
 	// marker of a transfer whose chunks it receives, to drop the chunks of
@@ -121,7 +123,7 @@ func New(o Options) (*Worker, error) {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	if o.Pacer == nil {
+	if _, ok := o.Store.(pacers); !ok && o.Pacer == nil {
 		o.Pacer = pacer.New(pacer.Options{})
 	}
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter,
@@ -374,7 +376,7 @@ const maxRateLimited = 20
 // message goes back to Pub/Sub as any transient failure does. paced counts
 // the 429s waited out.
 func (w *Worker) paced(ctx context.Context, c *message.Chunk, p *message.Part, body io.ReadSeeker, attempt int) (a gcs.Attrs, dup bool, paced int, err error) {
-	pc := w.o.Pacer
+	pc := w.pacer(c.Bucket)
 	for {
 		if err := pc.Wait(ctx); err != nil {
 			return gcs.Attrs{}, false, paced, fmt.Errorf("%s: waiting for its turn to upload: %w", where(p), err)
@@ -402,6 +404,20 @@ func (w *Worker) paced(ctx context.Context, c *message.Chunk, p *message.Part, b
 	}
 }
 
+// pacers is a Store that paces every call of this process to a bucket on
+// one pacer (gcs.Store): the worker's uploads wait on the same one.
+type pacers interface {
+	Pacer(bucket string) *pacer.Pacer
+}
+
+// pacer is the pacer of the worker's uploads to bucket.
+func (w *Worker) pacer(bucket string) *pacer.Pacer {
+	if w.o.Pacer != nil {
+		return w.o.Pacer
+	}
+	return w.o.Store.(pacers).Pacer(bucket)
+}
+
 // upload stores one part whose bytes were checked; dup reports that it was
 // there already. It uploads first, under a DoesNotExist precondition, and
 // asks for the object's attributes only when that fails: a redelivery or a
@@ -418,7 +434,7 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 		meta[message.MetaTransfer] = c.TransferID
 	}
 	opt := gcs.UploadOptions{Size: p.WireSize, CRC32C: p.WireCRC32C, IfAbsent: true, ContentType: p.ContentType, Metadata: meta,
-		KMSKey: w.o.Buckets.KMSKey}
+		KMSKey: w.o.Buckets.KMSKey, CallerPaces: true}
 	a, err := w.o.Store.Upload(ctx, c.Bucket, p.Object, w.limited(ctx, body), opt)
 	if err == nil {
 		return a, false, nil

@@ -1,0 +1,104 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/pacer"
+)
+
+// Pacing: a bucket takes about 1,000 object writes a second at first and
+// answers 429 (rateLimitExceeded) or 503 beyond what it takes; the limit is
+// the bucket's, shared by every process that writes to it. So every call a
+// Store makes to a bucket waits for its turn on one pacer per bucket, shared
+// by every Store of the same client (WithKMSKey's too): a 429 or 503 cuts
+// the pace (pacer: additive increase, multiplicative decrease), and the
+// call is sent again, when that is safe, once its turn comes, for as long
+// as its context lasts. A 429 is always safe to send again: GCS did not
+// carry the request out. After a 503 only a call that cannot do harm twice
+// goes again: a read, a delete, a write under a precondition.
+
+// Pacer is the pacer of this process's calls to bucket. A caller that paces
+// a call itself (UploadOptions.CallerPaces) waits on it.
+func (s *Store) Pacer(bucket string) *pacer.Pacer {
+	if p, ok := s.pacers.Load(bucket); ok {
+		return p.(*pacer.Pacer)
+	}
+	p, _ := s.pacers.LoadOrStore(bucket, pacer.New(pacer.Options{}))
+	return p.(*pacer.Pacer)
+}
+
+// Paced counts the slow-downs a context's calls waited out: a caller that
+// reports them (a worker's chunk event) passes a counter with CountPaced.
+type pacedKey struct{}
+
+// CountPaced returns ctx whose calls add the 429s and 503s they waited out
+// to n.
+func CountPaced(ctx context.Context, n *int) context.Context {
+	return context.WithValue(ctx, pacedKey{}, n)
+}
+
+// pacedBackoff bounds the wait between two tries of a call GCS pushed back,
+// on top of the pacer's own (which lets a burst through after a cut).
+const (
+	pacedBackoffMin = 100 * time.Millisecond
+	pacedBackoffMax = 5 * time.Second
+)
+
+// paced runs call, one request to bucket, at the pace GCS allows. safe503
+// says whether the request may go again after a 503 (see above). body,
+// when not nil, is rewound before every try after the first; a body that
+// cannot be rewound makes the call's push-back the caller's to wait out.
+func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.Reader, call func() error) error {
+	pc := s.Pacer(bucket)
+	var start int64
+	seeker, _ := body.(io.Seeker)
+	if seeker != nil {
+		var err error
+		if start, err = seeker.Seek(0, io.SeekCurrent); err != nil {
+			seeker = nil
+		}
+	}
+	wait := pacedBackoffMin
+	for {
+		if err := pc.Wait(ctx); err != nil {
+			return fmt.Errorf("gs://%s: waiting for a turn (GCS asked for fewer writes): %w", bucket, err)
+		}
+		err := call()
+		if !errors.Is(err, ErrThrottled) {
+			if err == nil {
+				pc.Done()
+				metrics.WriteRateLimit.Set(pc.Limit())
+			}
+			return err
+		}
+		metrics.Throttled.Inc()
+		if pc.PushedBack() {
+			metrics.WriteRateLimit.Set(pc.Limit())
+		}
+		again := errors.Is(err, ErrRateLimited) || safe503
+		if !again || (body != nil && seeker == nil) || ctx.Err() != nil {
+			return err
+		}
+		if seeker != nil {
+			if _, serr := seeker.Seek(start, io.SeekStart); serr != nil {
+				return err
+			}
+		}
+		if n, ok := ctx.Value(pacedKey{}).(*int); ok {
+			*n++
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		wait = min(2*wait, pacedBackoffMax)
+	}
+}
