@@ -24,6 +24,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "every GCS call waits out a 429 (issue 41)",
+		file: "internal/gcs/paced.go",
+		from: "again := errors.Is(err, ErrRateLimited) || safe503",
+		to:   "again := false",
+		pkg:  "internal/gcs", test: "TestEveryCallRidesOutA429",
+	},
+	{
+		name: "after a 503 only what is safe to repeat is sent again",
+		file: "internal/gcs/paced.go",
+		from: "again := errors.Is(err, ErrRateLimited) || safe503",
+		to:   "again := true",
+		pkg:  "internal/gcs", test: "TestA503IsSentAgainOnlyWhereThatIsSafe",
+	},
+	{
 		name: "merger confirms each final object's CRC32C",
 		file: "internal/merger/confirm.go",
 		from: "a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata",

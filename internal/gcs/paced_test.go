@@ -1,0 +1,144 @@
+package gcs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/gcs"
+)
+
+// callKind names the kind of a JSON API request, for a proxy that pushes
+// back on the first of each kind.
+func callKind(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case strings.Contains(p, "/upload/"):
+		return "upload " + r.URL.Query().Get("name")
+	case strings.HasSuffix(p, "/compose"):
+		return "compose"
+	case r.Method == http.MethodDelete:
+		return "delete"
+	case strings.HasSuffix(p, "/o"):
+		return "list"
+	case r.URL.Query().Get("alt") == "media" || strings.HasPrefix(p, "/download/"):
+		return "read"
+	case strings.Contains(p, "/o/"):
+		return "attrs"
+	}
+	return "bucket"
+}
+
+// pushBackProxy is a proxy in front of the shared fake that answers the
+// first request of every kind with fault (and lets everything else
+// through); pushed lists the kinds it pushed back.
+func pushBackProxy(t *testing.T, bucket string, fault faultproxy.Fault) (*gcs.Store, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var pushed []string
+	proxy, err := faultproxy.Start("http://"+fake.Host, faultproxy.Plan{Decide: func(_ int, r *http.Request) faultproxy.Fault {
+		k := callKind(r)
+		if seen[k] {
+			return faultproxy.None
+		}
+		seen[k] = true
+		mu.Lock()
+		pushed = append(pushed, k)
+		mu.Unlock()
+		return fault
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	fake.CreateBucket(bucket)
+	s, err := gcs.NewEmulator(context.Background(), strings.TrimPrefix(proxy.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), pushed...)
+	}
+}
+
+// Issue 41 §1 and issue 40 §5: a bucket's write limit is every process's.
+// Each kind of call a Store makes (a producer's manifest page, a merger's
+// compose, delete, done marker and listing object, a restore's read) meets
+// a 429 on its first request and still succeeds: the Store waits its turn
+// and sends it again. Without the retry (make mutants) the first write
+// fails, as a producer's manifest page failed a whole transfer.
+func TestEveryCallRidesOutA429(t *testing.T) {
+	t.Parallel()
+	const bucket = "paced-429"
+	s, pushed := pushBackProxy(t, bucket, faultproxy.Status429)
+	ctx := context.Background()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s after a 429: %v", what, err)
+		}
+	}
+	must("bucket check", s.BucketExists(ctx, bucket))
+	page := []byte(`{"page":0}`)
+	_, err := s.PutSmall(ctx, bucket, "manifest-page", page, false, "application/json")
+	must("an unconditional small write (a manifest page, a done marker)", err)
+	_, err = s.PutSmall(ctx, bucket, "key", page, true, "application/json")
+	must("a small write under DoesNotExist", err)
+	big := bytes.Repeat([]byte("ferry "), gcs.PlainMax/6+100)
+	_, err = s.Upload(ctx, bucket, "listing", bytes.NewReader(big), gcs.UploadOptions{Size: int64(len(big)), CRC32C: crc32c.Checksum(big)})
+	must("a large unconditional upload (a listing object)", err)
+	a, err := s.Attrs(ctx, bucket, "manifest-page")
+	must("attrs", err)
+	got, err := s.ReadAll(ctx, bucket, "listing")
+	must("a read (restore's)", err)
+	if !bytes.Equal(got, big) {
+		t.Fatalf("read %d bytes back, wrote %d", len(got), len(big))
+	}
+	var names []string
+	must("a listing", s.List(ctx, bucket, "", func(a gcs.Attrs) error { names = append(names, a.Name); return nil }))
+	if strings.Join(names, ",") != "key,listing,manifest-page" {
+		t.Fatalf("listing after a 429 gave %v", names)
+	}
+	_, err = s.Compose(ctx, bucket, "composed", []string{"manifest-page", "key"}, gcs.ComposeOptions{IfAbsent: true})
+	must("a compose", err)
+	must("a delete", s.Delete(ctx, bucket, "key"))
+	must("a delete of a generation", s.DeleteGeneration(ctx, bucket, "manifest-page", a.Generation))
+	want := []string{"bucket", "upload manifest-page", "upload key", "upload listing", "attrs", "read", "list", "compose", "delete"}
+	if got := strings.Join(pushed(), ","); got != strings.Join(want, ",") {
+		t.Errorf("kinds pushed back: %s, want %s", got, strings.Join(want, ","))
+	}
+	if p := s.Pacer(bucket); p.Cuts() == 0 || p.Limit() == 0 {
+		t.Errorf("the bucket's pacer was never cut (%d cuts, limit %v)", p.Cuts(), p.Limit())
+	}
+}
+
+// After a 503 GCS may have carried the request out: a compose with no
+// precondition is not sent again (its caller decides), one under a
+// precondition is.
+func TestA503IsSentAgainOnlyWhereThatIsSafe(t *testing.T) {
+	t.Parallel()
+	const bucket = "paced-503"
+	s, _ := pushBackProxy(t, bucket, faultproxy.Status503)
+	ctx := context.Background()
+	if _, err := s.PutSmall(ctx, bucket, "a", []byte("a"), true, ""); err != nil {
+		t.Fatalf("a conditional write after a 503: %v", err)
+	}
+	if _, err := s.Compose(ctx, bucket, "c", []string{"a"}, gcs.ComposeOptions{IfAbsent: true}); err != nil {
+		t.Fatalf("a compose under DoesNotExist after a 503: %v", err)
+	}
+	s2, _ := pushBackProxy(t, bucket, faultproxy.Status503)
+	_, err := s2.Compose(ctx, bucket, "d", []string{"a"}, gcs.ComposeOptions{})
+	if !errors.Is(err, gcs.ErrThrottled) {
+		t.Fatalf("an unconditional compose after a 503: %v, want ErrThrottled (not sent again)", err)
+	}
+}
