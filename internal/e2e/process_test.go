@@ -75,19 +75,26 @@ func (s *stack) env(extra ...string) []string {
 // environment. The process is killed when the test ends.
 func (s *stack) start(name, binary string, env []string, args ...string) *proc {
 	s.t.Helper()
-	p := &proc{t: s.t, name: name, out: &teststack.SyncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(binaries(s.t), binary), args...)
+	return startProc(s.t, name, binary, env, args...)
+}
+
+// startProc runs ferry's binary with args and env. The process is killed
+// when the test ends.
+func startProc(t *testing.T, name, binary string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, out: &teststack.SyncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(binaries(t), binary), args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	s.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		if s.t.Failed() {
-			s.t.Logf("output of %s:\n%s", p.name, tail(p.out.String(), 4000))
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", p.name, tail(p.out.String(), 4000))
 		}
 	})
 	return p
