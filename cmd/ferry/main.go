@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/commands"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/copier"
 	"github.com/ferry-dev/ferry/internal/setup"
@@ -42,7 +43,7 @@ func command() *cobra.Command {
 			return cli.Usagef("missing command: cp, restore or status")
 		},
 	}
-	root.AddCommand(cpCommand())
+	root.AddCommand(cpCommand(), commands.Restore(version), commands.Status())
 	return root
 }
 

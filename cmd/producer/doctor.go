@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/commands"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/doctor"
 	"github.com/ferry-dev/ferry/internal/logging"
@@ -60,7 +61,7 @@ one JSON object; exits 1 when any check failed, 2 on a usage error.`,
 			if err := config.FromEnvironment(cmd.Context(), &cfg); err != nil {
 				return err
 			}
-			b, err := bucketOf(bucket, cfg)
+			b, err := commands.BucketOf(bucket, cfg)
 			if err != nil {
 				return err
 			}
@@ -68,7 +69,7 @@ one JSON object; exits 1 when any check failed, 2 on a usage error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&bucket, "bucket", "", bucketHelp)
+	f.StringVar(&bucket, "bucket", "", commands.BucketHelp)
 	f.BoolVar(&asJSON, "json", false, "print the results as one JSON object")
 	f.BoolVar(&noCanary, "no-canary", false, "make the checks only; send no canary transfer")
 	f.DurationVar(&timeout, "canary-timeout", 3*time.Minute, "how long the fleet may take to end the canary")

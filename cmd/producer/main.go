@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/commands"
 	"github.com/ferry-dev/ferry/internal/config"
 )
 
@@ -43,7 +44,7 @@ func command() *cobra.Command {
 			return cli.Usagef("missing command: submit, serve, status, list, cancel or doctor")
 		},
 	}
-	root.AddCommand(submitCommand(), serveCommand(), statusCommand(), listCommand(), cancelCommand(), doctorCommand())
+	root.AddCommand(submitCommand(), serveCommand(), commands.Status(), listCommand(), cancelCommand(), doctorCommand())
 	for _, c := range append(root.Commands(), root) {
 		cli.Env(c, &config.Producer{})
 	}

@@ -2,58 +2,20 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
+	"github.com/ferry-dev/ferry/internal/commands"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/transfers"
 )
-
-const bucketHelp = "bucket of the transfers, BUCKET or gs://BUCKET (default: the one bucket FERRY_BUCKETS lists)"
-
-func statusCommand() *cobra.Command {
-	var bucket string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "status [flags] TRANSFER_ID",
-		Short: "show a transfer: state, files and bytes done, error",
-		Long: `Shows a transfer from what its bucket holds: its state (running: the producer
-is still reading; sealed: workers upload and the merger composes; then ok,
-failed or cancelled), files and bytes done, the error if any, and the final
-objects of an ended transfer with their CRC32C as gcloud storage shows it.
-Sizes are raw (source) bytes, in MB of 10^6 bytes.`,
-		Args: exactlyOneID,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg config.Producer
-			store, b, err := openBucket(cmd.Context(), &cfg, bucket)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			t, err := transfers.Status(cmd.Context(), store, b, args[0])
-			if err != nil {
-				return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), t)
-			}
-			transfers.WriteStatus(cmd.OutOrStdout(), t)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&bucket, "bucket", "", bucketHelp)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
-	return cmd
-}
 
 func listCommand() *cobra.Command {
 	var bucket string
@@ -71,7 +33,7 @@ func listCommand() *cobra.Command {
 				return cli.Usagef("--limit %d: want 1 or more", limit)
 			}
 			var cfg config.Producer
-			store, b, err := openBucket(cmd.Context(), &cfg, bucket)
+			store, b, err := commands.OpenBucket(cmd.Context(), &cfg, bucket)
 			if err != nil {
 				return err
 			}
@@ -84,13 +46,13 @@ func listCommand() *cobra.Command {
 				if ts == nil {
 					ts = []transfers.Transfer{}
 				}
-				return printJSON(cmd.OutOrStdout(), ts)
+				return commands.PrintJSON(cmd.OutOrStdout(), ts)
 			}
 			transfers.WriteList(cmd.OutOrStdout(), ts)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&bucket, "bucket", "", bucketHelp)
+	cmd.Flags().StringVar(&bucket, "bucket", "", commands.BucketHelp)
 	cmd.Flags().IntVar(&limit, "limit", 20, "most ended transfers to list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
 	return cmd
@@ -117,14 +79,14 @@ lists the key's SHA-256. The key is, in this order:
   --operator     a fresh key added to the key object, which needs
                  storage.objects.delete on .ferry-keys/ (an operator's grant;
                  a submitter has none).`,
-		Args: exactlyOneID,
+		Args: commands.ExactlyOneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var cfg config.Producer
 			if err := config.FromEnvironment(ctx, &cfg); err != nil {
 				return err
 			}
-			b, err := bucketOf(bucket, cfg)
+			b, err := commands.BucketOf(bucket, cfg)
 			if err != nil {
 				return err
 			}
@@ -149,7 +111,7 @@ lists the key's SHA-256. The key is, in this order:
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&bucket, "bucket", "", bucketHelp)
+	cmd.Flags().StringVar(&bucket, "bucket", "", commands.BucketHelp)
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "file holding the transfer's end key (64 hex digits)")
 	cmd.Flags().BoolVar(&operator, "operator", false, "add a fresh end key to the transfer's key object (needs an operator's storage.objects.delete on .ferry-keys/)")
 	return cmd
@@ -173,45 +135,4 @@ func cancelKey(ctx context.Context, s *gcs.Store, cfg config.Producer, bucket, i
 			"or an operator (--operator) can cancel it; a requester that sent end_key_sha256 passes its key with --key-file", id, transfers.ErrNoKey, dir)
 	}
 	return key, err
-}
-
-func exactlyOneID(_ *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return cli.Usagef("want one TRANSFER_ID (the id producer submit printed), got %d arguments", len(args))
-	}
-	if err := transfers.CheckID(args[0]); err != nil {
-		return &cli.UsageError{Err: err}
-	}
-	return nil
-}
-
-// openBucket loads cfg, picks the bucket and opens GCS.
-func openBucket(ctx context.Context, cfg *config.Producer, flag string) (*gcs.Store, string, error) {
-	if err := config.FromEnvironment(ctx, cfg); err != nil {
-		return nil, "", err
-	}
-	b, err := bucketOf(flag, *cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	store, err := setup.OpenStore(ctx, cfg.Emulators)
-	return store, b, err
-}
-
-// bucketOf is --bucket, or else the one bucket FERRY_BUCKETS allows.
-func bucketOf(flag string, cfg config.Producer) (string, error) {
-	b, err := transfers.Bucket(flag, cfg.Buckets.Allowed)
-	if err != nil {
-		return "", &cli.UsageError{Err: err}
-	}
-	return b, nil
-}
-
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
 }
