@@ -51,6 +51,7 @@ const interruptGrace = time.Minute
 // transfer ended ok. o.Wait is implied.
 func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	o.Wait = true
+	o.ProgressEvery = time.Minute
 	state, err := config.StateDir()
 	if err != nil {
 		return err
@@ -129,10 +130,13 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
 	defer cancel()
 	if ctx.Err() != nil {
-		err = errors.New("interrupted")
+		err = errInterrupted
 	}
 	return settle(cctx, err, o.Stderr, store, q.Publisher(pcfg.PubSub.ControlTopic), w, dest.Bucket, tid, pcfg.KeyDir, j)
 }
+
+// errInterrupted is what an interrupted cp says (Ctrl-C, SIGTERM).
+var errInterrupted = errors.New("interrupted")
 
 // quietOnTerminal is the log level: on a terminal a progress bar replaces
 // the info logs, as producer submit does.
@@ -196,6 +200,9 @@ func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store
 	}
 	j.remove()
 	fmt.Fprintf(stderr, "transfer %s ended %s: its staging objects are removed; nothing partial is left under the destination\n", tid, done.Status)
+	if errors.Is(cause, errInterrupted) {
+		return stopped
+	}
 	return fmt.Errorf("%w (ended %s: %s)", stopped, done.Status, done.Error)
 }
 

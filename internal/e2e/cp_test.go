@@ -318,3 +318,50 @@ func TestFerryCpAppendsAndConverts(t *testing.T) {
 		t.Fatalf("parts under tables/prices.csv/: %v", parts)
 	}
 }
+
+// Issue 40 §7: on a real terminal (a tmux pane, read with capture-pane)
+// ferry cp draws its progress line (files, bytes, rate, time left) and,
+// on Ctrl-C, says the transfer was interrupted and its staging removed.
+func TestFerryCpOnATerminal(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("no tmux on this machine (make deps installs it): ferry cp's terminal is not tested")
+	}
+	c := newCpRun(t, "")
+	big := filepath.Join(t.TempDir(), "big.csv")
+	writeCSV(t, big, 60<<20, 17)
+	session := fmt.Sprintf("ferry-cp-%d", os.Getpid())
+	var script strings.Builder
+	for _, kv := range c.env("FERRY_LOG_LEVEL=info", "FERRY_LOG_FORMAT=auto") {
+		if k, v, ok := strings.Cut(kv, "="); ok && !strings.ContainsAny(k, " ()") {
+			fmt.Fprintf(&script, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
+		}
+	}
+	fmt.Fprintf(&script, "%s cp --max-rate 2MB %s gs://%s/term; echo \"EXIT=$?\"; sleep 600\n", filepath.Join(binaries(t), "ferry"), big, c.bucket)
+	sh := filepath.Join(t.TempDir(), "run.sh")
+	must(t, os.WriteFile(sh, []byte(script.String()), 0o755))
+	tmux := func(args ...string) string {
+		out, err := exec.Command("tmux", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	tmux("new-session", "-d", "-s", session, "-x", "220", "-y", "30", "bash "+sh)
+	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
+	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
+	teststack.UntilSays(t, 2*time.Minute, "the progress line on the terminal", func() (bool, string) {
+		s := screen()
+		return strings.Contains(s, "files 1/1") && strings.Contains(s, "uploaded") && strings.Contains(s, "MB/s"), s
+	})
+	teststack.Until(t, 2*time.Minute, "a chunk staged", func() bool { return len(c.under(message.StagingRoot)) > 3 })
+	tmux("send-keys", "-t", session, "C-c")
+	teststack.UntilSays(t, 2*time.Minute, "ferry cp to say it was interrupted and exit 1", func() (bool, string) {
+		s := screen()
+		return strings.Contains(s, "EXIT=1") && strings.Contains(s, "interrupted") && strings.Contains(s, "staging objects are removed"), s
+	})
+	if left := c.staged(); len(left) != 0 {
+		t.Errorf("staging objects left after Ctrl-C on the terminal: %v", left)
+	}
+	t.Logf("the terminal after Ctrl-C:\n%s", screen())
+}

@@ -66,6 +66,9 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 	wait := pacedBackoffMin
 	for {
 		if err := pc.Wait(ctx); err != nil {
+			if pc.Limit() == 0 {
+				return err // the caller gave up; nothing was paced
+			}
 			return fmt.Errorf("gs://%s: waiting for a turn (GCS asked for fewer writes): %w", bucket, err)
 		}
 		err := call()

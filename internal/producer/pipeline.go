@@ -89,7 +89,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 
 	g.Go(func() error { return p.walk(ctx, pl, req, pg, files) })
 	rd := &reader{pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
-		made: &p.bufsMade, stdin: req.Stdin, limits: p.limits()}
+		files: &p.filesRead, made: &p.bufsMade, stdin: req.Stdin, limits: p.limits()}
 	g.Go(func() error { return rd.run(ctx, files, jobs) })
 
 	for _, encs := range encs {
@@ -221,6 +221,7 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 func (p *Producer) planFile(ctx context.Context, pg *pager, f plan.File, reason string, files chan<- planned) error {
 	if reason != "" {
 		p.planned.Add(-f.Size) // counted by the first walk
+		p.plannedFiles.Add(-1)
 		return pg.skip(ctx, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
 	}
 	i, err := pg.add(ctx, &f)

@@ -299,6 +299,9 @@ type Producer struct {
 	// Progress counts raw bytes planned (after skipping), read and
 	// compressed, for progress reports.
 	planned, readBytes, doneBytes atomic.Int64
+	// plannedFiles and filesRead count files the same way: planned (the
+	// skipped left out) and taken by the reader.
+	plannedFiles, filesRead atomic.Int64
 	streams                       atomic.Int32 // transfers of unknown size
 	// bufs keeps raw buffers between transfers, up to MemoryLimit bytes;
 	// bufsMade counts the buffers allocated.
@@ -315,6 +318,12 @@ func New(o Options) *Producer {
 // Progress reports raw bytes read and compressed so far, over all transfers.
 func (p *Producer) Progress() (read, compressed int64) {
 	return p.readBytes.Load(), p.doneBytes.Load()
+}
+
+// Files reports the files read so far and the files planned (skipped files
+// left out), over all transfers.
+func (p *Producer) Files() (read, planned int64) {
+	return p.filesRead.Load(), p.plannedFiles.Load()
 }
 
 // Planned reports the raw bytes of the files this producer's transfers
@@ -492,6 +501,7 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	// The progress bar's total is known before the first byte is read;
 	// files the skip check leaves out come off it as the walk meets them.
 	p.planned.Add(c.bytes)
+	p.plannedFiles.Add(int64(c.files))
 	tid := req.TransferID
 	if req.SkipUnchanged {
 		// What changed replaces its final object.

@@ -41,6 +41,7 @@ type reader struct {
 	bufSize int64
 	bundler *bundler // nil: no bundles
 	read    *atomic.Int64
+	files   *atomic.Int64 // files taken, for progress reports
 	made    *atomic.Int64 // buffers allocated
 	// stdin is read for a stream (plan.File.Stream).
 	stdin  io.Reader
@@ -54,6 +55,9 @@ func (r *reader) run(ctx context.Context, files <-chan planned, jobs chan<- job)
 	var open *job // the bundle being filled
 	for pf := range files {
 		i, f := pf.i, pf.f
+		if r.files != nil {
+			r.files.Add(1)
+		}
 		if f.Stream != nil {
 			if err := r.readStream(ctx, i, f, r.stdin, jobs); err != nil {
 				return err

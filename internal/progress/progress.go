@@ -20,6 +20,9 @@ type State struct {
 	// Paced counts the uploads GCS asked to slow down (429) that the
 	// workers waited out: the line then says GCS is pacing the transfer.
 	Paced int64
+	// Files and FilesTotal are the files read and planned; FilesTotal 0:
+	// not shown.
+	Files, FilesTotal int64
 }
 
 const width = 24
@@ -50,8 +53,25 @@ func Line(s State) string {
 	case s.Uploaded < s.Total:
 		composed = "composed -"
 	}
-	return fmt.Sprintf("%s %3.0f%%  compressed %s  uploaded %s / %s  %s  %.1f MB/s",
-		bar, frac*100, mb(s.Compressed), mb(s.Uploaded), mb(s.Total), composed, rate) + paced(s)
+	return fmt.Sprintf("%s %3.0f%%  %scompressed %s  uploaded %s / %s  %s  %.1f MB/s",
+		bar, frac*100, files(s), mb(s.Compressed), mb(s.Uploaded), mb(s.Total), composed, rate) + eta(s) + paced(s)
+}
+
+// files says how many files were read, when the total is known.
+func files(s State) string {
+	if s.FilesTotal <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("files %d/%d  ", min(s.Files, s.FilesTotal), s.FilesTotal)
+}
+
+// eta is the time left at the upload rate so far, once there is one.
+func eta(s State) string {
+	if s.Composed || s.Uploaded <= 0 || s.Uploaded >= s.Total || s.Elapsed < time.Second {
+		return ""
+	}
+	left := time.Duration(float64(s.Elapsed) * float64(s.Total-s.Uploaded) / float64(s.Uploaded))
+	return "  ETA " + left.Round(time.Second).String()
 }
 
 // paced says that GCS is pacing the uploads, when it is.

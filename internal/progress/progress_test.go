@@ -20,6 +20,9 @@ func TestLine(t *testing.T) {
 		{State{Total: -1, Compressed: 30e6, Uploaded: 20e6, Elapsed: time.Second}, []string{"compressed 30.0 MB  uploaded 20.0 MB  composed -  30.0 MB/s"}},
 		// Issue 32 §2: the line says when GCS is pacing the uploads.
 		{State{Total: 200e6, Compressed: 100e6, Uploaded: 50e6, Elapsed: time.Second, Paced: 37}, []string{"uploaded 50.0 MB", "GCS pacing (37 slow-downs)"}},
+		// Issue 40 §7: files read of those planned, and the time left at
+		// the upload rate so far (50 MB in 10 s: 150 MB more in 30 s).
+		{State{Total: 200e6, Compressed: 100e6, Uploaded: 50e6, Elapsed: 10 * time.Second, Files: 120, FilesTotal: 300}, []string{"files 120/300", "ETA 30s"}},
 	}
 	for _, tc := range tests {
 		got := Line(tc.s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,10 @@ type progressBar struct {
 	sub      string
 	w        io.Writer
 	mu       *sync.Mutex // held while writing to w
+	// every is how often it draws; lines draws whole lines (a log, not a
+	// terminal) instead of redrawing one.
+	every time.Duration
+	lines bool
 }
 
 // startProgress subscribes to the transfer's events before it starts, so
@@ -81,7 +86,7 @@ func (b *progressBar) begin() {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			t := time.NewTicker(200 * time.Millisecond)
+			t := time.NewTicker(b.every)
 			defer t.Stop()
 			for {
 				select {
@@ -97,10 +102,16 @@ func (b *progressBar) begin() {
 
 func (b *progressBar) draw(composed bool) {
 	_, compressed := b.p.Progress()
+	files, planned := b.p.Files()
+	s := progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start),
+		Paced: b.paced.Load(), Files: files, FilesTotal: planned}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	progress.Draw(b.w, progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start),
-		Paced: b.paced.Load()})
+	if b.lines {
+		fmt.Fprintf(b.w, "progress: %s (%s)\n", progress.Line(s), s.Elapsed.Round(time.Second))
+		return
+	}
+	progress.Draw(b.w, s)
 }
 
 // stop draws the last state (if drawing began), ends the line and removes
@@ -111,7 +122,7 @@ func (b *progressBar) stop(composed bool) {
 		b.wg.Wait()
 		drawn := true
 		b.began.Do(func() { drawn = false })
-		if drawn {
+		if drawn && !b.lines {
 			b.draw(composed)
 			b.mu.Lock()
 			_, _ = io.WriteString(b.w, "\n")

@@ -45,6 +45,9 @@ type Options struct {
 	// Stdout gets the transfer id, the progress bar and the done event;
 	// Stderr the logs and the summary line.
 	Stdout, Stderr io.Writer
+	// ProgressEvery, when set, writes a progress line to Stderr this often
+	// while Wait waits, where Stdout is no terminal (ferry cp: a minute).
+	ProgressEvery time.Duration
 }
 
 // Run submits o.Request with the configuration cfg. It returns an error when
@@ -156,15 +159,20 @@ func RunOn(ctx context.Context, cfg *config.Producer, o Options, clients *setup.
 		}
 	}
 	p := producer.New(po)
-	if showBar {
+	if showBar || (o.Wait && o.ProgressEvery > 0) {
 		events := cfg.PubSub.EventsTopic
 		if byMarker {
 			events = ""
 		}
 		st.set("subscribing to topic %s on %s", cfg.PubSub.EventsTopic, queueAt)
-		if bar, err = startProgress(ctx, q, events, req.TransferID, p, stdout, &out); err != nil {
+		w, every := stdout, 200*time.Millisecond
+		if !showBar { // a line every ProgressEvery on stderr, as a log
+			w, every = o.Stderr, o.ProgressEvery
+		}
+		if bar, err = startProgress(ctx, q, events, req.TransferID, p, w, &out); err != nil {
 			return st.fail(ctx, err)
 		}
+		bar.every, bar.lines = every, !showBar
 		defer bar.stop(false)
 	}
 	st.set("checking destination %s on %s", req.Destination, emu.GCSEndpoint())
