@@ -57,7 +57,8 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 		return err
 	}
 	pcfg, wcfg, mcfg := cfg.Producer(), cfg.Worker(), cfg.Merger(state)
-	log := logging.New(o.Stderr, quietOnTerminal(cfg.Log.Level, o), cfg.Log.Format)
+	pcfg.Log.Level = quietOnTerminal(cfg.Log.Level, o)
+	log := logging.New(o.Stderr, pcfg.Log.Level, cfg.Log.Format)
 
 	store, err := setup.OpenStore(ctx, cfg.Emulators)
 	if err != nil {
@@ -138,10 +139,11 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 // errInterrupted is what an interrupted cp says (Ctrl-C, SIGTERM).
 var errInterrupted = errors.New("interrupted")
 
-// quietOnTerminal is the log level: on a terminal a progress bar replaces
-// the info logs, as producer submit does.
-func quietOnTerminal(level string, o submit.Options) string {
-	if level == "info" && logging.IsTerminal(o.Stdout) && !o.JSON {
+// quietOnTerminal is the log level: a command's user wants its progress
+// and its result, not the services' info logs, unless FERRY_LOG_LEVEL asks
+// for them.
+func quietOnTerminal(level string, _ submit.Options) string {
+	if _, set := os.LookupEnv("FERRY_LOG_LEVEL"); !set && level == "info" {
 		return "warn"
 	}
 	return level
