@@ -149,6 +149,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 	}
 
 	out = append(out, freeLinkGoals(rs)...)
+	out = append(out, cpGoals(rs, linkMBps, smallTier)...)
 
 	for _, tier := range Tiers(rs, Restore) {
 		sel := Select(rs, Restore, tier)
@@ -277,6 +278,56 @@ func freeLinkGoals(rs []Result) []Goal {
 			fmt.Sprintf("%.2f (%.1f vs %.1f s)", c, a.Median(cpu), n.Median(cpu)), c <= 1.3, true))
 		out = append(out, goal("incompressible "+sizeOf([]Result{a})+": zstd wall time / --codec none", "<= 1.10",
 			fmt.Sprintf("%.2f (%s s vs %s s)", q, wall(a), wall(n)), q <= 1.1, true))
+	}
+	return out
+}
+
+// cpGoals are issue 40's goals for ferry cp, the engine in one process:
+// small files at 0.8x the ideal client and 10x gcloud storage cp -r, with
+// at most 1.2x its CPU per file; 200 MB on a free link within go_simple's
+// wall time; the shaped link at 0.9x the ideal and 2.5x go_simple.
+func cpGoals(rs []Result, linkMBps float64, smallTier string) []Goal {
+	var out []Goal
+	okRuns := func(sel []Result, name string) (Result, bool) {
+		r, ok := Find(sel, name)
+		return r, ok && len(r.OK) > 0
+	}
+	if sel := Select(rs, SmallFiles, smallTier); len(sel) > 0 {
+		c, okC := okRuns(sel, FerryCp)
+		if id, ok := okRuns(sel, IdealClient); ok && okC {
+			q := Speedup(id.Wall.Median, c.Wall.Median)
+			out = append(out, goal("small files: ferry cp / the ideal client", ">= 0.8",
+				fmt.Sprintf("%.2f (%.0f vs %.0f files/s)", q, c.FilesPerSec(), id.FilesPerSec()), q >= 0.8, true))
+			perFile := func(g Result) float64 { return g.Median(func(r Run) float64 { return r.CPU().Seconds() }) * 1000 / float64(g.OK[0].Files) }
+			if id.OK[0].Files > 0 && c.OK[0].Files > 0 {
+				q := perFile(c) / perFile(id)
+				out = append(out, goal("small files: ferry cp CPU per file / the ideal client's", "<= 1.20",
+					fmt.Sprintf("%.2f (%.2f vs %.2f ms)", q, perFile(c), perFile(id)), q <= 1.2, true))
+			}
+		}
+		if g, ok := okRuns(sel, GcloudRecurse); ok && okC {
+			q := Speedup(g.Wall.Median, c.Wall.Median)
+			out = append(out, goal("small files: ferry cp files/s / gcloud storage cp -r", ">= 10",
+				fmt.Sprintf("%.2f (%.0f vs %.0f files/s)", q, c.FilesPerSec(), g.FilesPerSec()), q >= 10, true))
+		}
+	}
+	if sel := Select(rs, LargeFile, "medium"); len(sel) > 0 {
+		c, okC := okRuns(sel, FerryCp)
+		if g, ok := okRuns(sel, "go_simple"); ok && okC {
+			q := c.Wall.Median / g.Wall.Median
+			out = append(out, goal("free link 200 MB: ferry cp wall time / go_simple's", "<= 1.00",
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(c.Wall.Median), secs(g.Wall.Median)), q <= 1, true))
+		}
+	}
+	if sel := Select(rs, Shaped, ""); len(sel) > 0 {
+		if c, ok := okRuns(sel, FerryCp); ok {
+			out = append(out, idealGoal(fmt.Sprintf("shaped link %.1f MB/s: ferry cp raw MB/s / ideal", linkMBps), c, linkMBps))
+			if g, ok := okRuns(sel, "go_simple"); ok {
+				q := Speedup(g.Wall.Median, c.Wall.Median)
+				out = append(out, goal(fmt.Sprintf("shaped link %.1f MB/s: ferry cp / go_simple", linkMBps), ">= 2.5",
+					fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(c.Wall.Median), secs(g.Wall.Median)), q >= 2.5, true))
+			}
+		}
 	}
 	return out
 }

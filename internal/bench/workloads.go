@@ -57,6 +57,56 @@ func (b *Bench) ferryMethod(name string, workers int, codec string, level int, s
 		}}
 }
 
+// FerryCp is ferry cp: the whole engine in one process, no Pub/Sub.
+const FerryCp = "ferry-cp"
+
+// cpMethod is ferry cp of sources: one process, inside the clock.
+func (b *Bench) cpMethod(sources func() []string) method {
+	return method{name: FerryCp, role: Ferry, workers: 1, codec: "zstd", level: 0,
+		setting: "ferry cp --json (its level adapting, the default): producer, uploads and merger in one process, no Pub/Sub",
+		run: func(ctx context.Context, e *env) (Run, error) { return b.runCp(ctx, e, sources()) }}
+}
+
+// runCp runs one ferry cp and reads its row for the stage times.
+func (b *Bench) runCp(ctx context.Context, e *env, sources []string) (Run, error) {
+	results := filepath.Join(e.dir, "results.ndjson")
+	vars := append(b.ferryVars(e, ferryOpts{}), "XDG_STATE_HOME="+filepath.Join(e.dir, "state"), "PUBSUB_EMULATOR_HOST=")
+	argv := append([]string{filepath.Join(b.cfg.Bin, "ferry"), "cp", "--json", "--timeout", "30m", "--method", FerryCp,
+		"--label", "bench_run=" + b.cfg.RunID, "--label", "tier=" + e.tier}, sources...)
+	argv = append(argv, "gs://"+e.bucket+"/ferry")
+	lf, err := os.Create(e.logs + "-ferry-cp.log")
+	if err != nil {
+		return Run{}, err
+	}
+	defer lf.Close()
+	if e.ns != nil {
+		argv, vars = e.ns.wrap(argv), e.ns.rewrite(vars)
+	}
+	var out bytes.Buffer
+	t0 := time.Now()
+	p, err := peer.Start(ctx, peer.Spec{Name: "ferry-cp", Argv: argv, Env: vars, Stdout: &out, Log: lf})
+	if err != nil {
+		return Run{}, err
+	}
+	pu, perr := p.Wait()
+	r := Run{Wall: time.Since(t0), Procs: []Proc{pu}, StartedAt: t0}
+	id, status, msg := decodeDone(out.Bytes())
+	if perr != nil {
+		return r, perr
+	}
+	if status != "ok" {
+		return r, fmt.Errorf("transfer %s %s: %s", id, status, msg)
+	}
+	row, err := findRow(results, id)
+	if err != nil {
+		return r, err
+	}
+	r.Files, r.Bytes, r.Wire = row.Files, row.SizeBytes, row.WireBytes
+	r.CompressMS, r.UploadMS, r.ComposeMS, r.VerifyMS = row.CompressMS, row.UploadMS, row.ComposeMS, row.VerifyMS
+	r.Codec, r.Level, r.Levels = row.Codec, row.Level, row.Levels
+	return r, nil
+}
+
 // fleet is a merger and workers running for a repeat: started by
 // runFerry inside its clock, or before it (workload 9's running fleet).
 type fleet struct {
@@ -357,6 +407,7 @@ func (b *Bench) largeFile(ctx context.Context) error {
 			b.ferryMethod("ferry-1w", 1, "zstd", 0, src),
 			b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
 			b.ferryMethod("ferry-4w", 4, "zstd", 0, src),
+			b.cpMethod(src),
 		}
 		ms = append(ms, b.uploadPeers(f)...)
 		ms = append(ms, b.zstdCeiling(ZstdCLI, f))
@@ -375,6 +426,7 @@ func (b *Bench) smallFiles(ctx context.Context) error {
 		src := func() []string { return []string{dir} }
 		ms := []method{
 			b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
+			b.cpMethod(src),
 			b.cliMethod("gsutil_m_cp_r", Peer, "gsutil -m cp -r DIR (HTTPS to the server)", true, "none", 0, nil,
 				func(e *env) []string { return []string{"gsutil", "-m", "cp", "-r", dir, gsURL(e, "peer/")} }),
 			b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
@@ -450,6 +502,7 @@ func (b *Bench) shapedLink(ctx context.Context) error {
 	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
 	ms := []method{
 		b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
+		b.cpMethod(src),
 		b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request", false, "none", 0, nil,
 			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
 		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
