@@ -90,6 +90,10 @@ func (c *Copy) Worker() Worker {
 	}
 }
 
+// The budget's shares: the producer a half, the chunks waiting for an
+// uploader a sixteenth, the uploads' messages a quarter and their part
+// buffers (1 MiB each) at most an eighth, the merger a sixteenth.
+//
 // Merger is the merger's part: a sixteenth of the budget (at least its
 // 16 MiB) for events, and one load job per transfer.
 func (c *Copy) Merger(state string) Merger {
@@ -116,11 +120,13 @@ func (c *Copy) Backlog() int64 { return int64(c.Memory / 16) }
 // Validate names the variable at fault: the services' own checks of the
 // configurations cp gives them, and cp's.
 func (c *Copy) Validate() error {
-	if c.Memory < 64<<20 {
-		return fmt.Errorf("FERRY_CP_MEMORY=%d: want at least 64MiB", c.Memory)
+	if c.Memory < 192<<20 {
+		return fmt.Errorf("FERRY_CP_MEMORY=%d: want at least 192MiB", c.Memory)
 	}
-	if c.Uploads < 1 || c.Uploads > 1000 {
-		return fmt.Errorf("FERRY_CP_UPLOADS=%d: want 1 to 1000", c.Uploads)
+	// An upload holds 1 MiB of part buffers beside its message (the
+	// worker's budget): an eighth of the budget is theirs.
+	if most := int(c.Memory / (8 << 20)); c.Uploads < 1 || c.Uploads > most {
+		return fmt.Errorf("FERRY_CP_UPLOADS=%d: want 1 to %d (an upload holds 1 MiB of buffers, and they get an eighth of FERRY_CP_MEMORY=%d)", c.Uploads, most, c.Memory)
 	}
 	if c.BigQuery.Dataset != "" && c.Project == "" && c.BigQuery.Project == "" {
 		return fmt.Errorf("FERRY_BQ_DATASET=%s: its project is FERRY_BQ_PROJECT, else FERRY_PROJECT, and both are empty", c.BigQuery.Dataset)
