@@ -299,3 +299,23 @@ func TestPartialRun(t *testing.T) {
 		}
 	}
 }
+
+// Issue 40 §8: the README shows the few figures a user chooses a tool by,
+// with their spread over the repeats, not the goals table.
+func TestHeadlinesShowTheSpread(t *testing.T) {
+	runs := []Run{
+		run(FerryCp, Ferry, 0.4), run(FerryCp, Ferry, 0.5), run(FerryCp, Ferry, 0.6),
+		run("ferry-2w", Ferry, 0.9), run("go_simple", Peer, 0.5), run("gcloud_storage", Peer, 2),
+	}
+	var b bytes.Buffer
+	WriteHeadlines(&b, "Measured by `make bench` on 2026-12-05.", Group(runs), "files-5000")
+	out := b.String()
+	for _, want := range []string{"| one 200 MB CSV, free link | 0.50 s (0.40–0.60) | 0.90 s | go_simple 0.50 s; gcloud_storage 2.00 s |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("headlines lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "small files") {
+		t.Errorf("a workload that did not run has a row:\n%s", out)
+	}
+}

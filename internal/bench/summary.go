@@ -31,9 +31,19 @@ func WriteSummary(w io.Writer, header string, gs []Goal) {
 	}
 }
 
-// Summary writes this run's summary (after Run or Print).
+// Summary writes this run's summary (after Run or Print): the headline
+// figures, and how many of the goals the run met.
 func (b *Bench) Summary(w io.Writer, header string) {
-	WriteSummary(w, header, Goals(Group(b.runs), b.cfg.LinkMBps, b.data.smallTier()))
+	rs := Group(b.runs)
+	WriteHeadlines(w, header, rs, b.data.smallTier())
+	gs := Goals(rs, b.cfg.LinkMBps, b.data.smallTier())
+	met := 0
+	for _, g := range gs {
+		if g.State == "met" {
+			met++
+		}
+	}
+	fmt.Fprintf(w, "\nThe same run met %d of its %d goals; each goal, target and figure is in [docs/performance.md](docs/performance.md).\n", met, len(gs))
 }
 
 // PartialRun names what makes summary's run a part of make bench (a
