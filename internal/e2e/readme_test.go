@@ -20,16 +20,30 @@ import (
 // first sh block after the heading "### Running it by hand on one machine".
 func recipe(t *testing.T) []string {
 	t.Helper()
+	return readmeBlock(t, "### Running it by hand on one machine", 1)
+}
+
+// readmeBlock returns the command lines of the n-th sh block after heading.
+func readmeBlock(t *testing.T, heading string, n int) []string {
+	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	i := strings.Index(readme, "### Running it by hand on one machine")
+	i := strings.Index(readme, heading)
 	if i < 0 {
-		t.Fatal("README.md has no by-hand recipe")
+		t.Fatalf("README.md has no heading %q", heading)
 	}
 	block := readme[i:]
+	for ; n > 1; n-- {
+		j := strings.Index(block, "```sh\n")
+		if j < 0 {
+			t.Fatalf("README.md has fewer sh blocks after %q", heading)
+		}
+		block = block[j+6:]
+		block = block[strings.Index(block, "```")+3:]
+	}
 	start := strings.Index(block, "```sh\n")
 	end := strings.Index(block[start+6:], "```")
 	if start < 0 || end < 0 {
@@ -213,6 +227,59 @@ func TestREADMERecipe(t *testing.T) {
 	for _, w := range want {
 		if !checked[w] {
 			t.Errorf("the recipe has no %s step any more; update the README or this test", w)
+		}
+	}
+}
+
+// TestREADMEQuickStart runs the README's try-it-locally block of ferry cp,
+// step by step, as a person would: a GCS stand-in and no Pub/Sub at all,
+// ferry cp of a file and a directory, restore, and the bytes compared.
+func TestREADMEQuickStart(t *testing.T) {
+	steps := readmeBlock(t, "## Quick start", 2)
+	dir := t.TempDir()
+	must(t, os.Symlink(binaries(t), filepath.Join(dir, "bin")))
+	tmp := t.TempDir()
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "FERRY_") || strings.HasSuffix(k, "_EMULATOR_HOST") || strings.HasPrefix(k, "CLOUDSDK_API_ENDPOINT_OVERRIDES_") || k == "TMPDIR" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "TMPDIR="+tmp, "XDG_STATE_HOME="+tmp)
+	sh := newShell(t, dir, env)
+	checked := map[string]bool{}
+	for _, step := range steps {
+		if step == "make build" {
+			continue // built by binaries(), as the Makefile builds them
+		}
+		out := sh.run(step, 3*time.Minute)
+		t.Logf("$ %s\n%s", step, out)
+		switch {
+		case strings.HasPrefix(step, "source "):
+			pubsub := strings.TrimSpace(sh.run(`printf '%s\n' "${PUBSUB_EMULATOR_HOST:-none}"`, time.Minute))
+			if pubsub != "none" {
+				t.Fatalf("the quick start's stand-in set PUBSUB_EMULATOR_HOST=%s: ferry cp must need no Pub/Sub", pubsub)
+			}
+		case strings.HasPrefix(step, "bin/ferry cp"):
+			checked["cp"] = true
+			if !regexp.MustCompile(`transfer t[0-9t]+-[0-9a-f]{8} ok: 2 objects`).MatchString(out) {
+				t.Fatalf("ferry cp shows:\n%s", out)
+			}
+		case strings.HasPrefix(step, "cmp "):
+			checked["compare"] = true // sh.run fails the test on a non-zero exit
+		case strings.HasPrefix(step, "kill "):
+			teststack.Until(t, time.Minute, "localstack to remove gcs.env on exit", func() bool {
+				_, err := os.Stat(filepath.Join(dir, "gcs.env"))
+				return os.IsNotExist(err)
+			})
+			checked["stop"] = true
+		}
+	}
+	for _, w := range []string{"cp", "compare", "stop"} {
+		if !checked[w] {
+			t.Errorf("the quick start has no %s step any more; update the README or this test", w)
 		}
 	}
 }
