@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make run: start the local stack, generate a seed-like data set, transfer it
 # with the producer, WORKERS workers and the merger (real processes), prove it
-# intact with Go and the stock zstd CLI, and print the stage table.
+# intact with Go and the stock zstd CLI, and print the stage table; then
+# the same data with ferry cp, the engine in one process.
 #
 # TRANSPORT=spool (default): producer and workers share one spool directory.
 # TRANSPORT=pubsub: every chunk travels inside its Pub/Sub message, and each
@@ -52,6 +53,15 @@ tid=$(head -n 1 "$RUN/submit.out")
 
 "$BIN/verify" --results "$RUN/results.ndjson" --transfer "$tid" "$data/${TIER}_upload.csv" "$small" "$dest"
 
+# The same data with ferry cp: the producer, uploads and merger in one
+# process, no Pub/Sub (PUBSUB_EMULATOR_HOST unset), proven the same way.
+echo
+echo "run: the same data with ferry cp (one process, no Pub/Sub) to $dest-cp"
+env -u PUBSUB_EMULATOR_HOST XDG_STATE_HOME="$RUN/state" FERRY_RESULTS_FILE="$RUN/results.ndjson" \
+  /usr/bin/env time -f "%M" -o "$RUN/cp.rss" "$BIN/ferry" cp --timeout 10m --method ferry-cp \
+  "$data/${TIER}_upload.csv" "$small" "$dest-cp" > "$RUN/cp.out"
+"$BIN/verify" --results "$RUN/results.ndjson" --transfer "$(head -n 1 "$RUN/cp.out")" "$data/${TIER}_upload.csv" "$small" "$dest-cp"
+
 # The same CSV as a table: typed Parquet parts, the load job a merger with
 # BigQuery would run (written to the loads file), and the CSV given back
 # by restore --to csv, byte for byte.
@@ -74,4 +84,5 @@ FERRY_SPOOL_DIR="$producer_spool" FERRY_LOG_FORMAT=text "$BIN/producer" doctor -
 tail -n 1 "$RUN/doctor.out"
 echo
 echo "  producer     peak RSS $(cat "$RUN/producer.rss") kB"
+echo "  ferry cp     peak RSS $(cat "$RUN/cp.rss") kB (FERRY_CP_MEMORY 256 MiB)"
 peak_rss | grep -v localstack
