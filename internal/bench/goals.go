@@ -298,7 +298,9 @@ func cpGoals(rs []Result, linkMBps float64, smallTier string) []Goal {
 			q := Speedup(id.Wall.Median, c.Wall.Median)
 			out = append(out, goal("small files: ferry cp / the ideal client", ">= 0.8",
 				fmt.Sprintf("%.2f (%.0f vs %.0f files/s)", q, c.FilesPerSec(), id.FilesPerSec()), q >= 0.8, true))
-			perFile := func(g Result) float64 { return g.Median(func(r Run) float64 { return r.CPU().Seconds() }) * 1000 / float64(g.OK[0].Files) }
+			perFile := func(g Result) float64 {
+				return g.Median(func(r Run) float64 { return r.CPU().Seconds() }) * 1000 / float64(g.OK[0].Files)
+			}
 			if id.OK[0].Files > 0 && c.OK[0].Files > 0 {
 				q := perFile(c) / perFile(id)
 				out = append(out, goal("small files: ferry cp CPU per file / the ideal client's", "<= 1.20",

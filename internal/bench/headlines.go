@@ -12,7 +12,7 @@ import (
 // bench's printout and docs/performance.md.
 type headline struct {
 	workload, tier, what string
-	methods          []string
+	methods              []string
 	// value is what a row shows of one repeat; unit names it.
 	value func(Run) float64
 	unit  string

@@ -64,7 +64,7 @@ const FerryCp = "ferry-cp"
 func (b *Bench) cpMethod(sources func() []string) method {
 	return method{name: FerryCp, role: Ferry, workers: 1, codec: "zstd", level: 0,
 		setting: "ferry cp --json (its level adapting, the default): producer, uploads and merger in one process, no Pub/Sub",
-		run: func(ctx context.Context, e *env) (Run, error) { return b.runCp(ctx, e, sources()) }}
+		run:     func(ctx context.Context, e *env) (Run, error) { return b.runCp(ctx, e, sources()) }}
 }
 
 // runCp runs one ferry cp and reads its row for the stage times.

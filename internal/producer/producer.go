@@ -302,7 +302,7 @@ type Producer struct {
 	// plannedFiles and filesRead count files the same way: planned (the
 	// skipped left out) and taken by the reader.
 	plannedFiles, filesRead atomic.Int64
-	streams                       atomic.Int32 // transfers of unknown size
+	streams                 atomic.Int32 // transfers of unknown size
 	// bufs keeps raw buffers between transfers, up to MemoryLimit bytes;
 	// bufsMade counts the buffers allocated.
 	bufs     bufCache
