@@ -151,19 +151,8 @@ func (sh *shell) run(line string, d time.Duration) string {
 // env file goes away with the stack.
 func TestREADMERecipe(t *testing.T) {
 	steps := recipe(t)
-	dir := t.TempDir()
-	must(t, os.Symlink(binaries(t), filepath.Join(dir, "bin")))
-	tmp := t.TempDir()
-	// A person's environment: nothing of this test's emulators.
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "FERRY_") || strings.HasSuffix(k, "_EMULATOR_HOST") || strings.HasPrefix(k, "CLOUDSDK_API_ENDPOINT_OVERRIDES_") || k == "TMPDIR" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "TMPDIR="+tmp, "CLOUDSDK_CORE_DISABLE_PROMPTS=1", "XDG_STATE_HOME="+tmp) // end keys stay in the test
+	dir, env := personIn(t)
+	env = append(env, "CLOUDSDK_CORE_DISABLE_PROMPTS=1")
 	_, haveGcloud := exec.LookPath("gcloud")
 	sh := newShell(t, dir, env)
 
@@ -231,15 +220,14 @@ func TestREADMERecipe(t *testing.T) {
 	}
 }
 
-// TestREADMEQuickStart runs the README's try-it-locally block of ferry cp,
-// step by step, as a person would: a GCS stand-in and no Pub/Sub at all,
-// ferry cp of a file and a directory, restore, and the bytes compared.
-func TestREADMEQuickStart(t *testing.T) {
-	steps := readmeBlock(t, "## Quick start", 2)
-	dir := t.TempDir()
+// personIn returns an empty directory with the binaries in bin/, and a
+// person's environment: nothing of this test's emulators, and a temporary
+// directory and state directory of the test's own (end keys, journals).
+func personIn(t *testing.T) (dir string, env []string) {
+	t.Helper()
+	dir = t.TempDir()
 	must(t, os.Symlink(binaries(t), filepath.Join(dir, "bin")))
 	tmp := t.TempDir()
-	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "FERRY_") || strings.HasSuffix(k, "_EMULATOR_HOST") || strings.HasPrefix(k, "CLOUDSDK_API_ENDPOINT_OVERRIDES_") || k == "TMPDIR" {
@@ -247,7 +235,15 @@ func TestREADMEQuickStart(t *testing.T) {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "TMPDIR="+tmp, "XDG_STATE_HOME="+tmp)
+	return dir, append(env, "TMPDIR="+tmp, "XDG_STATE_HOME="+tmp)
+}
+
+// TestREADMEQuickStart runs the README's try-it-locally block of ferry cp,
+// step by step, as a person would: a GCS stand-in and no Pub/Sub at all,
+// ferry cp of a file and a directory, restore, and the bytes compared.
+func TestREADMEQuickStart(t *testing.T) {
+	steps := readmeBlock(t, "## Quick start", 2)
+	dir, env := personIn(t)
 	sh := newShell(t, dir, env)
 	checked := map[string]bool{}
 	for _, step := range steps {
