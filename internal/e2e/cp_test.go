@@ -302,9 +302,9 @@ func TestFerryCpAppendsAndConverts(t *testing.T) {
 	_, err = f.Write(bytes.Repeat([]byte("2026-12-06 a new line\n"), 3000))
 	must(t, err)
 	must(t, f.Close())
-	d := c.ok("--skip-unchanged", log, dest)
-	if d.Status != message.StatusOK || d.Appended != 1 {
-		t.Fatalf("after the file grew: %+v, want ok with 1 file appended", d)
+	p := c.start("--skip-unchanged", log, dest)
+	if code := p.wait(5 * time.Minute); code != 0 || !strings.Contains(p.out.String(), "1 file appended (66.0 kB new, sent as their tails)") {
+		t.Fatalf("after the file grew: exit %d, want 0 and a summary that says only the tail moved:\n%s", code, p.out.String())
 	}
 	c.restoreEqual("logs", log)
 

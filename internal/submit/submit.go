@@ -264,6 +264,16 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	if done.FilesSkipped > 0 {
 		skipped = fmt.Sprintf(" (%s skipped)", result.Count(done.FilesSkipped, "file"))
 	}
+	if done.Appended > 0 {
+		// The objects' bytes did not all move: say what did.
+		what := fmt.Sprintf("%s appended (%s new, sent as their tails)", result.Count(done.Appended, "file"), result.FormatBytes(float64(done.AppendedBytes)))
+		if whole := done.Files - done.Appended; whole > 0 {
+			what += fmt.Sprintf(", %s sent whole", result.Count(whole, "file"))
+		}
+		fmt.Fprintf(stderr, "transfer %s ok: %s in %s: %s; %s now stored%s\n", done.TransferID, result.Count(done.Files, "object"),
+			result.FormatMS(done.Timings.Total), what, result.FormatBytes(float64(done.Bytes)), skipped)
+		return nil
+	}
 	size := ""
 	if done.Files > 0 {
 		size = ", " + result.FormatBytes(float64(done.Bytes))

@@ -28,6 +28,17 @@ func TestReport(t *testing.T) {
 	if want := "transfer t3 ok: 0 objects in 108ms (1000 files skipped)\n"; errOut.String() != want {
 		t.Fatalf("stderr %q, want %q", errOut.String(), want)
 	}
+	// Issue 41 §4: a file that grew moved its tail only, and the line
+	// says so instead of counting the whole object as moved.
+	errOut.Reset()
+	grew := message.Done{TransferID: "t4", Status: message.StatusOK, Files: 2, Bytes: 151_500_000, Appended: 1, AppendedBytes: 1_500_133,
+		FilesSkipped: 2, Timings: message.StageTimingMS{Total: 576}}
+	if err := Report(&out, &errOut, grew, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "transfer t4 ok: 2 objects in 576ms: 1 file appended (1.5 MB new, sent as their tails), 1 file sent whole; 151.5 MB now stored (2 files skipped)\n"; errOut.String() != want {
+		t.Fatalf("stderr %q, want %q", errOut.String(), want)
+	}
 	out.Reset()
 	failed := message.Done{TransferID: "t2", Status: message.StatusFailed, Error: "source x: no such file"}
 	err := Report(&out, &errOut, failed, true)
