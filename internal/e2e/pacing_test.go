@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,21 +16,25 @@ import (
 	"github.com/ferry-dev/ferry/internal/queue"
 )
 
-// Issue 32 §2: GCS answers 429 (rateLimitExceeded) to writes beyond a
-// bucket's rate. A proxy in front of the storage emulator does the same
-// above writeLimit uploads a second; four workers send a tree of small
-// files through it. The transfer ends ok with every file in place, nothing
-// is dead-lettered, and the workers, pacing themselves, meet far fewer
+// Issue 32 §2 and issue 41: GCS answers 429 (rateLimitExceeded) to writes
+// beyond a bucket's rate, whoever sends them. A proxy in front of the
+// storage emulator does the same above writeLimit writes a second (uploads,
+// composes, deletes: every request but a read), and every process of the
+// stack goes through it: the producer (its run and key objects, manifest
+// pages), four workers and the merger (composes, listing, done marker,
+// deletes). The transfer ends ok with every file in place, nothing is
+// dead-lettered, and the processes, pacing themselves, meet far fewer
 // refusals than they make writes (an unpaced fleet retrying at once would
 // be refused more often than served).
 func TestAFleetThatMeetsGCSsRateLimitSlowsDownAndEndsOK(t *testing.T) {
 	const files, writeLimit = 1200, 40.0
-	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{Match: faultproxy.Uploads, WriteLimit: writeLimit})
+	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{
+		Match: func(r *http.Request) bool { return r.Method != http.MethodGet }, WriteLimit: writeLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	s := newStack(t, stackOptions{workers: 4, inlineMax: 64 << 10, bundleMax: 16 << 10, workerEndpoint: proxy.URL() + "/storage/v1/"})
+	s := newStack(t, stackOptions{workers: 4, inlineMax: 64 << 10, bundleMax: 16 << 10, endpoint: proxy.URL() + "/storage/v1/"})
 
 	// Whatever Pub/Sub dead-letters would wait here.
 	ctx := context.Background()
@@ -51,13 +56,13 @@ func TestAFleetThatMeetsGCSsRateLimitSlowsDownAndEndsOK(t *testing.T) {
 	}
 	c := proxy.Counts()
 	perSecond := proxy.PassedPerSecond()
-	t.Logf("%d files in %v; the proxy let %d uploads through and refused %d with 429; uploads per second %v",
+	t.Logf("%d files in %v; the proxy let %d writes through and refused %d with 429; writes per second %v",
 		files, time.Since(start).Round(time.Millisecond), c.Matched-c.Status429, c.Status429, perSecond) // measured, not asserted
 	if c.Status429 == 0 {
 		t.Fatalf("the proxy refused no upload: the fleet never met the rate limit (%+v)", c)
 	}
 	if passed := c.Matched - c.Status429; c.Status429*2 > passed {
-		t.Errorf("%d uploads refused with 429 against %d let through: the workers did not pace themselves", c.Status429, passed)
+		t.Errorf("%d writes refused with 429 against %d let through: the processes did not pace themselves", c.Status429, passed)
 	}
 
 	rctx, stop := context.WithTimeout(ctx, 3*time.Second)

@@ -118,6 +118,10 @@ type stackOptions struct {
 	// gcs, when set, is the fake-gcs-server every part of the stack uses
 	// instead of the shared one (a filesystem backend, say).
 	gcs *localstack.GCS
+	// endpoint, when set, is the GCS JSON API endpoint every part of the
+	// stack uses (a proxy in front of the shared fake, as a bucket's limit
+	// is every client's), as "http://host:port/storage/v1/".
+	endpoint string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -147,6 +151,12 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		}
 	} else {
 		fakeGCS.CreateBucket(s.bucket)
+	}
+	if o.endpoint != "" {
+		storeOpts = append(storeOpts, option.WithEndpoint(o.endpoint))
+		if o.workerEndpoint == "" {
+			o.workerEndpoint = o.endpoint
+		}
 	}
 	if s.store, err = gcs.New(ctx, storeOpts...); err != nil {
 		t.Fatal(err)
