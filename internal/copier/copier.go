@@ -98,14 +98,28 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 
 	// The in-process fleet: the workers and the merger, until the
 	// transfer has ended (or been given up on after an interrupt).
+	// Should either stop on its own (it cannot receive), the transfer
+	// cannot end: the submit is cancelled with the cause, so that nothing
+	// waits for it forever.
 	fctx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	sctx, stopSubmit := context.WithCancelCause(ctx)
+	defer stopSubmit(nil)
 	fleetRun, _ := errgroup.WithContext(fctx)
 	id := submit.HostID()
-	fleetRun.Go(func() error {
-		wcfg.ID = "cp-" + id
+	serve := func(name string, run func() error) {
+		fleetRun.Go(func() error {
+			err := run()
+			if fctx.Err() == nil {
+				stopSubmit(fmt.Errorf("the in-process %s stopped: %v", name, err))
+			}
+			return err
+		})
+	}
+	wcfg.ID = "cp-" + id
+	serve("uploaders", func() error {
 		return fleet.Worker(fctx, wcfg, clients, log.With("worker", wcfg.ID), o.Version, func() {})
 	})
-	fleetRun.Go(func() error { return fleet.Merger(fctx, mcfg, clients, log, o.Version, func() {}) })
+	serve("merger", func() error { return fleet.Merger(fctx, mcfg, clients, log, o.Version, func() {}) })
 	defer func() {
 		stopFleet()
 		if err := fleetRun.Wait(); err != nil {
@@ -118,7 +132,10 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	if err != nil {
 		return err
 	}
-	err = submit.RunOn(ctx, &pcfg, o, clients)
+	err = submit.RunOn(sctx, &pcfg, o, clients)
+	if cause := context.Cause(sctx); err != nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = fmt.Errorf("%w (%v)", err, cause)
+	}
 	var ended *submit.EndedError
 	var input *producer.InputError
 	if err == nil || errors.As(err, &ended) || errors.As(err, &input) {
