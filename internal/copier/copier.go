@@ -65,6 +65,7 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 		return err
 	}
 	defer store.Close()
+	store.SetLog(log)
 	if err := store.Probe(ctx); err != nil {
 		return err
 	}

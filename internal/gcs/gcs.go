@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -138,8 +139,10 @@ type conn struct {
 	endpoint string
 	state    atomic.Int32 // unknown, answered or silent
 	health   atomic.Pointer[func(error)]
-	// pacers holds one *pacer.Pacer per bucket (see paced.go).
+	// pacers holds one *pacer.Pacer per bucket (see paced.go), and log,
+	// when set, hears of their push-backs (SetLog).
 	pacers sync.Map
+	log    atomic.Pointer[slog.Logger]
 }
 
 const (
@@ -194,9 +197,12 @@ func NewEmulator(ctx context.Context, host string) (*Store, error) {
 	return newStore(ctx, c, endpoint, opts)
 }
 
-// Close releases the client (shared with every Store made from this one by
-// WithKMSKey).
-func (s *Store) Close() error { return s.c.Close() }
+// Close logs what GCS's push-back did (SetLog), and releases the client
+// (shared with every Store made from this one by WithKMSKey).
+func (s *Store) Close() error {
+	s.logPushbacks()
+	return s.c.Close()
+}
 
 // WithKMSKey returns a Store on the same client that encrypts every object it
 // writes with key (projects/P/locations/L/keyRings/R/cryptoKeys/K); an empty

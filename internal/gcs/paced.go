@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/metrics"
@@ -28,8 +31,66 @@ func (s *Store) Pacer(bucket string) *pacer.Pacer {
 	if p, ok := s.pacers.Load(bucket); ok {
 		return p.(*pacer.Pacer)
 	}
-	p, _ := s.pacers.LoadOrStore(bucket, pacer.New(pacer.Options{}))
+	c := s.conn
+	p, _ := s.pacers.LoadOrStore(bucket, pacer.New(pacer.Options{OnCut: func(limit float64, first bool) {
+		metrics.WriteRateLimit.Set(limit)
+		log := c.log.Load()
+		if log == nil {
+			return
+		}
+		msg, level := "GCS pushed back again; this process paces its calls to the bucket", slog.LevelDebug
+		if first {
+			// Once per bucket: the operator's cue (docs/operations.md,
+			// "GCS answers 429").
+			msg, level = "GCS asks for fewer writes (429/503); this process now paces its calls to the bucket, and the transfer goes on", slog.LevelWarn
+		}
+		log.Log(context.Background(), level, msg, "bucket", bucket, "writes_per_s", fmt.Sprintf("%.1f", limit))
+	}}))
 	return p.(*pacer.Pacer)
+}
+
+// SetLog makes the Stores of this client log GCS's push-back: a warning
+// when a bucket first pushes back, and a summary per bucket on Close.
+func (s *Store) SetLog(log *slog.Logger) { s.log.Store(log) }
+
+// Pushback is what GCS's push-back did to this process's calls to one
+// bucket.
+type Pushback struct {
+	Bucket string
+	// PushBacks is the 429s and 503s answered, Cuts how many times they
+	// cut the pace, and Limit the writes a second it is at now (its
+	// settled rate at the end of a transfer).
+	PushBacks, Cuts int64
+	Limit           float64
+}
+
+// Pushbacks lists the buckets that pushed back on this client's calls.
+func (s *Store) Pushbacks() []Pushback {
+	var out []Pushback
+	s.pacers.Range(func(k, v any) bool {
+		if p := v.(*pacer.Pacer); p.PushBacks() > 0 {
+			out = append(out, Pushback{Bucket: k.(string), PushBacks: p.PushBacks(), Cuts: p.Cuts(), Limit: p.Limit()})
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b Pushback) int { return strings.Compare(a.Bucket, b.Bucket) })
+	return out
+}
+
+// PushbackSummary is the message of the line Close logs per bucket that
+// pushed back (the bench reads its fields: pushbacks, settled_writes_per_s).
+const PushbackSummary = "GCS pushed back on this process's calls; it waited them out"
+
+// logPushbacks logs PushbackSummary for each bucket that pushed back.
+func (s *Store) logPushbacks() {
+	log := s.log.Load()
+	if log == nil {
+		return
+	}
+	for _, p := range s.Pushbacks() {
+		log.Warn(PushbackSummary, "bucket", p.Bucket, "pushbacks", p.PushBacks, "cuts", p.Cuts,
+			"settled_writes_per_s", fmt.Sprintf("%.1f", p.Limit))
+	}
 }
 
 // Paced counts the slow-downs a context's calls waited out: a caller that
@@ -80,9 +141,7 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 			return err
 		}
 		metrics.Throttled.Inc()
-		if pc.PushedBack() {
-			metrics.WriteRateLimit.Set(pc.Limit())
-		}
+		pc.PushedBack() // OnCut logs and sets the metric
 		again := errors.Is(err, ErrRateLimited) || safe503
 		if !again || (body != nil && seeker == nil) || ctx.Err() != nil {
 			return err

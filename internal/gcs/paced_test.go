@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -119,6 +121,39 @@ func TestEveryCallRidesOutA429(t *testing.T) {
 	}
 	if p := s.Pacer(bucket); p.Cuts() == 0 || p.Limit() == 0 {
 		t.Errorf("the bucket's pacer was never cut (%d cuts, limit %v)", p.Cuts(), p.Limit())
+	}
+	// What an operator sees: a warning at the first push-back (logged by
+	// the Store's SetLog in the test below), and the summary per bucket.
+	pb := s.Pushbacks()
+	// (The client library waits out some 429s of idempotent calls itself:
+	// the pacer hears of the others.)
+	if len(pb) != 1 || pb[0].Bucket != bucket || pb[0].PushBacks == 0 || pb[0].Limit <= 0 {
+		t.Errorf("Pushbacks() = %+v, want %s with its push-backs and a settled rate", pb, bucket)
+	}
+}
+
+// The operator's cue: the first push-back of a bucket is a warning naming
+// it, and Close logs the summary line per bucket (pushbacks, settled rate)
+// that the bench reads.
+func TestPushBackIsLoggedOnceAndSummedUpOnClose(t *testing.T) {
+	t.Parallel()
+	const bucket = "paced-log"
+	s, _ := pushBackProxy(t, bucket, faultproxy.Status429)
+	var out bytes.Buffer
+	s.SetLog(slog.New(slog.NewTextHandler(&out, nil)))
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := s.PutSmall(ctx, bucket, fmt.Sprintf("o%d", i), []byte("x"), false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	got := out.String()
+	if n := strings.Count(got, "level=WARN msg=\"GCS asks for fewer writes"); n != 1 || !strings.Contains(got, "bucket="+bucket) {
+		t.Errorf("log:\n%s\nwant one warning naming the bucket at its first push-back", got)
+	}
+	if !strings.Contains(got, gcs.PushbackSummary) || !strings.Contains(got, "pushbacks=3 ") || !strings.Contains(got, "settled_writes_per_s=") {
+		t.Errorf("log:\n%s\nwant the summary line with pushbacks=3 (one per write) and the settled rate", got)
 	}
 }
 

@@ -53,12 +53,12 @@ var (
 	// Transfers counts finished transfers, by status (ok, failed).
 	Transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_transfers_total",
 		Help: "Transfers finished by the merger, by status (ok, failed)."}, []string{"status"})
-	// Throttled counts uploads GCS answered 429 or 503 (slow down).
-	Throttled = counter("ferry_gcs_throttled_total", "Uploads GCS answered 429 or 503: it asked for fewer writes.")
-	// WriteRateLimit is the writes a second a worker allows itself since
-	// GCS last pushed back; 0 while unpaced.
+	// Throttled counts calls GCS answered 429 or 503 (slow down).
+	Throttled = counter("ferry_gcs_throttled_total", "Calls to GCS answered 429 or 503: it asked for fewer writes.")
+	// WriteRateLimit is the calls a second this process allows itself
+	// since GCS last pushed back; 0 while unpaced.
 	WriteRateLimit = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ferry_gcs_write_rate_limit",
-		Help: "Writes per second this worker allows itself since GCS pushed back (additive increase, multiplicative decrease); 0 while unpaced."})
+		Help: "Calls per second to GCS this process allows itself since GCS pushed back (additive increase, multiplicative decrease); 0 while unpaced."})
 	// Unproven counts end events on the control topic the merger dropped
 	// because no end key of the transfer proved them, by type.
 	Unproven = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_unproven_events_total",

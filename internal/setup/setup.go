@@ -57,6 +57,7 @@ func Start(ctx context.Context, cfg serviceConfig) (*Service, error) {
 		return nil, err
 	}
 	store.SetHealth(reporter(h, "gcs", log))
+	store.SetLog(log)
 	store = store.WithKMSKey(kmsKey(cfg))
 	q, err := queue.Dial(ctx, ps.Project, log, append(queueOptions(emu), queue.WithHold(store.Reachable), queue.WithHealth(reporter(h, "pubsub", log)))...)
 	if err != nil {
@@ -109,6 +110,7 @@ func Connect(ctx context.Context, project string, emu config.Emulators, log *slo
 	if err != nil {
 		return nil, err
 	}
+	store.SetLog(log)
 	q, err := queue.Dial(ctx, project, log, queueOptions(emu)...)
 	if err != nil {
 		store.Close()

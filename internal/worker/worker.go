@@ -391,8 +391,9 @@ func (w *Worker) paced(ctx context.Context, c *message.Chunk, p *message.Part, b
 		}
 		metrics.Throttled.Inc()
 		if pc.PushedBack() {
-			metrics.WriteRateLimit.Set(pc.Limit())
-			w.log.Warn("GCS asks for fewer writes; pacing uploads", "writes_per_s", fmt.Sprintf("%.1f", pc.Limit()), "bucket", c.Bucket, "err", err)
+			// The Store's pacer logs its first cut and sets the metric;
+			// this names the upload that met it.
+			w.log.Debug("GCS asks for fewer writes; pacing uploads", "writes_per_s", fmt.Sprintf("%.1f", pc.Limit()), "bucket", c.Bucket, "err", err)
 		}
 		if !errors.Is(err, gcs.ErrRateLimited) || paced+1 >= maxRateLimited {
 			return gcs.Attrs{}, false, paced, err
