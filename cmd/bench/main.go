@@ -36,7 +36,10 @@ and a real source tree, the Go distribution's by default, with the default
 memory budgets, beside gcloud storage cp -r), 8 parquet (the codecs tier's
 CSV as ferry's zstd object and converted to Parquet, size and CPU per core),
 9 append (that CSV grown by 1 % and sent again: ferry's tail-only append
-beside gcloud storage rsync and gsutil rsync).
+beside gcloud storage rsync and gsutil rsync), 10 pushback (the 5,000
+small files behind a proxy answering 429 beyond 150 and 1,000 writes/s, as
+GCS does beyond a bucket's limit: ferry's fleet and ferry cp, wall time
+against the ideal, the 429s and the rate each process settled at).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
@@ -350,7 +353,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink, bench.BigTree, bench.Parquet, bench.Append}
+var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink, bench.BigTree, bench.Parquet, bench.Append, bench.Pushback}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/peer"
 	"github.com/ferry-dev/ferry/internal/result"
 )
@@ -132,6 +134,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{BigTree, b.bigTree},
 		{Parquet, b.parquet},
 		{Append, b.appends},
+		{Pushback, b.pushback},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -228,10 +231,13 @@ func (b *Bench) Print(w io.Writer) {
 	for _, tier := range Tiers(rs, Append) {
 		AppendTable(rs, tier).Write(w)
 	}
+	for _, tier := range Tiers(rs, Pushback) {
+		PushbackTable(rs, tier).Write(w)
+	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
-	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree, Parquet, Append} {
+	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree, Parquet, Append, Pushback} {
 		for _, tier := range Tiers(rs, wl) {
 			CPUTable(rs, wl, tier).Write(w)
 		}
@@ -310,6 +316,10 @@ type plan struct {
 	// repeats, when positive, replaces Config.Repeats (a workload whose
 	// one run takes minutes).
 	repeats int
+	// writeLimit, when positive, puts a proxy between every method and
+	// the server that answers 429 to writes (every request but a read)
+	// beyond writeLimit a second, as GCS does beyond a bucket's limit.
+	writeLimit float64
 }
 
 func (b *Bench) repeats(p plan) int {
@@ -449,6 +459,17 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 			e.cert = link.certFile(e.dir)
 		}
 	}
+	var limiter *faultproxy.Proxy
+	if p.writeLimit > 0 {
+		var err error
+		limiter, err = faultproxy.Start(st.GCS(), faultproxy.Plan{WriteLimit: p.writeLimit,
+			Match: func(r *http.Request) bool { return r.Method != http.MethodGet }})
+		if err != nil {
+			return fail(err)
+		}
+		defer func() { _ = limiter.Close() }()
+		e.gcs = strings.TrimPrefix(limiter.URL(), "http://")
+	}
 	var sentBefore int64
 	if p.kernel > 0 {
 		var ports []string
@@ -491,6 +512,11 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 	if link != nil {
 		c := link.Counts()
 		r.LinkBytes, r.LinkMBps = c.Up.Bytes, c.Up.MBps()
+	}
+	if limiter != nil {
+		c := limiter.Counts()
+		r.WritesPassed, r.Refused = c.Matched-c.Status429, c.Status429
+		r.Pushbacks = readPushbacks(e.logs)
 	}
 	if err == nil && p.verify != nil {
 		err = p.verify(ctx, e, &r)

@@ -150,6 +150,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 
 	out = append(out, freeLinkGoals(rs)...)
 	out = append(out, cpGoals(rs, linkMBps, smallTier)...)
+	out = append(out, pushbackGoals(rs)...)
 
 	for _, tier := range Tiers(rs, Restore) {
 		sel := Select(rs, Restore, tier)

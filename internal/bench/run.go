@@ -69,6 +69,11 @@ type Run struct {
 	// the bytes the file grew by, and the request bytes the server read.
 	FullWall        time.Duration
 	Grown, Uploaded int64
+	// Behind a write limit (workload 10): the writes the proxy let
+	// through and those it refused with 429, and what each process says
+	// it waited out.
+	WritesPassed, Refused int
+	Pushbacks             []ProcPushback
 
 	StartedAt time.Time
 	Err       error
@@ -157,6 +162,14 @@ func (r Run) Row(runID, version string) result.Row {
 	if r.ServerComposeCalls > 0 {
 		add("server_compose_ms", itoa(int(r.ServerComposeMS)))
 		add("server_compose_calls", itoa(int(r.ServerComposeCalls)))
+	}
+	if r.WritesPassed > 0 {
+		add("writes_let_through", itoa(r.WritesPassed))
+		add("writes_refused_429", itoa(r.Refused))
+		for _, p := range r.Pushbacks {
+			add("pushbacks."+p.Name, itoa(int(p.PushBacks)))
+			add("settled_writes_per_s."+p.Name, ftoa(p.Settled, 1))
+		}
 	}
 	if r.LinkBytes > 0 {
 		add("link_mbps", ftoa(r.LinkMBps, 2))
