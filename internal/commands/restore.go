@@ -121,6 +121,7 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 		return err
 	}
 	defer store.Close()
+	store.SetLog(logging.New(stderr, "warn", "text")) // GCS's push-back, should it come
 	r, err := restore.New(store, f.o)
 	if err != nil {
 		return &cli.UsageError{Err: err}
@@ -146,8 +147,16 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 		}{sum, csvSum}); jerr != nil {
 			return jerr
 		}
-	} else if csvSum != nil && csvSum.Files > 0 {
-		fmt.Fprintf(stderr, "restore: %d delimited files written back from their Parquet parts (%d rows)\n", csvSum.Files, csvSum.Rows)
+	} else {
+		// On a terminal after the bar, elsewhere on its own: what moved.
+		w := stderr
+		if bar.on {
+			w = stdout
+		}
+		fmt.Fprintln(w, sum.Line())
+		if csvSum != nil && csvSum.Files > 0 {
+			fmt.Fprintf(stderr, "restore: %d delimited files written back from their Parquet parts (%d rows)\n", csvSum.Files, csvSum.Rows)
+		}
 	}
 	if sum.Note != "" {
 		fmt.Fprintf(stderr, "restore: %s\n", sum.Note)

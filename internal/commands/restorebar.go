@@ -53,6 +53,5 @@ func (b *bar) stop(s restore.Summary) {
 	close(b.done)
 	b.wg.Wait()
 	b.draw()
-	fmt.Fprintf(b.w, "\nrestored %d of %d objects to %s (%d skipped as identical, %d failed): %.1f MB in %.1fs, %.1f MB/s, %.0f files/s\n",
-		s.Restored, s.Objects, s.Destination, s.Skipped, s.Failed, float64(s.RawBytes)/1e6, s.Seconds, s.RawMBps, s.FilesPerS)
+	fmt.Fprintln(b.w)
 }

@@ -172,6 +172,12 @@ func TestAnHourOfLogs(t *testing.T) {
 	if done, err := s.transfer(req); err != nil || done.Status != message.StatusOK || done.Files != 3 {
 		t.Fatalf("first hour: %v, done %+v", err, done)
 	}
+	size := func(n string) int64 {
+		fi, err := os.Stat(path(n))
+		must(t, err)
+		return fi.Size()
+	}
+	before := size("app.log")
 	write("app.log", 500, 40_000)       // grew
 	write("new.log", 1_000, 0)          // new
 	must(t, os.Remove(path("old.log"))) // rotated: a shorter file of other lines
@@ -179,6 +185,12 @@ func TestAnHourOfLogs(t *testing.T) {
 	done, err := s.transfer(req)
 	if err != nil || done.Status != message.StatusOK || done.Files != 3 || done.FilesSkipped != 1 || done.Appended != 1 {
 		t.Fatalf("second hour: %v, done %+v; want app.log appended, db.log skipped, new.log and old.log whole", err, done)
+	}
+	// Issue 41 §4: the event says what moved, not only what is stored.
+	read := size("app.log") - before + size("new.log") + size("old.log")
+	if done.FilesWhole != 2 || done.BytesRead != read || done.BytesSent <= 0 || done.BytesSent >= done.WireBytes {
+		t.Fatalf("second hour: done says %d files whole, %d bytes read, %d sent (%d stored); want 2, %d read, and less sent than stored",
+			done.FilesWhole, done.BytesRead, done.BytesSent, done.WireBytes, read)
 	}
 	for _, n := range []string{"app.log", "db.log", "new.log", "old.log"} {
 		if _, err := verify.Object(context.Background(), s.store, s.bucket, "land/logs/"+n+".zst", codec.Zstd, path(n)); err != nil {

@@ -303,7 +303,7 @@ func TestFerryCpAppendsAndConverts(t *testing.T) {
 	must(t, err)
 	must(t, f.Close())
 	p := c.start("--skip-unchanged", log, dest)
-	if code := p.wait(5 * time.Minute); code != 0 || !strings.Contains(p.out.String(), "1 file appended (66.0 kB new, sent as their tails)") {
+	if code := p.wait(5 * time.Minute); code != 0 || !strings.Contains(p.out.String(), "1 file appended (its tail only): 66.0 kB read, ") {
 		t.Fatalf("after the file grew: exit %d, want 0 and a summary that says only the tail moved:\n%s", code, p.out.String())
 	}
 	c.restoreEqual("logs", log)

@@ -40,6 +40,10 @@ type summary struct {
 	// appended are the files sent as their tail, and those tails' bytes.
 	appended      int
 	appendedBytes int64
+	// What moved (message.Done): the source bytes read and sent, the
+	// bytes sent for them, the files sent whole, the sources converted.
+	read, sent       int64
+	whole, converted int
 	// stale are objects an earlier transfer of a converted source left
 	// beside this one's parts.
 	stale stale
@@ -163,10 +167,23 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 			sum.objects = append(sum.objects, o)
 		}
 		entry := message.ListingEntry{DoneObject: o}
-		if f.AppendsTo() != 0 {
+		switch {
+		case f.AppendsTo() != 0:
 			entry.Appended = f.Size - f.Chunks[0].RawSize
 			sum.appended++
 			sum.appendedBytes += entry.Appended
+			sum.read += entry.Appended
+			sum.sent += f.WireSize - f.Chunks[0].WireSize
+		case f.Table != nil:
+			if f.Table.Part == 0 {
+				sum.converted++
+			}
+			sum.read += f.Table.Size
+			sum.sent += f.WireSize
+		default:
+			sum.whole++
+			sum.read += f.Size
+			sum.sent += f.WireSize
 		}
 		if err := sum.listing.Add(entry); err != nil {
 			return err

@@ -210,6 +210,7 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	}
 	done.Rejected = int64(sum.rejects.n)
 	done.Appended, done.AppendedBytes = sum.appended, sum.appendedBytes
+	done.BytesRead, done.BytesSent, done.FilesWhole, done.FilesConverted = sum.read, sum.sent, sum.whole, sum.converted
 	done.Files, done.Bytes, done.WireBytes, done.Objects = sum.files, sum.bytes, sum.wire, sum.objects
 	if man.Load != nil && done.Status == message.StatusOK {
 		var lf *loadFailed

@@ -323,6 +323,17 @@ type Done struct {
 	// bytes; the listing says each one's.
 	Appended      int   `json:"files_appended,omitempty"`
 	AppendedBytes int64 `json:"bytes_appended,omitempty"`
+	// What moved, beside what is stored (Files, Bytes, WireBytes count
+	// whole objects, an appended one too): BytesRead are the source
+	// bytes read and sent (a file sent whole: all of it; an appended
+	// file: its tail; a converted source: the text its parts hold),
+	// BytesSent the bytes uploaded for them, FilesWhole the files sent
+	// whole, and FilesConverted the sources converted to Parquet parts
+	// (each part an object). Skipped files were only compared.
+	BytesRead      int64 `json:"bytes_read"`
+	BytesSent      int64 `json:"bytes_sent"`
+	FilesWhole     int   `json:"files_whole"`
+	FilesConverted int   `json:"files_converted,omitempty"`
 }
 
 // Bounds of a done event, whatever the transfer's size.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // ErrUsage marks a source or destination that cannot be restored as given.
@@ -52,6 +53,27 @@ type Summary struct {
 }
 
 const maxErrors = 100
+
+// Line is the summary a person reads, in the words of a transfer's (issue
+// 41 §4): what was written, what was downloaded for it, and what was only
+// compared, so that an identical file skipped or the part an interrupted
+// run wrote is not counted as moved.
+func (s Summary) Line() string {
+	written := fmt.Sprintf("%s written", bytesOrZero(s.RawBytes-s.ResumedBytes))
+	if s.ResumedBytes > 0 {
+		written += fmt.Sprintf(" (%s more an interrupted run had written)", bytesOrZero(s.ResumedBytes))
+	}
+	return fmt.Sprintf("restored %d of %d objects to %s in %.1fs: %s, %s downloaded; %d skipped as identical (only compared), %d failed",
+		s.Restored, s.Objects, s.Destination, s.Seconds, written, bytesOrZero(s.WireBytes), s.Skipped, s.Failed)
+}
+
+// bytesOrZero is result.FormatBytes, with 0 as "0 B".
+func bytesOrZero(n int64) string {
+	if n <= 0 {
+		return "0 B"
+	}
+	return result.FormatBytes(float64(n))
+}
 
 // Run restores src, gs://BUCKET/OBJECT or gs://BUCKET/PREFIX, into dest. An
 // object is written to dest, or into dest when dest is a directory or ends

@@ -264,14 +264,10 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	if done.FilesSkipped > 0 {
 		skipped = fmt.Sprintf(" (%s skipped)", result.Count(done.FilesSkipped, "file"))
 	}
-	if done.Appended > 0 {
-		// The objects' bytes did not all move: say what did.
-		what := fmt.Sprintf("%s appended (%s new, sent as their tails)", result.Count(done.Appended, "file"), result.FormatBytes(float64(done.AppendedBytes)))
-		if whole := done.Files - done.Appended; whole > 0 {
-			what += fmt.Sprintf(", %s sent whole", result.Count(whole, "file"))
-		}
-		fmt.Fprintf(stderr, "transfer %s ok: %s in %s: %s; %s now stored%s\n", done.TransferID, result.Count(done.Files, "object"),
-			result.FormatMS(done.Timings.Total), what, result.FormatBytes(float64(done.Bytes)), skipped)
+	if done.Appended > 0 || done.FilesConverted > 0 {
+		// The objects' bytes are not what moved: say what did.
+		fmt.Fprintf(stderr, "transfer %s ok in %s: %s; %s, %s now stored%s\n", done.TransferID, result.FormatMS(done.Timings.Total),
+			transfers.MovedOf(done), result.Count(done.Files, "object"), result.FormatBytes(float64(done.Bytes)), skipped)
 		return nil
 	}
 	size := ""

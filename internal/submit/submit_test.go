@@ -32,11 +32,11 @@ func TestReport(t *testing.T) {
 	// says so instead of counting the whole object as moved.
 	errOut.Reset()
 	grew := message.Done{TransferID: "t4", Status: message.StatusOK, Files: 2, Bytes: 151_500_000, Appended: 1, AppendedBytes: 1_500_133,
-		FilesSkipped: 2, Timings: message.StageTimingMS{Total: 576}}
+		FilesWhole: 1, BytesRead: 1_500_133 + 2_000, BytesSent: 510_000 + 1_000, FilesSkipped: 2, Timings: message.StageTimingMS{Total: 576}}
 	if err := Report(&out, &errOut, grew, false); err != nil {
 		t.Fatal(err)
 	}
-	if want := "transfer t4 ok: 2 objects in 576ms: 1 file appended (1.5 MB new, sent as their tails), 1 file sent whole; 151.5 MB now stored (2 files skipped)\n"; errOut.String() != want {
+	if want := "transfer t4 ok in 576ms: 1 file appended (its tail only), 1 sent whole: 1.5 MB read, 511.0 kB sent; 2 objects, 151.5 MB now stored (2 files skipped)\n"; errOut.String() != want {
 		t.Fatalf("stderr %q, want %q", errOut.String(), want)
 	}
 	out.Reset()

@@ -70,6 +70,13 @@ func WriteStatus(w io.Writer, t Transfer) {
 	if t.Listing != "" {
 		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
 	}
+	if t.Ended() && (t.BytesRead > 0 || t.FilesSkipped > 0) {
+		m := result.Moved{Whole: t.FilesWhole, Appended: t.Appended, Converted: t.FilesConverted, Read: t.BytesRead, Sent: t.BytesSent}
+		row("moved", "%s", m)
+	}
+	if t.FilesSkipped > 0 {
+		row("skipped", "%s not sent (unchanged or already there: only compared; the listing says each one's reason)", result.Count(t.FilesSkipped, "file"))
+	}
 	if t.Appended > 0 {
 		row("appended", "%s grew and went as their tail only: %s", result.Count(t.Appended, "file"), result.FormatBytes(float64(t.AppendedBytes)))
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // objectStore is what reading a transfer's state needs of GCS.
@@ -88,6 +89,19 @@ type Transfer struct {
 	// Appended and AppendedBytes: files that grew, sent as their tail.
 	Appended      int   `json:"files_appended,omitempty"`
 	AppendedBytes int64 `json:"bytes_appended,omitempty"`
+	// What an ended transfer moved (message.Done): the files sent whole,
+	// converted and skipped, the source bytes read and sent, and the
+	// bytes uploaded for them.
+	FilesWhole     int   `json:"files_whole,omitempty"`
+	FilesConverted int   `json:"files_converted,omitempty"`
+	FilesSkipped   int   `json:"files_skipped,omitempty"`
+	BytesRead      int64 `json:"bytes_read,omitempty"`
+	BytesSent      int64 `json:"bytes_sent,omitempty"`
+}
+
+// MovedOf is what a transfer's done event says moved.
+func MovedOf(d message.Done) result.Moved {
+	return result.Moved{Whole: d.FilesWhole, Appended: d.Appended, Converted: d.FilesConverted, Read: d.BytesRead, Sent: d.BytesSent}
 }
 
 // Ended reports whether the transfer has ended, either way.
@@ -166,7 +180,8 @@ func fromDone(d message.Done, objects bool) Transfer {
 	t := Transfer{ID: d.TransferID, State: d.Status, Destination: d.Destination, Error: d.Error,
 		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Files: d.Files, FilesDone: d.Files,
 		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing, Load: d.Load, Rejected: d.Rejected,
-		Appended: d.Appended, AppendedBytes: d.AppendedBytes}
+		Appended: d.Appended, AppendedBytes: d.AppendedBytes, FilesWhole: d.FilesWhole, FilesConverted: d.FilesConverted,
+		FilesSkipped: d.FilesSkipped, BytesRead: d.BytesRead, BytesSent: d.BytesSent}
 	if objects {
 		for _, o := range d.Objects {
 			t.Objects = append(t.Objects, Object{Name: o.Name, Size: o.Size, CRC32C: crc32c.Base64(o.CRC32C),
