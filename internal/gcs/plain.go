@@ -12,10 +12,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/api/googleapi"
 )
 
@@ -31,6 +34,18 @@ import (
 // check, and the same preconditions.
 const PlainMax = 256 << 10
 
+// userAgent and apiClient are the User-Agent and X-Goog-Api-Client headers
+// the client library sends (TestPlainUploadIsTheLibrarysRequest holds
+// uploadPlain's request to the library's).
+var (
+	userAgent = "google-api-go-client/0.5"
+	apiClient = "gl-go/" + strings.TrimPrefix(runtime.Version(), "go") + " gccl/" + libraryVersion
+)
+
+// libraryVersion is the version of cloud.google.com/go/storage in go.mod
+// (TestLibraryVersionIsGoMods holds them together).
+const libraryVersion = "1.70.0"
+
 // plainBufs are the request bodies of plain uploads, reused.
 var plainBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -38,6 +53,7 @@ var plainBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // of the answer it reads.
 type plainObject struct {
 	Name        string            `json:"name"`
+	Bucket      string            `json:"bucket,omitempty"`
 	ContentType string            `json:"contentType,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	CRC32C      string            `json:"crc32c,omitempty"`
@@ -60,7 +76,7 @@ func (s *Store) uploadPlain(ctx context.Context, bucket, name string, r io.Reade
 	defer cancel()
 	var crc [4]byte
 	binary.BigEndian.PutUint32(crc[:], opt.CRC32C)
-	meta, err := json.Marshal(plainObject{Name: name, ContentType: opt.ContentType, Metadata: opt.Metadata,
+	meta, err := json.Marshal(plainObject{Name: name, Bucket: bucket, ContentType: opt.ContentType, Metadata: opt.Metadata,
 		CRC32C: base64.StdEncoding.EncodeToString(crc[:])})
 	if err != nil {
 		return Attrs{}, fmt.Errorf("%s: %w", where, err)
@@ -68,10 +84,6 @@ func (s *Store) uploadPlain(ctx context.Context, bucket, name string, r io.Reade
 	var rnd [12]byte
 	_, _ = rand.Read(rnd[:])
 	boundary := "ferry" + hex.EncodeToString(rnd[:]) // as random as mime/multipart's
-	ct := opt.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
 	buf := plainBufs.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 2*PlainMax {
@@ -82,20 +94,34 @@ func (s *Store) uploadPlain(ctx context.Context, bucket, name string, r io.Reade
 	buf.Grow(int(opt.Size) + len(meta) + 256)
 	buf.WriteString("--" + boundary + "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n")
 	buf.Write(meta)
-	buf.WriteString("\r\n--" + boundary + "\r\nContent-Type: " + ct + "\r\n\r\n")
-	start := buf.Len()
+	buf.WriteString("\r\n--" + boundary + "\r\nContent-Type: ")
+	typeAt := buf.Len()
+	start := typeAt
+	if opt.ContentType != "" {
+		buf.WriteString(opt.ContentType + "\r\n\r\n")
+		start = buf.Len()
+	}
 	if _, err := buf.ReadFrom(io.LimitReader(r, opt.Size+1)); err != nil {
 		return Attrs{}, fmt.Errorf("%s: reading the bytes to send: %w", where, err)
 	}
 	if n := int64(buf.Len() - start); n != opt.Size {
 		return Attrs{}, fmt.Errorf("%s: %d bytes to send, want %d: %w", where, n, opt.Size, ErrChecksum)
 	}
+	if opt.ContentType == "" {
+		// As the library does: the type its first 512 bytes show,
+		// written in front of them.
+		ct := http.DetectContentType(buf.Bytes()[start:]) + "\r\n\r\n"
+		buf.WriteString(ct) // room for it, then move the bytes up
+		b := buf.Bytes()
+		copy(b[typeAt+len(ct):], b[typeAt:typeAt+int(opt.Size)])
+		copy(b[typeAt:], ct)
+	}
 	buf.WriteString("\r\n--" + boundary + "--\r\n")
 
 	// The name goes in the query as well as in the resource, as the
 	// client library sends it: what stands between (a proxy, a log)
 	// names the object from the URL.
-	q := url.Values{"uploadType": {"multipart"}, "name": {name}}
+	q := url.Values{"uploadType": {"multipart"}, "name": {name}, "alt": {"json"}, "prettyPrint": {"false"}, "projection": {"full"}}
 	switch {
 	case opt.IfAbsent:
 		q.Set("ifGenerationMatch", "0")
@@ -110,6 +136,16 @@ func (s *Store) uploadPlain(ctx context.Context, bucket, name string, r io.Reade
 		return Attrs{}, fmt.Errorf("%s: %w", where, err)
 	}
 	req.Header.Set("Content-Type", "multipart/related; boundary="+boundary)
+	req.Header.Set("User-Agent", userAgent)
+	if opt.IfAbsent || opt.IfGeneration != 0 {
+		// A call under a precondition may be sent again: GCS knows it
+		// by its token, as the library's.
+		token := uuid.NewString()
+		req.Header.Set("X-Goog-Gcs-Idempotency-Token", token)
+		req.Header.Set("X-Goog-Api-Client", "gccl-invocation-id/"+token+" gccl-attempt-count/1 "+apiClient)
+	} else {
+		req.Header.Set("X-Goog-Api-Client", apiClient)
+	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return Attrs{}, s.fail(ctx, where, err)
