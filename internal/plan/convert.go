@@ -159,6 +159,8 @@ type Part struct {
 	Comma       rune
 	Compression string
 	BadRows     int // the transfer's
+	// Inferred: Schema was inferred (table.Options.Inferred).
+	Inferred bool
 	// Constants are the key=value directories right above the source
 	// (a hive layout): columns of the parts after the file's, so a load
 	// gives the table the keys as columns, as BigQuery's hive
@@ -242,7 +244,7 @@ func (c *Convert) scan(sf SourceFile, target int64) (*table.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", sf.Path, err)
 	}
-	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema)
+	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema, c.BadRows)
 	_ = fh.Close()
 	if err != nil {
 		return nil, err
@@ -288,7 +290,7 @@ func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(F
 	for i, r := range src.Parts {
 		f := File{SourceFile: sf, Object: PartObject(obj, i), ChunkSize: max(r.Size, 1), Chunks: 1,
 			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression,
-				BadRows: c.BadRows, Constants: keys}}
+				BadRows: c.BadRows, Constants: keys, Inferred: src.Inferred}}
 		f.Size = r.Size
 		if err := checkName(f.Object); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)

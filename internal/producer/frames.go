@@ -274,7 +274,7 @@ func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	f, pt := pc.f, pc.f.Part
 	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression || c.cvPart.BadRows != pt.BadRows ||
 		!slices.Equal(c.cvPart.Constants, pt.Constants) {
-		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows, Constants: pt.Constants})
+		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows, Constants: pt.Constants, Inferred: pt.Inferred})
 		if err != nil {
 			return nil, &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 		}

@@ -67,6 +67,14 @@ type Options struct {
 	// which BigQuery then loads as columns. Their names are in the
 	// file's ConstantsKey metadata, and restore --to csv leaves them out.
 	Constants []Constant
+	// Inferred says the schema was inferred from a sample (Scan with no
+	// schema given): every value converted then meets the rules the
+	// inference applied (a leading zero or a plus sign makes a number
+	// text), so that a value after the sample that the rules would have
+	// kept as text fails its record instead of being stored altered
+	// (02134 as 2134). A given schema takes what its types parse, as
+	// BigQuery's loads do.
+	Inferred bool
 }
 
 // Constant is a STRING column of one value.
@@ -559,6 +567,9 @@ func (c *Converter) append(i int, v string) error {
 		if err != nil {
 			return fmt.Errorf("%s is not an INT64", quote(v))
 		}
+		if c.o.Inferred && (leadingZero(v) || v[0] == '+') {
+			return fmt.Errorf("%s would lose its %s as an INT64: %w", quote(v), signOrZeros(v), errInferredAltered)
+		}
 		col.i64 = append(col.i64, x)
 	case Numeric:
 		x, err := parseNumeric(v, f.Precision, f.Scale)
@@ -574,6 +585,9 @@ func (c *Converter) append(i int, v string) error {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return fmt.Errorf("%s is not a FLOAT64", quote(v))
+		}
+		if c.o.Inferred && !inferredFloat(v, x) {
+			return fmt.Errorf("%s would not read back as written as a FLOAT64: %w", quote(v), errInferredAltered)
 		}
 		col.f64 = append(col.f64, x)
 	case Bool:
@@ -609,6 +623,19 @@ func (c *Converter) append(i int, v string) error {
 		col.def = append(col.def, 1)
 	}
 	return nil
+}
+
+// errInferredAltered: a value after the inference sample that its
+// column's inferred type would store altered.
+var errInferredAltered = errors.New("the column's type was inferred from the first records, and this value would have made it a STRING " +
+	"(give --schema with the column as STRING, or --bad-rows to leave the record out)")
+
+// signOrZeros names what an INT64 would drop of v.
+func signOrZeros(v string) string {
+	if strings.HasPrefix(v, "+") {
+		return "plus sign"
+	}
+	return "leading zeros"
 }
 
 // bigEndian is x as Parquet stores a DECIMAL in a FIXED_LEN_BYTE_ARRAY of

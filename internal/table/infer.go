@@ -93,8 +93,7 @@ func (g *guess) observe(v string) {
 	}
 	if g.float {
 		x, err := strconv.ParseFloat(v, 64)
-		whole, _, _ := strings.Cut(v, ".")
-		g.float = err == nil && !math.IsInf(x, 0) && !math.IsNaN(x) && !strings.ContainsAny(v, "_xXpP") && v[0] != '+' && !leadingZero(whole)
+		g.float = err == nil && inferredFloat(v, x)
 	}
 	if g.boolean {
 		_, ok := parseBool(v)
@@ -110,6 +109,14 @@ func (g *guess) observe(v string) {
 }
 
 // leadingZero: "0" and "-0" are numbers, "007" and "-07" codes.
+// inferredFloat reports whether v, parsed as x, is a FLOAT64 as inference
+// takes one: finite, no digit separators or hexadecimal, no plus sign, no
+// leading zero.
+func inferredFloat(v string, x float64) bool {
+	whole, _, _ := strings.Cut(v, ".")
+	return !math.IsInf(x, 0) && !math.IsNaN(x) && !strings.ContainsAny(v, "_xXpP") && v[0] != '+' && !leadingZero(whole)
+}
+
 func leadingZero(v string) bool {
 	v = strings.TrimPrefix(v, "-")
 	return len(v) > 1 && v[0] == '0'

@@ -16,6 +16,8 @@ type Source struct {
 	Layout
 	Schema Schema
 	Comma  rune
+	// Inferred: Schema was inferred from the first records (Options.Inferred).
+	Inferred bool
 }
 
 // ErrNoRecords: an empty file, or a header with no record after it.
@@ -31,12 +33,14 @@ func Comma(name string) rune {
 }
 
 // Scan reads the first size bytes of r, the file at path, once to cut them
-// into parts of about target bytes (Cut), then reads its header and up to
-// SampleRows records of its first part to settle the schema: given, when it
-// must match the header column for column (names compared as BigQuery does,
-// ignoring case), or inferred (Infer). Errors name path, and the line and
-// column at fault.
-func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, given Schema) (*Source, error) {
+// into parts of about target bytes (Cut), then reads its header and its
+// first SampleRows records, whatever the parts' size, to settle the
+// schema: given, when it must match the header column for column (names
+// compared as BigQuery does, ignoring case), or inferred (Infer). Up to
+// badRows records of the sample with the wrong number of fields are left
+// out of the inference (the conversion leaves them out, with --bad-rows,
+// and names them). Errors name path, and the line and column at fault.
+func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, given Schema, badRows int) (*Source, error) {
 	l, err := Cut(io.NewSectionReader(r, 0, size), path, target)
 	if err != nil {
 		return nil, err
@@ -60,7 +64,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 		return s, nil
 	}
 	first := l.Parts[0]
-	cr := csv.NewReader(io.NewSectionReader(r, first.Offset, first.Size))
+	cr := csv.NewReader(io.NewSectionReader(r, first.Offset, size-first.Offset))
 	cr.Comma = comma
 	cr.FieldsPerRecord = len(header)
 	var sample [][]string
@@ -68,6 +72,11 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 		rec, err := cr.Read()
 		if err == io.EOF {
 			break
+		}
+		var pe *csv.ParseError
+		if err != nil && badRows > 0 && errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+			badRows--
+			continue
 		}
 		if err != nil {
 			// Convert names the record at fault the same way.
@@ -78,6 +87,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 	if s.Schema, err = Infer(header, sample); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	s.Inferred = true
 	return s, nil
 }
 

@@ -380,3 +380,81 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 43 §7: ZIP codes sorted descending, whose first leading zero comes
+// after the 10,000 records inference reads, were stored as INT64 with the
+// zeros dropped (02134 as 2134) and the transfer ended ok. An inferred
+// column's rules hold for every value: the record fails naming its line
+// and column, or with BadRows is left out, and no value is stored altered.
+func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("zip,city\n")
+	n := 0
+	for z := 99999; n < table.SampleRows+500; z -= 9 {
+		fmt.Fprintf(&b, "%05d,c%d\n", z, n)
+		n++
+	}
+	data := []byte(b.String())
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, ',', nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Schema[0].Type != table.Int64 || !src.Inferred {
+		t.Fatalf("schema %v inferred %v: the sample holds no leading zero, so INT64 is the sample's type", src.Schema, src.Inferred)
+	}
+	p := src.Parts[0]
+	c, err := table.NewConverter(src.Schema, table.Options{Inferred: true})
+	must(t, err)
+	_, _, err = c.Convert(data[p.Offset:p.Offset+p.Size], "zips.csv", p.Line)
+	var re *table.RowError
+	if !errors.As(err, &re) || re.Column != 1 || !strings.Contains(err.Error(), "would lose its leading zeros as an INT64") {
+		t.Fatalf("converting the zips: %v; want the first code with a leading zero refused, naming its line and column", err)
+	}
+	if first := strings.Index(b.String(), "\n0"); re.Line != int64(strings.Count(b.String()[:first+1], "\n")+1) {
+		t.Errorf("refused at line %d, want the first code with a leading zero (%s)", re.Line, err)
+	}
+	// With BadRows, those records are left out and named, and every
+	// value stored is the text's.
+	c, err = table.NewConverter(src.Schema, table.Options{Inferred: true, BadRows: 1000})
+	must(t, err)
+	_, rows, err := c.Convert(data[p.Offset:p.Offset+p.Size], "zips.csv", p.Line)
+	must(t, err)
+	if zeros := strings.Count(b.String(), "\n0"); len(c.Rejects) != zeros || rows != int64(n-zeros) {
+		t.Fatalf("%d rows, %d rejects; want %d rejects (each leading zero) and the other %d rows", rows, len(c.Rejects), zeros, n-zeros)
+	}
+	// A given schema takes what its types parse, as BigQuery's loads do.
+	c, err = table.NewConverter(src.Schema, table.Options{})
+	must(t, err)
+	if _, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "zips.csv", p.Line); err != nil {
+		t.Fatalf("a given INT64 schema: %v", err)
+	}
+}
+
+// Issue 43 §7 and §8: the sample is the first SampleRows records whatever
+// the parts' size (a 12.5 at record 7,001 makes the column FLOAT64 with
+// parts of 16 KiB too), and with --bad-rows a record of the wrong field
+// count inside the sample does not stop the planning: it is left out of
+// the inference, and the conversion leaves it out, named.
+func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("n,v\n")
+	for i := range 8000 {
+		switch i {
+		case 7000:
+			b.WriteString("7000,12.5\n")
+		case 3:
+			b.WriteString("3\n") // one field short
+		default:
+			fmt.Fprintf(&b, "%d,%d\n", i, i)
+		}
+	}
+	data := []byte(b.String())
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 0); err == nil || !strings.Contains(err.Error(), "line 5") {
+		t.Fatalf("no --bad-rows: %v, want the short record refused naming line 5", err)
+	}
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 1)
+	must(t, err)
+	if len(src.Parts) < 4 || src.Schema[1].Type != table.Float64 {
+		t.Fatalf("%d parts, schema %v: want several parts and v FLOAT64 from the 7,001st record", len(src.Parts), src.Schema)
+	}
+}
