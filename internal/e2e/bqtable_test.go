@@ -379,3 +379,38 @@ func TestSkipUnchangedDoesNotReloadConvertedFiles(t *testing.T) {
 		t.Fatalf("truncate with --skip-unchanged: exit %d, %s", code, tail(stderr, 2000))
 	}
 }
+
+// Issue 43 §3, done when: a nightly batch of a directory with a good
+// export, a header-only file (a quiet day) and a 0-byte file ends ok. The
+// header-only file lands as one Parquet part of no rows with its columns;
+// the 0-byte file is skipped, counted and named; the load job loads the
+// good file's parts, and the table holds its records.
+func TestANightlyBatchWithAnEmptyDayEndsOKAndLoads(t *testing.T) {
+	s, bq, allow := bqStack(t, "us-central1")
+	dir := filepath.Join(t.TempDir(), "night")
+	data := seedCSV(t, dir, "a-busy-day.csv", 1<<20, 7)
+	recs := tabletest.Records(t, data, ',')
+	header, recs := recs[0], recs[1:]
+	must(t, os.WriteFile(filepath.Join(dir, "b-quiet-day.csv"), []byte(strings.Join(header, ",")+"\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "c-no-export.csv"), nil, 0o644))
+	done, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "bq-e2e.landing.nightly", dir, "gs://"+s.bucket+"/land")
+	if code != 0 || done.Status != message.StatusOK || done.Load == nil || done.Load.Rows != int64(len(recs)) || done.FilesSkipped != 1 || done.FilesConverted != 2 {
+		t.Fatalf("submit: exit %d, done %+v (load %+v); want ok, %d rows loaded, 2 files converted, the empty one skipped\n%s",
+			code, done, done.Load, len(recs), tail(stderr, 3000))
+	}
+	quiet := s.objects("land/night/b-quiet-day.csv/")
+	if len(quiet) != 1 {
+		t.Fatalf("the quiet day's parts: %v; want one", quiet)
+	}
+	for name := range quiet {
+		b, err := s.store.ReadAll(context.Background(), s.bucket, name)
+		must(t, err)
+		cols, _, rows := tabletest.ReadBack(t, b)
+		if len(rows) != 0 || strings.Join(cols, ",") != strings.Join(header, ",") {
+			t.Fatalf("the quiet day's part has columns %v and %d rows; want the header's columns and no rows", cols, len(rows))
+		}
+	}
+	if got := len(bq.Rows("nightly")); got != len(recs) {
+		t.Fatalf("the table holds %d rows, the busy day %d records", got, len(recs))
+	}
+}

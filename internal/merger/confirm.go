@@ -32,9 +32,12 @@ type summary struct {
 	// load.
 	parts    []string
 	partRows int64
-	kind     string
-	kindOf   string // the first object of kind
-	mixed    string
+	// emptyPart is the first part of no rows, left out of the load
+	// unless no part has any (loadable).
+	emptyPart string
+	kind      string
+	kindOf    string // the first object of kind
+	mixed     string
 	// rejects are the records the conversions left out (--bad-rows).
 	rejects rejects
 	// appended are the files sent as their tail, and those tails' bytes.
@@ -105,6 +108,16 @@ func (s *summary) uploaded(tid string, f *message.File, j int, st stored) error 
 func (s *summary) loadable(ld *message.Load, f *message.File, uri string) {
 	if !ld.Objects {
 		if f.Table == nil {
+			return
+		}
+		if f.Table.Rows == 0 {
+			// A part of no rows (a day with no events) adds nothing to a
+			// table and may not share its types (a header only is all
+			// STRING): loaded only when every part is empty, so that
+			// the table gets its columns (loadTable).
+			if s.emptyPart == "" {
+				s.emptyPart = uri
+			}
 			return
 		}
 		s.partRows += f.Table.Rows

@@ -51,6 +51,9 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*mes
 	if m.o.Tables == nil {
 		return ld, &loadFailed{fmt.Errorf("bigquery table %s: this merger loads no tables", man.Load.Table)}
 	}
+	if len(sum.parts) == 0 && sum.emptyPart != "" {
+		sum.parts = []string{sum.emptyPart} // the table's columns, 0 rows
+	}
 	names := make([]string, len(sum.parts))
 	for i, u := range sum.parts {
 		names[i] = strings.TrimPrefix(u, "gs://"+man.Bucket+"/")

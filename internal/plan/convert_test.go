@@ -57,8 +57,38 @@ func TestConvertPlansPartsInObjectOrder(t *testing.T) {
 	}
 }
 
-// What cannot be converted is refused naming the file: an empty file, a
-// header only, a header the given schema does not name; and what a
+// Issue 43 §1 and §3: a day with no events (a header only) converts to one
+// part of no rows with its columns (STRING, or the given schema's), so that
+// a load gives the table its 0 rows; a 0-byte file is skipped, counted and
+// named, never fatal to the other files; a UTF-8 BOM is not part of the
+// first column's name.
+func TestEmptyDaysAndABOM(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "good.csv"), []byte("\ufeffid,name\r\n1,a\r\n2,b\r\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "header.csv"), []byte("id,name\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
+	cv, err := ParseConvert("parquet", nil, nil, "")
+	must(t, err)
+	p, err := New(Spec{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: cv}, Limits{})
+	must(t, err)
+	byName := map[string]File{}
+	for _, f := range p.Files {
+		byName[filepath.Base(f.Rel)] = f
+	}
+	good, header := byName["good.csv"], byName["header.csv"]
+	if good.Part == nil || good.Part.Schema[0].Name != "id" || good.Part.Schema[0].Type != table.Int64 {
+		t.Fatalf("good.csv: %+v; want its first column named id (no BOM) and INT64", good.Part)
+	}
+	if header.Part == nil || header.Part.Count != 1 || header.Size != 0 || header.Part.Schema.String() != table.Schema(table.Schema{{Name: "id", Type: table.String}, {Name: "name", Type: table.String}}).String() {
+		t.Fatalf("header.csv: %+v; want one part of no bytes, its columns STRING", header.Part)
+	}
+	if len(p.Skipped) != 1 || filepath.Base(p.Skipped[0].Rel) != "empty.csv" || p.Skipped[0].Reason != SkipEmptyTable {
+		t.Fatalf("skipped %+v; want empty.csv, as %q", p.Skipped, SkipEmptyTable)
+	}
+}
+
+// What cannot be converted is refused naming the file: a header the given
+// schema does not name, a broken quote, too many columns; and what a
 // request cannot ask for.
 func TestConvertRefusals(t *testing.T) {
 	dir := t.TempDir()
@@ -66,12 +96,10 @@ func TestConvertRefusals(t *testing.T) {
 	for name, tc := range map[string]struct {
 		body, schema, want string
 	}{
-		"empty.csv":  {"", "", "empty.csv: " + table.ErrNoRecords.Error()},
-		"header.csv": {"a,b\n", "", "header.csv: " + table.ErrNoRecords.Error()},
-		"names.csv":  {"id,nom\n1,x\n", string(schema), `names.csv: line 1, column 2: the header says "nom", the schema "name"`},
-		"count.csv":  {"id\n1\n", string(schema), "count.csv: line 1: the header has 1 columns, the schema 2"},
-		"quote.csv":  {"id,name\n1,\"x\n", "", "quote.csv: " + table.ErrUnterminatedQuote.Error()},
-		"wide.csv":   {strings.Repeat("c,", table.MaxColumns) + "c\n1\n", "", "wide.csv: line 1: the header has 10001 columns; BigQuery takes 10000 at most"},
+		"names.csv": {"id,nom\n1,x\n", string(schema), `names.csv: line 1, column 2: the header says "nom", the schema "name"`},
+		"count.csv": {"id\n1\n", string(schema), "count.csv: line 1: the header has 1 columns, the schema 2"},
+		"quote.csv": {"id,name\n1,\"x\n", "", "quote.csv: " + table.ErrUnterminatedQuote.Error()},
+		"wide.csv":  {strings.Repeat("c,", table.MaxColumns) + "c\n1\n", "", "wide.csv: line 1: the header has 10001 columns; BigQuery takes 10000 at most"},
 	} {
 		p := filepath.Join(dir, name)
 		must(t, os.WriteFile(p, []byte(tc.body), 0o644))

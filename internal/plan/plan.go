@@ -231,6 +231,12 @@ func (p *Plan) Walk(fn func(File) error, skip func(Skipped)) error {
 	ext := p.Codec.Ext()
 	excluded, err := walkOrdered(p.spec.Sources, p.conf, p.spec.Selection, p.suffix, func(sf SourceFile) error {
 		if cv := p.spec.Convert; cv.converts(path.Base(sf.Rel)) {
+			if sf.Size == 0 {
+				// A day with nothing to export, not a table: counted
+				// and named, never fatal to the other files.
+				skip(Skipped{Skip: Skip{Path: sf.Path, Rel: sf.Rel, Reason: SkipEmptyTable}, Object: p.Dest.Object(sf.Rel, "")})
+				return nil
+			}
 			target, err := ChunkSize(sf.Size, p.spec.ChunkSize, codec.None, p.limits)
 			if err != nil {
 				return fmt.Errorf("source %s: %w", sf.Path, err)

@@ -56,6 +56,7 @@ const (
 	SkipDangling   = "dangling symlink"
 	SkipLoop       = "symlink loop: leads back to a directory being walked"
 	SkipUnreadable = "unreadable (--skip-unreadable)"
+	SkipEmptyTable = "empty (0 bytes): no header, nothing to convert (--convert)"
 )
 
 // Selection is how a walk chooses what to send besides the sources.

@@ -20,8 +20,9 @@ type Source struct {
 	Inferred bool
 }
 
-// ErrNoRecords: an empty file, or a header with no record after it.
-var ErrNoRecords = errors.New("no records to convert (the file is empty or holds a header only)")
+// ErrNoRecords: an empty file (a header only converts to a part of no
+// rows).
+var ErrNoRecords = errors.New("no header and no records to convert (the file is empty)")
 
 // Comma is the field separator of the file named name: a tab for .tsv,
 // else a comma.
@@ -45,12 +46,28 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 	if err != nil {
 		return nil, err
 	}
-	if len(l.Parts) == 0 {
+	if len(l.Header) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoRecords)
 	}
 	header, err := readHeader(l.Header, comma, path)
 	if err != nil {
 		return nil, err
+	}
+	if len(l.Parts) == 0 {
+		// A header only (a day with no events): one part of no rows,
+		// so that a load gives the table its columns and 0 rows.
+		l.Parts = []Range{{Offset: int64(len(l.Header)), Line: 2}}
+		s := &Source{Layout: *l, Comma: comma, Schema: given}
+		if given == nil {
+			// No value to infer from: every column a NULLABLE STRING.
+			if s.Schema, err = Infer(header, nil); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			s.Inferred = true
+		} else if err := matchHeader(given, header, path); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if len(header) > MaxColumns {
 		return nil, fmt.Errorf("%s: line 1: the header has %d columns; BigQuery takes %d at most", path, len(header), MaxColumns)
@@ -98,6 +115,9 @@ func readHeader(b []byte, comma rune, path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: line 1 (the header): %w", path, err)
 	}
+	// A UTF-8 byte order mark (what spreadsheets write) is not part of
+	// the first name, as DuckDB and BigQuery read it.
+	h[0] = strings.TrimPrefix(h[0], "\ufeff")
 	return h, nil
 }
 
