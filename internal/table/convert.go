@@ -303,9 +303,11 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		inBatch = 0
 		return c.flush(rg)
 	}
-	add := func(rec []string, raw string, fieldLine func(i int) int64) error {
+	add := func(rec []string, raw string, fieldLine func(i int) int64, quoted func(i int) bool) error {
 		for i, v := range rec {
-			if err := c.append(i, v); err != nil {
+			// An empty field is NULL, a quoted one ("") an empty
+			// STRING, as DuckDB and BigQuery read them.
+			if err := c.append(i, v, v == "" && (quoted == nil || !quoted(i))); err != nil {
 				for j := range i {
 					c.cols[j].pop() // the record's values so far
 				}
@@ -357,7 +359,8 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 				}
 				continue
 			}
-			if err := add(rec, raw, func(i int) int64 { l, _ := r.FieldPos(i); return at.line - 1 + int64(l) }); err != nil {
+			if err := add(rec, raw, func(i int) int64 { l, _ := r.FieldPos(i); return at.line - 1 + int64(l) },
+				func(i int) bool { return fieldQuoted(r, raw, i) }); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -469,7 +472,7 @@ type stop struct {
 // \n, the last line's \r is dropped, empty lines are skipped, and a record
 // with the wrong number of fields is an error. It returns the byte and
 // line where it stopped.
-func (c *Converter) plainRecords(text, path string, line int64, add func([]string, string, func(int) int64) error) (int, stop) {
+func (c *Converter) plainRecords(text, path string, line int64, add func([]string, string, func(int) int64, func(int) bool) error) (int, stop) {
 	comma := byte(c.o.Comma)
 	if c.o.Comma >= utf8.RuneSelf {
 		return 0, stop{line: line} // encoding/csv reads it all
@@ -524,7 +527,7 @@ func (c *Converter) plainRecords(text, path string, line int64, add func([]strin
 			}
 			continue
 		}
-		if err := add(rec, raw, fieldLine); err != nil {
+		if err := add(rec, raw, fieldLine, nil); err != nil { // no quote on the line
 			return pos, stop{line: line, err: err}
 		}
 	}
@@ -548,13 +551,32 @@ func (c *Converter) readError(err error, rec []string, path string, line int64) 
 	return &RowError{Path: path, Line: at, Err: fmt.Errorf("%w (byte %d of the line)", pe.Err, pe.Column)}
 }
 
-// append parses v into column i's batch.
-func (c *Converter) append(i int, v string) error {
+// fieldQuoted reports whether field i of the record r read last, whose
+// text is raw, was quoted: where its first byte is a quote (r.FieldPos
+// gives its line and column; a record starts a line).
+func fieldQuoted(r *csv.Reader, raw string, i int) bool {
+	l0, _ := r.FieldPos(0)
+	l, col := r.FieldPos(i)
+	at := 0
+	for ; l > l0; l-- {
+		nl := strings.IndexByte(raw[at:], '\n')
+		if nl < 0 {
+			return false
+		}
+		at += nl + 1
+	}
+	at += col - 1
+	return at < len(raw) && raw[at] == '"'
+}
+
+// append parses v into column i's batch; null says it is NULL (an empty
+// field, not quoted).
+func (c *Converter) append(i int, v string, null bool) error {
 	f, col := &c.fields[i], &c.cols[i]
 	if len(v) > MaxField {
 		return fmt.Errorf("field of %d bytes; ferry converts fields up to %d (a missing quote?)", len(v), MaxField)
 	}
-	if v == "" && f.Type != String {
+	if null || (v == "" && f.Type != String) {
 		if f.Required {
 			return errors.New("empty value in a REQUIRED column")
 		}
@@ -593,7 +615,7 @@ func (c *Converter) append(i int, v string) error {
 	case Bool:
 		x, ok := parseBool(v)
 		if !ok {
-			return fmt.Errorf("%s is not a BOOL (true or false)", quote(v))
+			return fmt.Errorf("%s is not a BOOL (true/false, t/f, yes/no, y/n, 1/0)", quote(v))
 		}
 		col.bools = append(col.bools, x)
 	case Date:
@@ -614,6 +636,11 @@ func (c *Converter) append(i int, v string) error {
 	default:
 		if !utf8.ValidString(v) {
 			return ErrInvalidUTF8
+		}
+		if f.MaxLength > 0 && len(v) > f.MaxLength {
+			if n := utf8.RuneCountInString(v); n > f.MaxLength {
+				return fmt.Errorf("%s is %d characters; the column's maxLength is %d", quote(v), n, f.MaxLength)
+			}
 		}
 		// The writer only reads it: copied into its pages or
 		// dictionary before Convert returns.

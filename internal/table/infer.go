@@ -142,11 +142,17 @@ func allDigits(s string) bool {
 	return true
 }
 
+// parseBool reads the spellings of a BOOL that BigQuery's CSV loads take,
+// in any case: true/false, t/f, yes/no, y/n, 1/0 (a column of 1 and 0 is
+// inferred INT64, which comes first; a given BOOL takes them).
 func parseBool(v string) (bool, bool) {
+	if len(v) > 5 {
+		return false, false
+	}
 	switch strings.ToLower(v) {
-	case "true":
+	case "true", "t", "yes", "y", "1":
 		return true, true
-	case "false":
+	case "false", "f", "no", "n", "0":
 		return false, true
 	}
 	return false, false

@@ -50,9 +50,12 @@ type Field struct {
 	Type Type
 	// Precision and Scale are a NUMERIC column's.
 	Precision, Scale int
-	// Required columns refuse empty values; others read them as NULL
-	// (a STRING's empty value is the empty string).
+	// Required columns refuse NULLs: an empty field (a quoted "" is a
+	// STRING's empty value).
 	Required bool
+	// MaxLength, when set, bounds a STRING's values in characters, as
+	// the table's maxLength does.
+	MaxLength int
 }
 
 // Schema is a table's columns, in the order of the file's fields.
@@ -67,6 +70,15 @@ type bqField struct {
 	Mode      string      `json:"mode,omitempty"`
 	Precision json.Number `json:"precision,omitempty"`
 	Scale     json.Number `json:"scale,omitempty"`
+	// What bq show --schema prints beside them: the table's, not the
+	// conversion's (read, so that its output is taken as it is, and
+	// left to the table). A STRING's maxLength is checked.
+	MaxLength              json.Number     `json:"maxLength,omitempty"`
+	Description            string          `json:"description,omitempty"`
+	PolicyTags             json.RawMessage `json:"policyTags,omitempty"`
+	DefaultValueExpression string          `json:"defaultValueExpression,omitempty"`
+	Collation              string          `json:"collation,omitempty"`
+	RoundingMode           string          `json:"roundingMode,omitempty"`
 }
 
 // MarshalJSON writes s in BigQuery's JSON schema format.
@@ -79,6 +91,9 @@ func (s Schema) MarshalJSON() ([]byte, error) {
 		}
 		if f.Type == Numeric {
 			out[i].Precision, out[i].Scale = json.Number(strconv.Itoa(f.Precision)), json.Number(strconv.Itoa(f.Scale))
+		}
+		if f.MaxLength > 0 {
+			out[i].MaxLength = json.Number(strconv.Itoa(f.MaxLength))
 		}
 	}
 	return json.Marshal(out)
@@ -152,6 +167,13 @@ func (bf bqField) field() (Field, error) {
 		f.Required = true
 	default:
 		return f, fmt.Errorf("mode %.32q: want NULLABLE or REQUIRED (a CSV column is never REPEATED)", bf.Mode)
+	}
+	if bf.MaxLength != "" {
+		n, err := strconv.Atoi(string(bf.MaxLength))
+		if err != nil || n < 1 || t != String {
+			return f, fmt.Errorf("maxLength %s: want a positive length, of a STRING column", bf.MaxLength)
+		}
+		f.MaxLength = n
 	}
 	if t != Numeric {
 		if bf.Precision != "" || bf.Scale != "" {

@@ -458,3 +458,81 @@ func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T)
 		t.Fatalf("%d parts, schema %v: want several parts and v FLOAT64 from the 7,001st record", len(src.Parts), src.Schema)
 	}
 }
+
+// Issue 43 §2: an empty field is NULL in every type, a quoted "" an empty
+// STRING, as DuckDB and BigQuery read them, on the fast path (a line with
+// no quote) and on encoding/csv's (a record with one); restore --to csv
+// writes them back as they came: NULL as an empty field, "" quoted.
+func TestEmptyIsNullAndQuotedEmptyIsAString(t *testing.T) {
+	s := table.Schema{{Name: "id", Type: table.Int64}, {Name: "note", Type: table.String}, {Name: "n", Type: table.Int64}}
+	c, err := table.NewConverter(s, table.Options{})
+	must(t, err)
+	// (A quoted "" in another type is NULL, as DuckDB's allow_quoted_nulls
+	// reads it.)
+	data := []byte("id,note,n\n1,,\n2,\"\",5\n3,\"a \"\"b\"\"\",\n4,x,\n5,\"\",\n6,,\"\"\n")
+	b, _, err := c.Convert(data[len("id,note,n\n"):], "d.csv", 2)
+	must(t, err)
+	_, _, rows := tabletest.ReadBackNulls(t, b)
+	N := tabletest.Null
+	want := [][]string{{"1", N, N}, {"2", "", "5"}, {"3", `a "b"`, N}, {"4", "x", N}, {"5", "", N}, {"6", N, N}}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("rows %q\nwant %q", rows, want)
+	}
+	var out bytes.Buffer
+	w := table.NewCSVWriter(&out, ',')
+	must(t, w.Part(context.Background(), "part", bytes.NewReader(b)))
+	must(t, w.Flush())
+	if want := strings.TrimSuffix(string(data), "6,,\"\"\n") + "6,,\n"; out.String() != want {
+		t.Fatalf("restore --to csv wrote\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// Issue 43 §9: BOOL takes the spellings BigQuery's CSV loads take, in any
+// case; a column of them is inferred BOOL, and a given BOOL takes 1 and 0.
+func TestBoolSpellings(t *testing.T) {
+	hdr := []string{"a", "b", "c"}
+	sample := [][]string{{"yes", "T", "y"}, {"No", "f", "N"}, {"YES", "t", "Y"}}
+	s, err := table.Infer(hdr, sample)
+	must(t, err)
+	for _, f := range s {
+		if f.Type != table.Bool {
+			t.Fatalf("schema %s: want every column BOOL", s)
+		}
+	}
+	c, err := table.NewConverter(table.Schema{{Name: "a", Type: table.Bool}}, table.Options{})
+	must(t, err)
+	b, _, err := c.Convert([]byte("1\n0\nTrue\nn\n"), "d.csv", 2)
+	must(t, err)
+	if _, _, rows := tabletest.ReadBack(t, b); fmt.Sprint(rows) != "[[true] [false] [true] [false]]" {
+		t.Fatalf("rows %v", rows)
+	}
+	if _, _, err := c.Convert([]byte("maybe\n"), "d.csv", 2); err == nil || !strings.Contains(err.Error(), "is not a BOOL (true/false, t/f, yes/no, y/n, 1/0)") {
+		t.Fatalf("maybe: %v", err)
+	}
+}
+
+// Issue 43 §9: bq show --schema --format=prettyjson prints descriptions,
+// maxLength, policy tags and the rest beside name and type; ferry takes
+// its output as it is, and holds a STRING to its maxLength.
+func TestBQShowSchemaOutputIsTakenAsItIs(t *testing.T) {
+	out := `[
+  {"description": "the trading day", "mode": "REQUIRED", "name": "day", "type": "DATE"},
+  {"maxLength": "4", "mode": "NULLABLE", "name": "sym", "type": "STRING", "policyTags": {"names": []}},
+  {"defaultValueExpression": "0", "name": "px", "precision": "10", "scale": "2", "type": "NUMERIC", "roundingMode": "ROUND_HALF_EVEN"},
+  {"collation": "und:ci", "name": "note", "type": "STRING"}
+]`
+	s, err := table.ParseSchema([]byte(out))
+	must(t, err)
+	if got := s.String(); got != "day DATE REQUIRED\nsym STRING\npx NUMERIC(10, 2)\nnote STRING" || s[1].MaxLength != 4 {
+		t.Fatalf("schema %q (maxLength %d)", got, s[1].MaxLength)
+	}
+	c, err := table.NewConverter(s, table.Options{})
+	must(t, err)
+	if _, _, err := c.Convert([]byte("2026-12-05,ABCD,1.50,x\n2026-12-05,ABCDE,1.50,x\n"), "d.csv", 2); err == nil ||
+		!strings.Contains(err.Error(), `line 3, column 2 (sym): "ABCDE" is 5 characters; the column's maxLength is 4`) {
+		t.Fatalf("a value over maxLength: %v", err)
+	}
+	if _, err := table.ParseSchema([]byte(`[{"name":"a","type":"INT64","maxLength":"3"}]`)); err == nil || !strings.Contains(err.Error(), "of a STRING column") {
+		t.Fatalf("maxLength on an INT64: %v", err)
+	}
+}

@@ -1,13 +1,15 @@
 package table
 
 import (
+	"bufio"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,20 +23,52 @@ import (
 // header once, then each part's rows in order, a value as ferry reads it
 // (a NUMERIC with its scale's decimals, a DATE as YYYY-MM-DD, a TIMESTAMP
 // as RFC 3339 in UTC with microseconds, a FLOAT64 in the fewest digits
-// that read back as the same double, NULL as an empty field). Seed-like
-// data comes back byte for byte.
+// that read back as the same double, NULL as an empty field and an empty
+// STRING as "", as the conversion reads them). Seed-like data comes back
+// byte for byte.
 type CSVWriter struct {
-	w      *csv.Writer
+	w      *bufio.Writer
+	comma  rune
 	header []string
 	rec    []string
+	quote  []bool // the cell is an empty STRING, not NULL
 	Rows   int64
 }
 
 // NewCSVWriter writes to w with comma between fields.
 func NewCSVWriter(w io.Writer, comma rune) *CSVWriter {
-	cw := csv.NewWriter(w)
-	cw.Comma = comma
-	return &CSVWriter{w: cw}
+	return &CSVWriter{w: bufio.NewWriterSize(w, 64<<10), comma: comma}
+}
+
+// write writes one record as encoding/csv's Writer does (a field quoted
+// when it holds the comma, a quote, a line break or starts with a space),
+// and an empty field quoted where quote says so.
+func (c *CSVWriter) write(rec []string, quote []bool) error {
+	for i, f := range rec {
+		if i > 0 {
+			_, _ = c.w.WriteRune(c.comma)
+		}
+		if !(quote != nil && quote[i]) && !c.needsQuotes(f) {
+			_, _ = c.w.WriteString(f)
+			continue
+		}
+		_ = c.w.WriteByte('"')
+		_, _ = c.w.WriteString(strings.ReplaceAll(f, `"`, `""`))
+		_ = c.w.WriteByte('"')
+	}
+	return c.w.WriteByte('\n')
+}
+
+// needsQuotes is encoding/csv's rule.
+func (c *CSVWriter) needsQuotes(f string) bool {
+	if f == "" {
+		return false
+	}
+	if f == `\.` || strings.ContainsRune(f, c.comma) || strings.ContainsAny(f, "\"\r\n") {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(f)
+	return unicode.IsSpace(r)
 }
 
 // Part appends the rows of the Parquet file r, named path in errors.
@@ -70,22 +104,25 @@ func (c *CSVWriter) Part(ctx context.Context, path string, r parquet.ReaderAtSee
 	}
 	if c.header == nil {
 		c.header = names
-		if err := c.w.Write(names); err != nil {
+		if err := c.write(names, nil); err != nil {
 			return err
 		}
 	} else if fmt.Sprint(names) != fmt.Sprint(c.header) {
 		return fmt.Errorf("%s: columns %v, the first part's %v", path, names, c.header)
 	}
 	c.rec = make([]string, len(names))
+	c.quote = make([]bool, len(names))
 	for rr.Next() {
 		rec := rr.RecordBatch()
 		for row := range int(rec.NumRows()) {
 			for col := range c.rec {
-				if c.rec[col], err = cell(rec.Column(col), row); err != nil {
+				a := rec.Column(col)
+				if c.rec[col], err = cell(a, row); err != nil {
 					return fmt.Errorf("%s: column %s: %w", path, names[col], err)
 				}
+				c.quote[col] = c.rec[col] == "" && !a.IsNull(row)
 			}
-			if err := c.w.Write(c.rec); err != nil {
+			if err := c.write(c.rec, c.quote); err != nil {
 				return err
 			}
 			c.Rows++
@@ -99,8 +136,7 @@ func (c *CSVWriter) Part(ctx context.Context, path string, r parquet.ReaderAtSee
 
 // Flush writes what is buffered.
 func (c *CSVWriter) Flush() error {
-	c.w.Flush()
-	return c.w.Error()
+	return c.w.Flush()
 }
 
 func cell(a arrow.Array, i int) (string, error) {

@@ -36,6 +36,24 @@ func ReadBack(t testing.TB, b []byte) (names, types []string, rows [][]string) {
 // Read is ReadBack for callers without a testing.TB (a double serving a
 // test): it returns what is wrong.
 func Read(b []byte) (names, types []string, rows [][]string, err error) {
+	return read(b, "")
+}
+
+// Null stands for NULL in the cells of ReadBackNulls.
+const Null = "\x00NULL"
+
+// ReadBackNulls is ReadBack with NULL cells as Null, so that a test tells
+// NULL from an empty STRING.
+func ReadBackNulls(t testing.TB, b []byte) (names, types []string, rows [][]string) {
+	t.Helper()
+	names, types, rows, err := read(b, Null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names, types, rows
+}
+
+func read(b []byte, null string) (names, types []string, rows [][]string, err error) {
 	f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("parquet-go cannot open the file: %w", err)
@@ -53,6 +71,10 @@ func Read(b []byte) (names, types []string, rows [][]string, err error) {
 			for _, row := range buf[:n] {
 				cells := make([]string, len(fields))
 				for _, v := range row {
+					if v.IsNull() && null != "" {
+						cells[v.Column()] = null
+						continue
+					}
 					if cells[v.Column()], err = cellText(fields[v.Column()], v); err != nil {
 						return nil, nil, nil, err
 					}
