@@ -21,16 +21,20 @@ const SampleRows = 10_000
 func Infer(header []string, sample [][]string) (Schema, error) {
 	s := make(Schema, len(header))
 	seen := map[string]int{}
-	for i, name := range header {
+	for i, raw := range header {
+		name := ColumnName(raw, i)
 		if err := CheckName(name); err != nil {
 			return nil, fmt.Errorf("header, column %d: %w", i+1, err)
 		}
 		key := strings.ToLower(name)
 		if j, dup := seen[key]; dup {
-			return nil, fmt.Errorf("header, column %d: name %q is column %d's too (BigQuery column names are case-insensitive)", i+1, name, j+1)
+			return nil, fmt.Errorf("header, column %d: name %q is column %d's (%q) too (BigQuery column names are case-insensitive)", i+1, raw, j+1, header[j])
 		}
 		seen[key] = i
 		s[i] = inferColumn(name, i, sample)
+		if name != raw {
+			s[i].Header, s[i].Renamed = raw, true
+		}
 	}
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -56,6 +57,48 @@ type Field struct {
 	// MaxLength, when set, bounds a STRING's values in characters, as
 	// the table's maxLength does.
 	MaxLength int
+	// Renamed says an inferred column's Header name is not one BigQuery
+	// takes (ColumnName gave Name): said in --dry-run and, as the
+	// column's description, in the manifest.
+	Renamed bool
+	Header  string
+}
+
+// reservedPrefixes are the column-name prefixes BigQuery keeps for itself.
+var reservedPrefixes = []string{"_TABLE_", "_FILE_", "_PARTITION", "_ROW_TIMESTAMP", "__ROOT__", "_COLIDENTIFIER",
+	"_CHANGE_SEQUENCE_NUMBER", "_CHANGE_TYPE"}
+
+// ColumnName is the column name of header name h, the column at index i
+// (from 0): h itself when BigQuery's column names take it (its flexible
+// names: letters, marks and digits of any script, spaces, _ - & % = + : '
+// < > # |; at most 300 bytes; no reserved prefix), else a name that it
+// takes: column<i+1> for an empty name, each other character as _, and c
+// before a reserved prefix. DuckDB names an empty header cell by position
+// in the same way.
+func ColumnName(h string, i int) string {
+	h = strings.ToValidUTF8(h, "_")
+	if strings.TrimSpace(h) == "" {
+		return fmt.Sprintf("column%d", i+1)
+	}
+	h = strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r) || unicode.In(r, unicode.Pc, unicode.Pd) ||
+			r == ' ' || strings.ContainsRune("&%=+:'<>#|", r) {
+			return r
+		}
+		return '_'
+	}, h)
+	up := strings.ToUpper(h)
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(up, p) {
+			h = "c" + h
+			break
+		}
+	}
+	for len(h) > 300 {
+		_, n := utf8.DecodeLastRuneInString(h)
+		h = h[:len(h)-n]
+	}
+	return h
 }
 
 // Schema is a table's columns, in the order of the file's fields.
@@ -94,6 +137,9 @@ func (s Schema) MarshalJSON() ([]byte, error) {
 		}
 		if f.MaxLength > 0 {
 			out[i].MaxLength = json.Number(strconv.Itoa(f.MaxLength))
+		}
+		if f.Renamed {
+			out[i].Description = fmt.Sprintf("the header's %q", f.Header)
 		}
 	}
 	return json.Marshal(out)
@@ -238,6 +284,9 @@ func (s Schema) String() string {
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, "%s %s", f.Name, f.Type)
+		if f.Renamed {
+			fmt.Fprintf(&b, " (the header's %q)", f.Header)
+		}
 		if f.Type == Numeric {
 			fmt.Fprintf(&b, "(%d, %d)", f.Precision, f.Scale)
 		}

@@ -136,7 +136,7 @@ func matchHeader(s Schema, header []string, path string) error {
 		return fmt.Errorf("%s: line 1: the header has %d columns, the schema %d", path, len(header), len(s))
 	}
 	for i, f := range s {
-		if !strings.EqualFold(header[i], f.Name) {
+		if !strings.EqualFold(header[i], f.Name) && !strings.EqualFold(ColumnName(header[i], i), f.Name) {
 			return fmt.Errorf("%s: line 1, column %d: the header says %.64q, the schema %q", path, i+1, header[i], f.Name)
 		}
 	}

@@ -536,3 +536,34 @@ func TestBQShowSchemaOutputIsTakenAsItIs(t *testing.T) {
 		t.Fatalf("maxLength on an INT64: %v", err)
 	}
 }
+
+// Issue 43 §1: a header name BigQuery's column names do not take gets one
+// they do instead of the file being refused (an empty one its position, as
+// DuckDB names it), said in the schema's text and, as the column's
+// description, in its JSON; a given schema may name the column either way;
+// duplicates stay refused, naming both columns.
+func TestHeaderNamesBigQueryRefusesAreMapped(t *testing.T) {
+	hdr := []string{"", "Amount ($)", "Qty.", "ratio/pct", "@at", "_PARTITIONTIME", "ok name", "naïve-ü"}
+	s, err := table.Infer(hdr, [][]string{{"1", "2", "3", "4", "5", "6", "7", "8"}})
+	must(t, err)
+	want := []string{"column1", "Amount ___", "Qty_", "ratio_pct", "_at", "c_PARTITIONTIME", "ok name", "naïve-ü"}
+	for i, f := range s {
+		if f.Name != want[i] || f.Renamed != (want[i] != hdr[i]) {
+			t.Errorf("column %d %q: named %q (header %q), want %q", i+1, hdr[i], f.Name, f.Header, want[i])
+		}
+	}
+	if !strings.Contains(s.String(), `Qty_ INT64 (the header's "Qty.")`) {
+		t.Errorf("schema text %q: want the renamed column to say its header", s.String())
+	}
+	if j, _ := s.MarshalJSON(); !strings.Contains(string(j), `"description":"the header's \"Qty.\""`) {
+		t.Errorf("schema JSON %s: want the header in the description", j)
+	}
+	if _, err := table.Infer([]string{"a.b", "a_b"}, nil); err == nil || !strings.Contains(err.Error(), `column 2: name "a_b" is column 1's ("a.b") too`) {
+		t.Errorf("names that map to one: %v", err)
+	}
+	data := []byte("Qty.,x\n1,2\n")
+	given := table.Schema{{Name: "Qty_", Type: table.Int64}, {Name: "x", Type: table.Int64}}
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "q.csv", 1<<20, ',', given, 0); err != nil {
+		t.Errorf("a given schema naming the mapped column: %v", err)
+	}
+}
