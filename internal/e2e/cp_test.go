@@ -365,3 +365,26 @@ func TestFerryCpOnATerminal(t *testing.T) {
 	}
 	t.Logf("the terminal after Ctrl-C:\n%s", screen())
 }
+
+// Issue 43 §2 and §4, from the command line: a Latin-1 export with NULL
+// markers lands as UTF-8 Parquet with NULLs, and restore --to csv gives
+// it back as UTF-8 text, the NULLs as empty fields.
+func TestFerryCpConvertsLatin1WithNullMarkers(t *testing.T) {
+	t.Parallel()
+	c := newCpRun(t, "")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "l.csv")
+	must(t, os.WriteFile(src, []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NULL\n"), 0o644))
+	if d := c.ok("--convert", "parquet", "--encoding", "ISO-8859-1", "--null-marker", "NULL", "--null-marker", `\N`, src, "gs://"+c.bucket+"/t"); d.Status != message.StatusOK {
+		t.Fatalf("convert: %+v", d)
+	}
+	out := t.TempDir()
+	if code, _, stderr := runBinary(t, c.env(), "restore", "--to", "csv", "gs://"+c.bucket+"/t/", out); code != 0 {
+		t.Fatalf("restore --to csv: exit %d\n%s", code, stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "l.csv"))
+	must(t, err)
+	if want := "café,prix\ndéjà,1.50\n,\nnaïve,\n"; string(got) != want {
+		t.Fatalf("restored %q, want %q", got, want)
+	}
+}

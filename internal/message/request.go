@@ -64,6 +64,10 @@ type Request struct {
 	// BadRows lets that many bad records of the whole transfer be left
 	// out of the parts, each named in a rejects object (--bad-rows).
 	BadRows int `json:"bad_rows,omitempty"`
+	// Encoding (UTF-8 or ISO-8859-1) and NullMarkers (values read as
+	// NULL) say how the files read as text (--encoding, --null-marker).
+	Encoding    string   `json:"encoding,omitempty"`
+	NullMarkers []string `json:"null_markers,omitempty"`
 	// BQTable (PROJECT.DATASET.TABLE) has the merger load the Parquet
 	// parts into that table when the transfer ends ok, writing it as
 	// BQWrite says: empty (default), append or truncate.

@@ -30,6 +30,9 @@ type Convert struct {
 	// named in a rejects object beside its source's parts (--bad-rows;
 	// BigQuery's maxBadRecords): 0 fails a source at its first.
 	BadRows int
+	// Text is the files' encoding and null markers (--encoding,
+	// --null-marker).
+	Text table.Text
 
 	match []Filter
 	// scans keep what large sources' scans found, for the next walk of
@@ -100,6 +103,24 @@ func SetBadRows(c *Convert, n int) error {
 	return nil
 }
 
+// SetText sets c's encoding and null markers (--encoding, --null-marker; a
+// request's encoding, null_markers), refusing what BigQuery's loads do not
+// take or them without a conversion.
+func SetText(c *Convert, encoding string, nullMarkers []string) error {
+	if c == nil {
+		if encoding != "" || len(nullMarkers) > 0 {
+			return fmt.Errorf("an encoding or null marker without --convert parquet: only a conversion reads records")
+		}
+		return nil
+	}
+	t, err := table.ParseText(encoding, nullMarkers)
+	if err != nil {
+		return err
+	}
+	c.Text = t
+	return nil
+}
+
 // MaxConvertMatch bounds --convert-match patterns.
 const MaxConvertMatch = 100
 
@@ -109,6 +130,9 @@ func (c *Convert) check() error {
 		return err
 	}
 	if err := SetBadRows(c, c.BadRows); err != nil {
+		return err
+	}
+	if err := SetText(c, c.Text.Encoding, c.Text.NullMarkers); err != nil {
 		return err
 	}
 	if len(c.Match) > MaxConvertMatch {
@@ -161,6 +185,8 @@ type Part struct {
 	BadRows     int // the transfer's
 	// Inferred: Schema was inferred (table.Options.Inferred).
 	Inferred bool
+	// Text is the source's encoding and null markers.
+	Text table.Text
 	// Constants are the key=value directories right above the source
 	// (a hive layout): columns of the parts after the file's, so a load
 	// gives the table the keys as columns, as BigQuery's hive
@@ -172,7 +198,7 @@ type Part struct {
 
 // OptionsKey is a digest of what the part's Parquet bytes depend on
 // besides its bytes of the source: the schema, delimiter, compression,
-// bad rows allowed and constant columns. A part whose object has the same
+// bad rows allowed, encoding and null markers, and constant columns. A part whose object has the same
 // key, source size and mtime (or range CRC32C) is unchanged.
 func (p *Part) OptionsKey() string {
 	b, err := p.TableSchema().MarshalJSON()
@@ -181,6 +207,9 @@ func (p *Part) OptionsKey() string {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%q\n%q\n%d\n", b, p.Comma, p.Compression, p.BadRows)
+	if p.Text.Encoding != "" || len(p.Text.NullMarkers) > 0 {
+		fmt.Fprintf(h, "%q %q\n", p.Text.Encoding, p.Text.NullMarkers)
+	}
 	for _, k := range p.Constants {
 		fmt.Fprintf(h, "%q=%q\n", k.Name, k.Value)
 	}
@@ -244,7 +273,7 @@ func (c *Convert) scan(sf SourceFile, target int64) (*table.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", sf.Path, err)
 	}
-	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema, c.BadRows)
+	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema, c.BadRows, c.Text)
 	_ = fh.Close()
 	if err != nil {
 		return nil, err
@@ -290,7 +319,7 @@ func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(F
 	for i, r := range src.Parts {
 		f := File{SourceFile: sf, Object: PartObject(obj, i), ChunkSize: max(r.Size, 1), Chunks: 1,
 			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression,
-				BadRows: c.BadRows, Constants: keys, Inferred: src.Inferred}}
+				BadRows: c.BadRows, Constants: keys, Inferred: src.Inferred, Text: c.Text}}
 		f.Size = r.Size
 		if err := checkName(f.Object); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)

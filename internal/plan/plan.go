@@ -143,7 +143,7 @@ func Open(s Spec, l Limits) (*Plan, error) {
 		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", s.ChunkSize)
 	}
 	if s.Convert != nil {
-		cv := &Convert{Match: s.Convert.Match, Schema: s.Convert.Schema, Compression: s.Convert.Compression, BadRows: s.Convert.BadRows}
+		cv := &Convert{Match: s.Convert.Match, Schema: s.Convert.Schema, Compression: s.Convert.Compression, BadRows: s.Convert.BadRows, Text: s.Convert.Text}
 		if err := cv.check(); err != nil {
 			return nil, err
 		}

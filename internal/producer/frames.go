@@ -273,8 +273,9 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int,
 func (c *compressor) convert(pc piece) ([]encodedPart, error) {
 	f, pt := pc.f, pc.f.Part
 	if c.cv == nil || c.cvSchema != &pt.Schema[0] || c.cvPart.Comma != pt.Comma || c.cvPart.Compression != pt.Compression || c.cvPart.BadRows != pt.BadRows ||
-		!slices.Equal(c.cvPart.Constants, pt.Constants) {
-		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows, Constants: pt.Constants, Inferred: pt.Inferred})
+		!slices.Equal(c.cvPart.Constants, pt.Constants) || c.cvPart.Inferred != pt.Inferred || !c.cvPart.Text.Equal(pt.Text) {
+		cv, err := table.NewConverter(pt.Schema, table.Options{Comma: pt.Comma, Compression: pt.Compression, BadRows: pt.BadRows, Constants: pt.Constants,
+			Inferred: pt.Inferred, Text: pt.Text})
 		if err != nil {
 			return nil, &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 		}

@@ -75,6 +75,8 @@ type Options struct {
 	// (02134 as 2134). A given schema takes what its types parse, as
 	// BigQuery's loads do.
 	Inferred bool
+	// Text is the parts' encoding and null markers.
+	Text Text
 }
 
 // Constant is a STRING column of one value.
@@ -140,6 +142,7 @@ type Converter struct {
 	meta   metadata.KeyValueMetadata // ConstantsKey, nil without constants
 	out    bytes.Buffer
 	rec    []string
+	utf8   []byte // a part decoded from Options.Text's encoding
 	// Rejects are the records the last Convert left out; valid until
 	// the next call.
 	Rejects []Reject
@@ -279,6 +282,10 @@ func arrowType(f Field) arrow.DataType {
 // invalid UTF-8, an unterminated quote or a field over MaxField fails the
 // whole part with a *RowError.
 func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64, error) {
+	if c.o.Text.Encoding == Latin1 {
+		c.utf8 = c.o.Text.decode(c.utf8[:0], data)
+		data = c.utf8
+	}
 	c.out.Reset()
 	c.reset()
 	c.Rejects = c.Rejects[:0]
@@ -307,7 +314,7 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 		for i, v := range rec {
 			// An empty field is NULL, a quoted one ("") an empty
 			// STRING, as DuckDB and BigQuery read them.
-			if err := c.append(i, v, v == "" && (quoted == nil || !quoted(i))); err != nil {
+			if err := c.append(i, v, (v == "" && (quoted == nil || !quoted(i))) || c.o.Text.null(v)); err != nil {
 				for j := range i {
 					c.cols[j].pop() // the record's values so far
 				}

@@ -41,7 +41,7 @@ func Comma(name string) rune {
 // badRows records of the sample with the wrong number of fields are left
 // out of the inference (the conversion leaves them out, with --bad-rows,
 // and names them). Errors name path, and the line and column at fault.
-func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, given Schema, badRows int) (*Source, error) {
+func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, given Schema, badRows int, text Text) (*Source, error) {
 	l, err := Cut(io.NewSectionReader(r, 0, size), path, target)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 	if len(l.Header) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoRecords)
 	}
-	header, err := readHeader(l.Header, comma, path)
+	header, err := readHeader(text.decode(nil, l.Header), comma, path)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 		return s, nil
 	}
 	first := l.Parts[0]
-	cr := csv.NewReader(io.NewSectionReader(r, first.Offset, size-first.Offset))
+	cr := csv.NewReader(text.reader(io.NewSectionReader(r, first.Offset, size-first.Offset)))
 	cr.Comma = comma
 	cr.FieldsPerRecord = len(header)
 	var sample [][]string
@@ -98,6 +98,11 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 		if err != nil {
 			// Convert names the record at fault the same way.
 			return nil, (&Converter{fields: headerFields(header), csvN: len(header)}).readError(err, rec, path, first.Line)
+		}
+		for i, v := range rec {
+			if text.null(v) {
+				rec[i] = "" // NULL: no value to infer from
+			}
 		}
 		sample = append(sample, rec)
 	}

@@ -395,7 +395,7 @@ func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
 		n++
 	}
 	data := []byte(b.String())
-	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, ',', nil, 0)
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, ',', nil, 0, table.Text{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,10 +449,10 @@ func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T)
 		}
 	}
 	data := []byte(b.String())
-	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 0); err == nil || !strings.Contains(err.Error(), "line 5") {
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 0, table.Text{}); err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("no --bad-rows: %v, want the short record refused naming line 5", err)
 	}
-	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 1)
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 1, table.Text{})
 	must(t, err)
 	if len(src.Parts) < 4 || src.Schema[1].Type != table.Float64 {
 		t.Fatalf("%d parts, schema %v: want several parts and v FLOAT64 from the 7,001st record", len(src.Parts), src.Schema)
@@ -563,7 +563,42 @@ func TestHeaderNamesBigQueryRefusesAreMapped(t *testing.T) {
 	}
 	data := []byte("Qty.,x\n1,2\n")
 	given := table.Schema{{Name: "Qty_", Type: table.Int64}, {Name: "x", Type: table.Int64}}
-	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "q.csv", 1<<20, ',', given, 0); err != nil {
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "q.csv", 1<<20, ',', given, 0, table.Text{}); err != nil {
 		t.Errorf("a given schema naming the mapped column: %v", err)
+	}
+}
+
+// Issue 43 §2 and §4: a Latin-1 file (BigQuery's other encoding) is read
+// as such, header and sample included, and stored as UTF-8; its null
+// markers are NULL in every column, left out of the inference too; a
+// UTF-16 file is refused with what to do.
+func TestLatin1AndNullMarkers(t *testing.T) {
+	text, err := table.ParseText("latin1", []string{"NULL", `\N`, "NA"})
+	must(t, err)
+	data := []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NA\n")
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, ',', nil, 0, text)
+	must(t, err)
+	if got := src.Schema.String(); got != "café STRING\nprix NUMERIC(18, 2)" {
+		t.Fatalf("schema %q: want the Latin-1 name read, and prix NUMERIC (its markers not values)", got)
+	}
+	c, err := table.NewConverter(src.Schema, table.Options{Text: text, Inferred: true})
+	must(t, err)
+	p := src.Parts[0]
+	b, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "l.csv", p.Line)
+	must(t, err)
+	_, _, rows := tabletest.ReadBackNulls(t, b)
+	N := tabletest.Null
+	if want := [][]string{{"déjà", "1.50"}, {N, N}, {"naïve", N}}; fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("rows %q, want %q", rows, want)
+	}
+	if _, err := table.ParseText("UTF-16", nil); err == nil || !strings.Contains(err.Error(), "convert the file to UTF-8 first") {
+		t.Fatalf("UTF-16: %v", err)
+	}
+	// Without the encoding, the same bytes are refused naming the line.
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, ',', nil, 0, table.Text{}); err == nil {
+		c, _ := table.NewConverter(table.Schema{{Name: "a", Type: table.String}, {Name: "b", Type: table.String}}, table.Options{})
+		if _, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "l.csv", p.Line); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Fatalf("Latin-1 read as UTF-8: %v, want invalid UTF-8 at line 2", err)
+		}
 	}
 }
