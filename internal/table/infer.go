@@ -13,8 +13,9 @@ const SampleRows = 10_000
 
 // Infer chooses each column's type from the header's names and a sample of
 // records: the narrowest type every non-empty value of the column fits, in
-// the order INT64, NUMERIC (every value with the same number of decimals,
-// at most MaxScale, so that 0.51 stays exactly 0.51), FLOAT64, BOOL, DATE,
+// the order INT64, NUMERIC (decimals of at most MaxScale digits, at the
+// largest scale seen, fewer padded: 0.51 stays exactly 0.51, and no digit
+// is lost to a FLOAT64), FLOAT64, BOOL, DATE,
 // TIMESTAMP, else STRING. A column with no value in the sample is STRING.
 // Integers with a leading zero ("007", a code, not a count) stay STRING.
 // Every column is NULLABLE: a later record may leave it empty.
@@ -85,13 +86,10 @@ func (g *guess) observe(v string) {
 	}
 	if g.numeric {
 		intDigits, scale, ok := decimalShape(v)
-		switch {
-		case !ok || scale > MaxScale || intDigits+scale > MaxPrecision || intDigits > MaxPrecision-MaxScale:
+		if !ok || scale > MaxScale || intDigits > MaxPrecision-MaxScale {
 			g.numeric = false
-		case g.scale == -1:
-			g.scale = scale
-		case g.scale != scale:
-			g.numeric = false
+		} else {
+			g.scale = max(g.scale, scale) // fewer decimals are padded, exactly
 		}
 		g.intDigits = max(g.intDigits, intDigits)
 	}

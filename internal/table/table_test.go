@@ -431,8 +431,8 @@ func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
 }
 
 // Issue 43 §7 and §8: the sample is the first SampleRows records whatever
-// the parts' size (a 12.5 at record 7,001 makes the column FLOAT64 with
-// parts of 16 KiB too), and with --bad-rows a record of the wrong field
+// the parts' size (a 12.5 at record 7,001 sets the column's scale with
+// parts of 16 KiB too: NUMERIC at its scale), and with --bad-rows a record of the wrong field
 // count inside the sample does not stop the planning: it is left out of
 // the inference, and the conversion leaves it out, named.
 func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T) {
@@ -454,8 +454,8 @@ func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T)
 	}
 	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 1, table.Text{})
 	must(t, err)
-	if len(src.Parts) < 4 || src.Schema[1].Type != table.Float64 {
-		t.Fatalf("%d parts, schema %v: want several parts and v FLOAT64 from the 7,001st record", len(src.Parts), src.Schema)
+	if len(src.Parts) < 4 || (table.Schema{src.Schema[1]}).String() != "v NUMERIC(18, 1)" {
+		t.Fatalf("%d parts, schema %v: want several parts and v NUMERIC(18, 1) from the 7,001st record", len(src.Parts), src.Schema)
 	}
 }
 
@@ -600,5 +600,29 @@ func TestLatin1AndNullMarkers(t *testing.T) {
 		if _, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "l.csv", p.Line); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Fatalf("Latin-1 read as UTF-8: %v, want invalid UTF-8 at line 2", err)
 		}
+	}
+}
+
+// Issue 43 §5: no digit lost by default. A column of decimals of mixed
+// scales is NUMERIC at the largest scale (fewer decimals padded, exactly),
+// not FLOAT64, which stored 123456789012345678.123456789 as
+// 123456789012345680; FLOAT64 is left to values that need it (an exponent,
+// more than 9 decimals).
+func TestMixedScalesAreExactNumerics(t *testing.T) {
+	s, err := table.Infer([]string{"px", "big", "sci", "third"}, [][]string{
+		{"1.5", "123456789012345678.123456789", "1e5", "0.3333333333333333"},
+		{"2.25", "1.5", "2.5", "1"},
+		{"3", "7", "3", "2"},
+	})
+	must(t, err)
+	if got := s.String(); got != "px NUMERIC(18, 2)\nbig NUMERIC(38, 9)\nsci FLOAT64\nthird FLOAT64" {
+		t.Fatalf("schema %q", got)
+	}
+	c, err := table.NewConverter(s, table.Options{Inferred: true})
+	must(t, err)
+	b, _, err := c.Convert([]byte("1.5,123456789012345678.123456789,1e5,0.5\n"), "d.csv", 2)
+	must(t, err)
+	if _, _, rows := tabletest.ReadBack(t, b); rows[0][0] != "1.50" || rows[0][1] != "123456789012345678.123456789" {
+		t.Fatalf("row %q: want 1.50 and every digit of the big one", rows[0])
 	}
 }
