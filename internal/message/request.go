@@ -68,6 +68,9 @@ type Request struct {
 	// NULL) say how the files read as text (--encoding, --null-marker).
 	Encoding    string   `json:"encoding,omitempty"`
 	NullMarkers []string `json:"null_markers,omitempty"`
+	// InferRows is how many records an inferred schema comes from: a
+	// number, or "all" (--infer-rows; default 10,000).
+	InferRows string `json:"infer_rows,omitempty"`
 	// BQTable (PROJECT.DATASET.TABLE) has the merger load the Parquet
 	// parts into that table when the transfer ends ok, writing it as
 	// BQWrite says: empty (default), append or truncate.

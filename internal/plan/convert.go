@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -33,6 +34,9 @@ type Convert struct {
 	// Text is the files' encoding and null markers (--encoding,
 	// --null-marker).
 	Text table.Text
+	// InferRows is how many records an inferred schema comes from: 0
+	// table.SampleRows, -1 all of them (--infer-rows).
+	InferRows int
 
 	match []Filter
 	// scans keep what large sources' scans found, for the next walk of
@@ -118,6 +122,27 @@ func SetText(c *Convert, encoding string, nullMarkers []string) error {
 		return err
 	}
 	c.Text = t
+	return nil
+}
+
+// SetInferRows sets c's InferRows from --infer-rows (a request's
+// infer_rows): a number of records, or all; "" leaves the default.
+func SetInferRows(c *Convert, v string) error {
+	if v == "" {
+		return nil
+	}
+	if c == nil {
+		return fmt.Errorf("infer rows %.16q without --convert parquet: only a conversion infers a schema", v)
+	}
+	if strings.EqualFold(v, "all") {
+		c.InferRows = -1
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("infer rows %.16q: want a number of records (1 or more) or all", v)
+	}
+	c.InferRows = n
 	return nil
 }
 
@@ -273,7 +298,7 @@ func (c *Convert) scan(sf SourceFile, target int64) (*table.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", sf.Path, err)
 	}
-	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.Comma(sf.Rel), c.Schema, c.BadRows, c.Text)
+	src, err = table.Scan(fh, sf.Size, sf.Path, target, table.ScanOptions{Comma: table.Comma(sf.Rel), Schema: c.Schema, InferRows: c.InferRows, BadRows: c.BadRows, Text: c.Text})
 	_ = fh.Close()
 	if err != nil {
 		return nil, err

@@ -175,3 +175,22 @@ func TestHiveColumns(t *testing.T) {
 		}
 	}
 }
+
+// --infer-rows takes a number of records or all, and only with a conversion.
+func TestSetInferRows(t *testing.T) {
+	c := &Convert{}
+	for v, want := range map[string]int{"": 0, "all": -1, "ALL": -1, "50000": 50000} {
+		c.InferRows = 0
+		if err := SetInferRows(c, v); err != nil || c.InferRows != want {
+			t.Errorf("%q: %v, InferRows %d, want %d", v, err, c.InferRows, want)
+		}
+	}
+	for _, v := range []string{"0", "-3", "some"} {
+		if err := SetInferRows(c, v); err == nil || !strings.Contains(err.Error(), "want a number of records") {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	if err := SetInferRows(nil, "all"); err == nil || !strings.Contains(err.Error(), "without --convert parquet") {
+		t.Errorf("without a conversion: %v", err)
+	}
+}

@@ -143,7 +143,8 @@ func Open(s Spec, l Limits) (*Plan, error) {
 		return nil, fmt.Errorf("chunk size %d: want 64KiB to 1GiB", s.ChunkSize)
 	}
 	if s.Convert != nil {
-		cv := &Convert{Match: s.Convert.Match, Schema: s.Convert.Schema, Compression: s.Convert.Compression, BadRows: s.Convert.BadRows, Text: s.Convert.Text}
+		cv := &Convert{Match: s.Convert.Match, Schema: s.Convert.Schema, Compression: s.Convert.Compression, BadRows: s.Convert.BadRows, Text: s.Convert.Text,
+			InferRows: s.Convert.InferRows}
 		if err := cv.check(); err != nil {
 			return nil, err
 		}

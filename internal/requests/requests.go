@@ -164,6 +164,9 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 	if err := plan.SetText(req.Convert, r.Encoding, r.NullMarkers); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
+	if err := plan.SetInferRows(req.Convert, r.InferRows); err != nil {
+		return s.reject(ctx, req.TransferID, r.Destination, err)
+	}
 	if r.BQTable != "" || r.BQWrite != "" {
 		if req.Load, err = message.ParseLoad(r.BQTable, r.BQWrite); err != nil {
 			return s.reject(ctx, req.TransferID, r.Destination, err)

@@ -36,7 +36,7 @@ type Flags struct {
 	convert, schema, parquetCompression        string
 	convertMatch, nullMarkers                  []string
 	badRows                                    int
-	encoding                                   string
+	encoding, inferRows                        string
 	bqTable, bqWrite                           string
 }
 
@@ -81,6 +81,7 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
 	fs.StringVar(&f.encoding, "encoding", "", "with --convert, the files' encoding: UTF-8 (default) or ISO-8859-1 (latin1), as BigQuery's loads take them; converted to UTF-8")
 	fs.StringArrayVar(&f.nullMarkers, "null-marker", nil, "with --convert, a value read as NULL in every column besides an empty field (repeatable; BigQuery's null_markers), e.g. --null-marker NULL --null-marker '\\N'")
+	fs.StringVar(&f.inferRows, "infer-rows", "", "with --convert and no --schema, how many records each file's schema is inferred from: a number, or all (reads the whole file once more at planning; default 10000)")
 	fs.IntVar(&f.badRows, "bad-rows", 0, "with --convert, leave out up to this many bad records in the whole transfer, naming each in a rejects.ndjson beside its file's parts (BigQuery's maxBadRecords; at most 10000)")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", "", "with --convert, the Parquet column compression: zstd (default), snappy or none")
 	fs.StringVar(&f.bqTable, "bq-table", "", "load the Parquet parts (or, without --convert, the CSV/TSV/NDJSON objects, --codec gzip or none) into this BigQuery table, PROJECT.DATASET.TABLE, when the transfer ends ok (the dataset must be in FERRY_BQ_LOAD_DATASETS)")
@@ -172,6 +173,9 @@ func (f *Flags) Request(cmd *cobra.Command, cfg config.Producer, args []string) 
 	}
 	if err := plan.SetText(req.Convert, f.encoding, f.nullMarkers); err != nil {
 		return producer.Request{}, cli.Usagef("--encoding, --null-marker: %w", err)
+	}
+	if err := plan.SetInferRows(req.Convert, f.inferRows); err != nil {
+		return producer.Request{}, cli.Usagef("--infer-rows: %w", err)
 	}
 	if f.bqTable != "" || f.bqWrite != "" {
 		if req.Load, err = message.ParseLoad(f.bqTable, f.bqWrite); err != nil {

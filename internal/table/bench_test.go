@@ -17,7 +17,7 @@ func BenchmarkConvert(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "b.csv", int64(len(data)), ',', nil, 0, table.Text{})
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "b.csv", int64(len(data)), table.ScanOptions{Comma: ','})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,34 @@ const SampleRows = 10_000
 // Integers with a leading zero ("007", a code, not a count) stay STRING.
 // Every column is NULLABLE: a later record may leave it empty.
 func Infer(header []string, sample [][]string) (Schema, error) {
+	in := newInference(len(header))
+	for _, rec := range sample {
+		in.observe(rec)
+	}
+	return in.schema(header)
+}
+
+// inference is Infer over records as they come, in memory of one guess a
+// column whatever their number (--infer-rows all).
+type inference []guess
+
+func newInference(columns int) inference {
+	in := make(inference, columns)
+	for i := range in {
+		in[i] = guess{int64: true, numeric: true, float: true, boolean: true, date: true, timestamp: true, scale: -1}
+	}
+	return in
+}
+
+func (in inference) observe(rec []string) {
+	for i, v := range rec {
+		if i < len(in) && v != "" {
+			in[i].observe(v)
+		}
+	}
+}
+
+func (in inference) schema(header []string) (Schema, error) {
 	s := make(Schema, len(header))
 	seen := map[string]int{}
 	for i, raw := range header {
@@ -32,7 +60,7 @@ func Infer(header []string, sample [][]string) (Schema, error) {
 			return nil, fmt.Errorf("header, column %d: name %q is column %d's (%q) too (BigQuery column names are case-insensitive)", i+1, raw, j+1, header[j])
 		}
 		seen[key] = i
-		s[i] = inferColumn(name, i, sample)
+		s[i] = in[i].field(name)
 		if name != raw {
 			s[i].Header, s[i].Renamed = raw, true
 		}
@@ -47,14 +75,8 @@ type guess struct {
 	any                                             bool
 }
 
-func inferColumn(name string, col int, sample [][]string) Field {
-	g := guess{int64: true, numeric: true, float: true, boolean: true, date: true, timestamp: true, scale: -1}
-	for _, rec := range sample {
-		if col >= len(rec) || rec[col] == "" {
-			continue
-		}
-		g.observe(rec[col])
-	}
+// field is the column name's type, from what g saw.
+func (g *guess) field(name string) Field {
 	f := Field{Name: name, Type: String}
 	switch {
 	case !g.any:

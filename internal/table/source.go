@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -24,6 +25,20 @@ type Source struct {
 // rows).
 var ErrNoRecords = errors.New("no header and no records to convert (the file is empty)")
 
+// ScanOptions are how Scan reads a file.
+type ScanOptions struct {
+	Comma rune
+	// Schema, when set, is the file's (the header must name its
+	// columns); otherwise it is inferred from the first InferRows
+	// records (0: SampleRows; -1: every record).
+	Schema    Schema
+	InferRows int
+	// BadRows records of the wrong field count may be left out of the
+	// inference (--bad-rows).
+	BadRows int
+	Text    Text
+}
+
 // Comma is the field separator of the file named name: a tab for .tsv,
 // else a comma.
 func Comma(name string) rune {
@@ -41,7 +56,8 @@ func Comma(name string) rune {
 // badRows records of the sample with the wrong number of fields are left
 // out of the inference (the conversion leaves them out, with --bad-rows,
 // and names them). Errors name path, and the line and column at fault.
-func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, given Schema, badRows int, text Text) (*Source, error) {
+func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (*Source, error) {
+	comma, given, badRows, text := o.Comma, o.Schema, o.BadRows, o.Text
 	l, err := Cut(io.NewSectionReader(r, 0, size), path, target)
 	if err != nil {
 		return nil, err
@@ -84,8 +100,16 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 	cr := csv.NewReader(text.reader(io.NewSectionReader(r, first.Offset, size-first.Offset)))
 	cr.Comma = comma
 	cr.FieldsPerRecord = len(header)
-	var sample [][]string
-	for len(sample) < SampleRows {
+	limit := o.InferRows
+	switch {
+	case limit == 0:
+		limit = SampleRows
+	case limit < 0:
+		limit = math.MaxInt // every record
+	}
+	cr.ReuseRecord = true
+	in := newInference(len(header))
+	for n := 0; n < limit; n++ {
 		rec, err := cr.Read()
 		if err == io.EOF {
 			break
@@ -104,9 +128,9 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, comma rune, give
 				rec[i] = "" // NULL: no value to infer from
 			}
 		}
-		sample = append(sample, rec)
+		in.observe(rec)
 	}
-	if s.Schema, err = Infer(header, sample); err != nil {
+	if s.Schema, err = in.schema(header); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s.Inferred = true

@@ -395,7 +395,7 @@ func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
 		n++
 	}
 	data := []byte(b.String())
-	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, ',', nil, 0, table.Text{})
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, table.ScanOptions{Comma: ','})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +421,12 @@ func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
 	must(t, err)
 	if zeros := strings.Count(b.String(), "\n0"); len(c.Rejects) != zeros || rows != int64(n-zeros) {
 		t.Fatalf("%d rows, %d rejects; want %d rejects (each leading zero) and the other %d rows", rows, len(c.Rejects), zeros, n-zeros)
+	}
+	// --infer-rows all: the whole file decides, and the codes are text.
+	all, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, table.ScanOptions{Comma: ',', InferRows: -1})
+	must(t, err)
+	if all.Schema[0].Type != table.String {
+		t.Fatalf("--infer-rows all: zip is %s, want STRING", all.Schema[0].Type)
 	}
 	// A given schema takes what its types parse, as BigQuery's loads do.
 	c, err = table.NewConverter(src.Schema, table.Options{})
@@ -449,10 +455,10 @@ func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T)
 		}
 	}
 	data := []byte(b.String())
-	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 0, table.Text{}); err == nil || !strings.Contains(err.Error(), "line 5") {
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, table.ScanOptions{Comma: ','}); err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("no --bad-rows: %v, want the short record refused naming line 5", err)
 	}
-	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, ',', nil, 1, table.Text{})
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, table.ScanOptions{Comma: ',', BadRows: 1})
 	must(t, err)
 	if len(src.Parts) < 4 || (table.Schema{src.Schema[1]}).String() != "v NUMERIC(18, 1)" {
 		t.Fatalf("%d parts, schema %v: want several parts and v NUMERIC(18, 1) from the 7,001st record", len(src.Parts), src.Schema)
@@ -563,7 +569,7 @@ func TestHeaderNamesBigQueryRefusesAreMapped(t *testing.T) {
 	}
 	data := []byte("Qty.,x\n1,2\n")
 	given := table.Schema{{Name: "Qty_", Type: table.Int64}, {Name: "x", Type: table.Int64}}
-	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "q.csv", 1<<20, ',', given, 0, table.Text{}); err != nil {
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "q.csv", 1<<20, table.ScanOptions{Comma: ',', Schema: given}); err != nil {
 		t.Errorf("a given schema naming the mapped column: %v", err)
 	}
 }
@@ -576,7 +582,7 @@ func TestLatin1AndNullMarkers(t *testing.T) {
 	text, err := table.ParseText("latin1", []string{"NULL", `\N`, "NA"})
 	must(t, err)
 	data := []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NA\n")
-	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, ',', nil, 0, text)
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, table.ScanOptions{Comma: ',', Text: text})
 	must(t, err)
 	if got := src.Schema.String(); got != "café STRING\nprix NUMERIC(18, 2)" {
 		t.Fatalf("schema %q: want the Latin-1 name read, and prix NUMERIC (its markers not values)", got)
@@ -595,7 +601,7 @@ func TestLatin1AndNullMarkers(t *testing.T) {
 		t.Fatalf("UTF-16: %v", err)
 	}
 	// Without the encoding, the same bytes are refused naming the line.
-	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, ',', nil, 0, table.Text{}); err == nil {
+	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, table.ScanOptions{Comma: ','}); err == nil {
 		c, _ := table.NewConverter(table.Schema{{Name: "a", Type: table.String}, {Name: "b", Type: table.String}}, table.Options{})
 		if _, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "l.csv", p.Line); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Fatalf("Latin-1 read as UTF-8: %v, want invalid UTF-8 at line 2", err)
