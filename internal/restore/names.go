@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ferry-dev/ferry/internal/names"
 )
@@ -40,14 +41,25 @@ func checkRel(rel string) error {
 	return nil
 }
 
+// shortBase is the longest base name whose temporary name is the base
+// itself between the affixes; a longer one's must fit NAME_MAX (255).
+const shortBase = 200
+
 // tempName is where rel is written until its bytes are proven: a hidden
 // file beside it, the same on every run so that the next run finds what an
-// interrupted one left.
+// interrupted one left, and the temporary name of no other object. A base
+// longer than shortBase bytes goes in as its first 160 bytes and its whole
+// SHA-256: more than shortBase bytes, so never a short base's own (an
+// object named by a long name's digest once shared its temporary file).
 func tempName(rel string) string {
 	dir, base := path.Split(rel)
-	if len(base) > 200 { // keep within NAME_MAX with the affixes
+	if len(base) > shortBase {
 		sum := sha256.Sum256([]byte(base))
-		base = hex.EncodeToString(sum[:16])
+		cut := 160
+		for cut > 0 && !utf8.RuneStart(base[cut]) {
+			cut--
+		}
+		base = base[:cut] + "." + hex.EncodeToString(sum[:])
 	}
 	return dir + "." + base + partSuffix
 }

@@ -167,6 +167,10 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 		}
 	}
 	if err := root.Rename(tmp, rel); err != nil {
+		// Its name cannot be had (a directory holds it): nothing of it
+		// stays behind.
+		_ = root.Remove(tmp)
+		_ = root.Remove(tmp + logSuffix)
 		return res, fmt.Errorf("%s: %w", obj, err)
 	}
 	if !r.small(a.Size) { // a small object never has a journal

@@ -3,6 +3,8 @@ package restore_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -652,5 +654,49 @@ func TestOptionsAreChecked(t *testing.T) {
 		if _, err := restore.New(nil, o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
+	}
+}
+
+// Issue 42 §4: a 210-byte object name and an object named by the digest
+// restore once used for the long name's temporary file were written
+// through one temporary file at once, and the file reported restored held
+// a mix of both. Temporary names no other object can have: both come back
+// as their own bytes. And an object whose name a directory holds (x beside
+// x/y) fails, leaving no temporary file behind.
+func TestCraftedNamesNeverShareATemporaryFile(t *testing.T) {
+	s, bucket := newBucket(t)
+	ctx := context.Background()
+	long := strings.Repeat("L", 210)
+	sum := sha256.Sum256([]byte(long))
+	short := hex.EncodeToString(sum[:16])
+	objects := map[string][]byte{long: csv(300<<10, 1), short: csv(300<<10, 2)}
+	for n, b := range objects {
+		if _, err := s.PutSmall(ctx, bucket, "p/"+n, b, false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := t.TempDir()
+	got, err := newRestorer(t, s, options()).Run(ctx, "gs://"+bucket+"/p", dest)
+	if err != nil || got.Restored != 2 {
+		t.Fatalf("%v, summary %+v; want both restored", err, got)
+	}
+	assertTree(t, dest, objects)
+
+	s2, bucket2 := newBucket(t)
+	for _, n := range []string{"q/x", "q/x/y"} {
+		if _, err := s2.PutSmall(ctx, bucket2, n, []byte(n), false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest2 := t.TempDir()
+	_, _ = newRestorer(t, s2, options()).Run(ctx, "gs://"+bucket2+"/q", dest2)
+	err = filepath.WalkDir(dest2, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".ferry-part") {
+			return fmt.Errorf("a temporary file stayed: %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
