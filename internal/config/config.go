@@ -115,7 +115,7 @@ func (l Log) Validate() error {
 
 // HTTP is where a service serves /metrics, /healthz and /readyz.
 type HTTP struct {
-	Addr string `env:"FERRY_HTTP_ADDR, default=:8080" help:"listen address of /metrics, /healthz and /readyz; empty turns them off; 127.0.0.1:0 picks a free port (logged), as the local stack does"`
+	Addr string `env:"FERRY_HTTP_ADDR, default=127.0.0.1:8080" help:"listen address of /metrics, /healthz and /readyz (loopback unless set: the terraform sets :8080 for the instance group's health checks); empty turns them off; 127.0.0.1:0 picks a free port (logged), as the local stack does"`
 }
 
 // Spool says how chunk bytes travel from the producer to the workers: in a
@@ -261,7 +261,7 @@ type Producer struct {
 	MaxChunks    int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: 1000 keeps within the 1024 components older GCS documents allow a composite; current GCS sets no such limit, so raise it for files above 1000 x the chunk size"`
 	Codec        string        `env:"FERRY_CODEC, default=zstd" help:"default codec: zstd, gzip or none"`
 	Level        int           `env:"FERRY_LEVEL, default=0" help:"compression level, fixed; 0: zstd adapts each chunk's level (1, 3 or 6; it starts at 1) to what waits, the compressor or the link; gzip 6"`
-	Concurrency  int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
+	Concurrency  int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU; at most 64 (each encoder holds buffers beside FERRY_PRODUCER_MEMORY)"`
 	MemoryLimit  Bytes         `env:"FERRY_PRODUCER_MEMORY, default=256MiB" help:"bound on chunk buffers in flight; memory does not grow with file size"`
 	InlineMax    Bytes         `env:"FERRY_INLINE_MAX, default=256KiB" help:"with FERRY_TRANSPORT=spool, chunks up to this many compressed bytes travel inside the message instead of the spool"`
 	SpoolMax     Bytes         `env:"FERRY_SPOOL_MAX, default=4GiB" help:"most bytes this producer keeps in the spool at once; it waits while the spool is full"`
@@ -277,6 +277,10 @@ type Producer struct {
 }
 
 // Validate names the variable at fault.
+// MaxCompressConcurrency bounds FERRY_COMPRESS_CONCURRENCY: each encoder
+// holds buffers of its own beside the producer's memory budget.
+const MaxCompressConcurrency = 64
+
 func (p *Producer) Validate() error {
 	if err := firstErr(p.PubSub.Validate(), p.Emulators.Validate(), p.Spool.Validate(), p.Buckets.Validate(), p.Log.Validate(), p.Loads.Validate()); err != nil {
 		return err
@@ -295,11 +299,15 @@ func (p *Producer) Validate() error {
 	default:
 		return fmt.Errorf("FERRY_CODEC=%q: want zstd, gzip or none", p.Codec)
 	}
-	if p.Concurrency < 0 {
-		return fmt.Errorf("FERRY_COMPRESS_CONCURRENCY=%d: want 0 or more", p.Concurrency)
+	if p.Concurrency < 0 || p.Concurrency > MaxCompressConcurrency {
+		// Each encoder's buffers sit outside FERRY_PRODUCER_MEMORY.
+		return fmt.Errorf("FERRY_COMPRESS_CONCURRENCY=%d: want 0 (the cores) to %d", p.Concurrency, MaxCompressConcurrency)
 	}
 	if p.Requests < 1 || p.Requests > 64 {
 		return fmt.Errorf("FERRY_PRODUCER_REQUESTS=%d: want 1 to 64", p.Requests)
+	}
+	if p.RequestStall < time.Second {
+		return fmt.Errorf("FERRY_REQUEST_STALL=%v: want 1s or more", p.RequestStall)
 	}
 	if p.MemoryLimit < 16<<20 {
 		return fmt.Errorf("FERRY_PRODUCER_MEMORY=%d: want at least 16MiB", p.MemoryLimit)

@@ -151,6 +151,8 @@ func TestEnvFileErrorsNameTheLine(t *testing.T) {
 		{"after a multi-line quoted value", "A=\"one\ntwo\"\nB=2\n# note\nC D=3\n", 5},
 		{"unterminated quote", "A=1\n\nB=\"open\n", 3},
 		{"bad key", "A=1\nexport FERRY.CODEC=zstd\n", 2},
+		// Issue 42 §5: a key file named by mistake; nothing of it shown.
+		{"a key file", "{\n  \"type\": \"service_account\",\n  \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nSECRET\\n\"\n}\n", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := t.TempDir() + "/.env"
@@ -160,6 +162,11 @@ func TestEnvFileErrorsNameTheLine(t *testing.T) {
 			_, err := ReadEnvFile(path)
 			if want := fmt.Sprintf("%s:%d:", path, tc.line); err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("error %v, want one naming %s", err, want)
+			}
+			for _, secret := range []string{"SECRET", "service_account", "open", "FERRY.CODEC", "this is"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("error %q shows the file's contents (%q)", err, secret)
+				}
 			}
 			t.Setenv(EnvFileVar, path)
 			if err := FromEnvironment(context.Background(), &Producer{}); !IsError(err) {
@@ -175,6 +182,14 @@ func TestConfigErrorsAreConfigErrors(t *testing.T) {
 	for _, env := range []map[string]string{{"FERRY_CHUNK_SIZE": "lots"}, {"FERRY_CHUNK_SIZE": "512KiB"}, {"PUBSUB_EMULATOR_HOST": "http://x/"}} {
 		if err := Load(context.Background(), &Producer{}, envconfig.MapLookuper(env)); !IsError(err) {
 			t.Errorf("Load(%v) = %v, want a configuration error", env, err)
+		}
+	}
+	// Issue 42 §5: values that once panicked or escaped the memory
+	// budget are refused at start, naming the variable.
+	for k, v := range map[string]string{"FERRY_REQUEST_STALL": "0", "FERRY_COMPRESS_CONCURRENCY": "1000"} {
+		err := Load(context.Background(), &Producer{}, envconfig.MapLookuper(map[string]string{k: v}))
+		if !IsError(err) || !strings.Contains(err.Error(), k+"=") {
+			t.Errorf("%s=%s: %v, want a configuration error naming it", k, v, err)
 		}
 	}
 }

@@ -27,11 +27,16 @@ func ReadEnvFile(path string) (map[string]string, error) {
 	}
 	vars, err := godotenv.UnmarshalBytes(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s:%d: %v", path, badLine(b), err)
+		// The parser quotes the rest of the file ("near ..."): never
+		// shown, since a file named by mistake may hold a key.
+		msg, _, _ := strings.Cut(err.Error(), " near ")
+		msg, _, _ = strings.Cut(msg, `"`) // nor what it quotes
+		msg = strings.TrimSpace(msg)
+		return nil, fmt.Errorf("%s:%d: %s: not a .env file of KEY=VALUE lines (%s names it; its contents are not shown)", path, badLine(b), msg, EnvFileVar)
 	}
 	for k := range vars {
 		if !varName.MatchString(k) {
-			return nil, fmt.Errorf("%s:%d: %q is not a variable name", path, lineOfKey(b, k), k)
+			return nil, fmt.Errorf("%s:%d: not a variable name (%s names the file; its contents are not shown)", path, lineOfKey(b, k), EnvFileVar)
 		}
 	}
 	return vars, nil

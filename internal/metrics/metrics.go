@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 )
 
 // Registry holds ferry's metrics and the Go runtime's.
@@ -167,6 +168,9 @@ func (h *Health) Handler() http.Handler {
 	return mux
 }
 
+// maxConns bounds the connections the health and metrics server holds.
+const maxConns = 32
+
 // Serve listens on addr (empty: do nothing) and serves h until ctx ends. It
 // returns the address it listens on, for logs and tests.
 func Serve(ctx context.Context, addr string, h *Health, log *slog.Logger) (string, error) {
@@ -177,7 +181,12 @@ func Serve(ctx context.Context, addr string, h *Health, log *slog.Logger) (strin
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// A scraper or a health check needs a few connections: idle ones
+	// are closed, slow ones time out, and at most maxConns are held, so
+	// that no client can take the descriptors the transfers need.
+	ln = netutil.LimitListener(ln, maxConns)
+	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
 			log.Error("metrics server", "err", err)
