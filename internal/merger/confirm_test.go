@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -395,5 +397,33 @@ func TestForgedEndEventsChangeNothing(t *testing.T) {
 	}
 	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusCancelled {
 		t.Fatalf("done events %+v, want the transfer cancelled by its submitter's key", d)
+	}
+}
+
+// Issue 42 §3: a forged failed event without a key, naming a bucket
+// FERRY_BUCKETS does not allow, was refused before its key was checked,
+// and refusing published a failed done event (and a row) for the named
+// transfer, whose submit --wait then failed. On the control topic such an
+// event is unproven: dropped, nothing published. (A worker's event naming
+// such a bucket still ends its transfer failed: the workers topic is
+// theirs alone.)
+func TestAnUnprovenEventForABucketNotAllowedRefusesNothing(t *testing.T) {
+	s := newStaged(t, "m-forged-bucket", "none", 1)
+	done := &teststack.Recorder{}
+	rows := rowsPath(t)
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "test", Buckets: config.Buckets{Allowed: []string{"ferry-only"}}})
+	for _, typ := range []string{message.EventFailed, message.EventCancel, message.EventSealed} {
+		ev := s.event(typ)
+		ev.Error = "forged"
+		err := m.HandleControl(context.Background(), queue.Message{ID: "f", Data: message.Encode(ev)})
+		if !errors.Is(err, queue.ErrPermanent) || !errors.Is(err, errUnproven) || !errors.Is(err, config.ErrBucketNotAllowed) {
+			t.Errorf("%s event for a bucket not allowed: %v, want it dropped as unproven", typ, err)
+		}
+	}
+	if d := dones(t, done); len(d) != 0 {
+		t.Fatalf("done events %+v published for a forged event", d)
+	}
+	if r, _ := result.ReadFile(rows); len(r) != 0 {
+		t.Fatalf("rows %+v written for a forged event", r)
 	}
 }

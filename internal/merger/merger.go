@@ -238,7 +238,16 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 		return queue.Permanent(fmt.Errorf("event %s: a %s event on the %s topic, which does not carry it: %w", msg.ID, ev.Type, topic, message.ErrMalformed))
 	}
 	if err := m.o.Buckets.Check(ev.Bucket); err != nil {
-		return m.refuse(ctx, ev, err)
+		if topic == "control" {
+			// Its key could be checked only by reading a bucket this
+			// merger may not touch: unproven, so it may not refuse
+			// (end) anything, whatever transfer it names.
+			metrics.Unproven.WithLabelValues(ev.Type).Inc()
+			m.log.Warn("end event naming a bucket FERRY_BUCKETS does not allow; dropped unproven, nothing changed", "type", ev.Type,
+				"transfer_id", ev.TransferID, "bucket", ev.Bucket, "claimed_error", message.Truncate(ev.Error, 256))
+			return queue.Permanent(fmt.Errorf("%s event of transfer %s: %w: %w", ev.Type, ev.TransferID, errUnproven, err))
+		}
+		return m.refuse(ctx, ev, err) // a worker's: the workers topic is theirs alone
 	}
 	if topic == "control" {
 		if err := m.proven(ctx, &ev); err != nil {

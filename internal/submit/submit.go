@@ -11,8 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/logging"
@@ -247,7 +250,28 @@ func (s *step) fail(ctx context.Context, err error) error {
 type EndedError struct{ Done message.Done }
 
 func (e *EndedError) Error() string {
-	return fmt.Sprintf("transfer %s %s: %s", e.Done.TransferID, e.Done.Status, e.Done.Error)
+	return fmt.Sprintf("transfer %s %s: %s", e.Done.TransferID, e.Done.Status, Printable(e.Done.Error))
+}
+
+// Printable is s, text that arrived in a message, fit for a terminal:
+// control characters (escape sequences, a carriage return that would
+// overwrite the line) shown escaped, as %q shows them, and at most
+// message.MaxErrorBytes of it.
+func Printable(s string) string {
+	s = message.Truncate(s, message.MaxErrorBytes)
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Report prints a done event (as JSON on stdout when asJSON, and a summary

@@ -46,3 +46,14 @@ func TestReport(t *testing.T) {
 		t.Fatalf("Report = %v, stdout %q", err, out.String())
 	}
 }
+
+// Issue 42 §3: a done event's error is text from a message: printed with
+// its control characters escaped (a forged one cleared the submitter's
+// screen and printed a fake log line), and bounded.
+func TestAnEndedErrorIsPrintable(t *testing.T) {
+	err := &EndedError{Done: message.Done{TransferID: "t", Status: message.StatusFailed, Error: "\x1b[2J\rINFO all ok\n" + strings.Repeat("x", 10<<10)}}
+	got := err.Error()
+	if strings.ContainsAny(got, "\x1b\r\n") || !strings.HasPrefix(got, `transfer t failed: \x1b[2J\rINFO all ok\n`) || len(got) > message.MaxErrorBytes+200 {
+		t.Fatalf("error %.200q (%d bytes): want the control characters escaped and the text bounded", got, len(got))
+	}
+}
