@@ -143,10 +143,14 @@ func ChunksPath(path string) string {
 // OpenFile opens (or creates) the NDJSON file at path.
 func OpenFile(path string) (*File, error) {
 	f := &File{path: path, seen: map[string]bool{}}
-	fh, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return f, nil
+	// Found now if it cannot be written (a missing directory), not
+	// after a transfer has been sent whole.
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("rows file: %w", err)
 	}
+	_ = w.Close()
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -64,5 +65,14 @@ func TestTwoSinksOnOneFileWriteATransferOnce(t *testing.T) {
 	}
 	if rows, _ := ReadFile(path); len(rows) != 20 {
 		t.Fatalf("%d rows after a repeated write, want 20", len(rows))
+	}
+}
+
+// Issue 42 §5: a rows file that cannot be written (a missing directory)
+// is found when the merger starts, naming it, not once a transfer is sent.
+func TestARowsFileThatCannotBeWrittenIsFoundAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "rows.ndjson")
+	if _, err := OpenFile(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("OpenFile(%s) = %v, want an error naming it", path, err)
 	}
 }

@@ -61,8 +61,13 @@ func WriteStatus(w io.Writer, t Transfer) {
 	if !t.StartedAt.IsZero() {
 		row("started", "%s", t.StartedAt.UTC().Format(time.RFC3339))
 	}
-	if !t.FinishedAt.IsZero() {
+	switch {
+	case !t.FinishedAt.IsZero() && !t.StartedAt.IsZero() && !t.FinishedAt.Before(t.StartedAt):
 		row("finished", "%s (%s)", t.FinishedAt.UTC().Format(time.RFC3339), result.FormatMS(t.FinishedAt.Sub(t.StartedAt).Milliseconds()))
+	case !t.FinishedAt.IsZero():
+		// Ended before it started to send (refused, failed before
+		// sealing): no duration to tell.
+		row("finished", "%s", t.FinishedAt.UTC().Format(time.RFC3339))
 	}
 	if t.Error != "" {
 		row("error", "%s", t.Error)

@@ -23,6 +23,13 @@ func TestWriteStatusAndList(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
+	// Issue 42 §5: one that failed before it started shows no duration
+	// (it once showed about 292 years).
+	b.Reset()
+	WriteStatus(&b, Transfer{ID: "f1", State: "failed", FinishedAt: start})
+	if out := b.String(); !strings.Contains(out, "2026-12-01T09:00:00Z\n") || strings.Contains(out, "(") {
+		t.Errorf("status of a transfer that failed before it started:\n%s", out)
+	}
 	b.Reset()
 	WriteStatus(&b, running)
 	if out := b.String(); !strings.Contains(out, "not known until the producer has read everything") || !strings.Contains(out, "2 chunks, 2.0 MB compressed") {
