@@ -514,6 +514,11 @@ func (w *Worker) openSpool(c *message.Chunk) (*os.File, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) {
+		// The process or the system is out of descriptors for now:
+		// the message comes back, the file is not at fault.
+		return nil, fmt.Errorf("%s: spool file %s: %w (out of file descriptors for now)", where, c.Spool, err)
+	}
 	if err != nil {
 		return nil, queue.Permanent(fmt.Errorf("%s: spool file %s: %w", where, c.Spool, err))
 	}
