@@ -48,7 +48,7 @@ func (c *CSVWriter) write(rec []string, quote []bool) error {
 		if i > 0 {
 			_, _ = c.w.WriteRune(c.comma)
 		}
-		if !(quote != nil && quote[i]) && !c.needsQuotes(f) {
+		if (quote == nil || !quote[i]) && !c.needsQuotes(f) {
 			_, _ = c.w.WriteString(f)
 			continue
 		}
