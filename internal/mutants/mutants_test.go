@@ -24,6 +24,41 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "an inferred column's rules hold after the sample (issue 43)",
+		file: "internal/table/convert.go",
+		from: "if c.o.Inferred && (leadingZero(v) || v[0] == '+') {",
+		to:   "if false {",
+		pkg:  "internal/table", test: "TestAnInferredTypeNeverAltersALaterValue",
+	},
+	{
+		name: "a forged done marker is not believed (issue 42)",
+		file: "internal/waiter/marker.go",
+		from: "if err := m.check(ctx, d); err != nil {",
+		to:   "if err := error(nil); err != nil {",
+		pkg:  "internal/waiter", test: "TestAForgedMarkerIsNotBelieved",
+	},
+	{
+		name: "an unproven control event for a bucket not allowed refuses nothing (issue 42)",
+		file: "internal/merger/merger.go",
+		from: "\t\tif topic == \"control\" {\n\t\t\t// Its key could be checked",
+		to:   "\t\tif false {\n\t\t\t// Its key could be checked",
+		pkg:  "internal/merger", test: "TestAnUnprovenEventForABucketNotAllowedRefusesNothing",
+	},
+	{
+		name: "no two objects share a temporary file in restore (issue 42)",
+		file: "internal/restore/names.go",
+		from: "base = base[:cut] + \".\" + hex.EncodeToString(sum[:])",
+		to:   "base = hex.EncodeToString(sum[:16])",
+		pkg:  "internal/restore", test: "TestCraftedNamesNeverShareATemporaryFile",
+	},
+	{
+		name: "a header-only file converts to a part of no rows (issue 43)",
+		file: "internal/table/source.go",
+		from: "l.Parts = []Range{{Offset: int64(len(l.Header)), Line: 2}}",
+		to:   "return nil, fmt.Errorf(\"%s: %w\", path, ErrNoRecords)",
+		pkg:  "internal/plan", test: "TestEmptyDaysAndABOM",
+	},
+	{
 		name: "every GCS call waits out a 429 (issue 41)",
 		file: "internal/gcs/paced.go",
 		from: "again := errors.Is(err, ErrRateLimited) || safe503",
@@ -61,8 +96,8 @@ var mutants = []mutant{
 	{
 		name: "an end event on the control topic needs an end key",
 		file: "internal/merger/merger.go",
-		from: "if topic == \"control\" {",
-		to:   "if false {",
+		from: "\tif topic == \"control\" {\n\t\tif err := m.proven(ctx, &ev)",
+		to:   "\tif false {\n\t\tif err := m.proven(ctx, &ev)",
 		pkg:  "internal/merger", test: "TestForgedEndEventsChangeNothing",
 	},
 	{
