@@ -13,7 +13,7 @@ import (
 // chunk) to Parquet: MB/s per core of the conversion alone.
 func BenchmarkConvert(b *testing.B) {
 	data := seedCSV(b)
-	l, err := table.Cut(bytes.NewReader(data), "b.csv", int64(len(data)))
+	l, err := table.Cut(bytes.NewReader(data), "b.csv", int64(len(data)), ',')
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func BenchmarkCut(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for range b.N {
-		if _, err := table.Cut(bytes.NewReader(data), "b.csv", 8<<20); err != nil {
+		if _, err := table.Cut(bytes.NewReader(data), "b.csv", 8<<20, ','); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -59,8 +59,9 @@ type Options struct {
 	// BadRows is how many records of a part Convert may leave out, each
 	// with its RowError, instead of failing the part: a record with the
 	// wrong number of fields or a value that does not fit its column. A
-	// quote that breaks the file's structure fails it whatever BadRows
-	// says: what follows it cannot be trusted to be records.
+	// quote that breaks the file's structure (an unterminated one, which
+	// Cut finds) fails it whatever BadRows says: what follows it cannot be
+	// trusted to be records.
 	BadRows int
 	// Constants are columns after the file's, of the same value in every
 	// row: the key=value directories above the file (a hive layout),
@@ -345,6 +346,7 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 	if pos < len(text) {
 		r := csv.NewReader(strings.NewReader(text[pos:]))
 		r.Comma = c.o.Comma
+		r.LazyQuotes = true // a quote inside a field is a character, as Cut reads it
 		r.FieldsPerRecord = c.csvN
 		r.ReuseRecord = true
 		rest := text[pos:]

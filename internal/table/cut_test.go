@@ -11,8 +11,8 @@ import (
 // line-by-line one does: the same header, parts, lines and errors.
 func sameCut(t *testing.T, data []byte, target int64) {
 	t.Helper()
-	fast, ferr := cut(bytes.NewReader(data), "f.csv", target, true)
-	slow, serr := cut(bytes.NewReader(data), "f.csv", target, false)
+	fast, ferr := cut(bytes.NewReader(data), "f.csv", target, ',', true)
+	slow, serr := cut(bytes.NewReader(data), "f.csv", target, ',', false)
 	if fmt.Sprint(ferr) != fmt.Sprint(serr) {
 		t.Fatalf("target %d: jumping: %v; line by line: %v", target, ferr, serr)
 	}

@@ -18,6 +18,7 @@ import (
 func records(b []byte) ([][]string, bool) {
 	r := csv.NewReader(bytes.NewReader(b))
 	r.FieldsPerRecord = -1
+	r.LazyQuotes = true // as Cut and Convert read quotes
 	recs, err := r.ReadAll()
 	return recs, err == nil
 }
@@ -32,13 +33,10 @@ func FuzzCut(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, target int64) {
 		target = 1 + (target&0xffff)%64
-		l, err := table.Cut(bytes.NewReader(data), "f.csv", target)
+		l, err := table.Cut(bytes.NewReader(data), "f.csv", target, ',')
 		if err != nil {
 			if !errors.Is(err, table.ErrUnterminatedQuote) {
 				t.Fatalf("Cut: %v", err)
-			}
-			if bytes.Count(data, []byte{'"'})%2 == 0 {
-				t.Fatalf("unterminated quote reported with an even number of quotes")
 			}
 			return
 		}
@@ -143,6 +141,7 @@ func FuzzRecords(f *testing.F) {
 		}
 		r := csv.NewReader(bytes.NewReader(data))
 		r.FieldsPerRecord = 3
+		r.LazyQuotes = true
 		want, werr := r.ReadAll()
 		c, err := table.NewConverter(s, table.Options{})
 		if err != nil {

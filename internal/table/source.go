@@ -58,7 +58,7 @@ func Comma(name string) rune {
 // and names them). Errors name path, and the line and column at fault.
 func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (*Source, error) {
 	comma, given, badRows, text := o.Comma, o.Schema, o.BadRows, o.Text
-	l, err := Cut(io.NewSectionReader(r, 0, size), path, target)
+	l, err := Cut(io.NewSectionReader(r, 0, size), path, target, comma)
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +99,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 	first := l.Parts[0]
 	cr := csv.NewReader(text.reader(io.NewSectionReader(r, first.Offset, size-first.Offset)))
 	cr.Comma = comma
+	cr.LazyQuotes = true // a quote inside a field is a character, as Cut reads it
 	cr.FieldsPerRecord = len(header)
 	limit := o.InferRows
 	switch {
@@ -140,6 +141,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 func readHeader(b []byte, comma rune, path string) ([]string, error) {
 	r := csv.NewReader(bytes.NewReader(b))
 	r.Comma = comma
+	r.LazyQuotes = true
 	h, err := r.Read()
 	if err != nil {
 		return nil, fmt.Errorf("%s: line 1 (the header): %w", path, err)

@@ -181,6 +181,7 @@ func Records(t testing.TB, data []byte, comma rune) [][]string {
 	t.Helper()
 	r := csv.NewReader(bytes.NewReader(data))
 	r.Comma = comma
+	r.LazyQuotes = true // as ferry reads quotes (table.Cut)
 	recs, err := r.ReadAll()
 	if err != nil {
 		t.Fatalf("encoding/csv: %v", err)
