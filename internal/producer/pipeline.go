@@ -198,7 +198,7 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 		return nil
 	}, func(k plan.Skipped) {
 		if walkSkips++; walkSkips == 1 {
-			p.o.Log.Warn("skipped what is not a regular file or cannot be read; the transfer's listing names each", "transfer_id", pg.m.TransferID,
+			p.o.Log.Warn("skipped files the walk cannot send (a link, an unreadable or an empty export: the reason says); the transfer's listing names each", "transfer_id", pg.m.TransferID,
 				"first", message.Truncate(k.Path, 256), "reason", k.Reason)
 		}
 		if skipErr == nil {

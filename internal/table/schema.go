@@ -284,14 +284,14 @@ func (s Schema) String() string {
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, "%s %s", f.Name, f.Type)
-		if f.Renamed {
-			fmt.Fprintf(&b, " (the header's %q)", f.Header)
-		}
 		if f.Type == Numeric {
 			fmt.Fprintf(&b, "(%d, %d)", f.Precision, f.Scale)
 		}
 		if f.Required {
 			b.WriteString(" REQUIRED")
+		}
+		if f.Renamed {
+			fmt.Fprintf(&b, " (the header's %q)", f.Header)
 		}
 	}
 	return b.String()
