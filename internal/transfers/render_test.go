@@ -23,6 +23,18 @@ func TestWriteStatusAndList(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
+	// Issue 41 §4: what moved, beside what is stored, and what was only
+	// compared.
+	b.Reset()
+	grew := ended
+	grew.Appended, grew.AppendedBytes, grew.FilesWhole, grew.FilesSkipped, grew.BytesRead, grew.BytesSent = 1, 1_500_000, 2, 4, 1_520_000, 600_000
+	WriteStatus(&b, grew)
+	for _, want := range []string{"moved        1 file appended (its tail only), 2 sent whole: 1.5 MB read, 600.0 kB sent",
+		"skipped      4 files not sent (unchanged or already there: only compared"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
 	// Issue 42 §5: one that failed before it started shows no duration
 	// (it once showed about 292 years).
 	b.Reset()
