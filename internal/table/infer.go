@@ -3,6 +3,7 @@ package table
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,23 @@ type guess struct {
 	int64, numeric, float, boolean, date, timestamp bool
 	scale, intDigits                                int
 	any                                             bool
+	// inexact is the first value seen that a FLOAT64 does not hold to
+	// its last digit.
+	inexact string
+}
+
+// readsBack reports whether v, parsed as x, is the number x's shortest
+// text is (1e5 and 100000 are; 0.30000000000000001 and 0.3 are not): what
+// restore --to csv and a query give back has every digit of v.
+func readsBack(v string, x float64) bool {
+	var a, b big.Rat
+	if _, ok := a.SetString(v); !ok {
+		return false
+	}
+	if _, ok := b.SetString(strconv.FormatFloat(x, 'g', -1, 64)); !ok {
+		return false
+	}
+	return a.Cmp(&b) == 0
 }
 
 // field is the column name's type, from what g saw.
@@ -89,7 +107,7 @@ func (g *guess) field(name string) Field {
 			f.Precision = MaxPrecision
 		}
 	case g.float:
-		f.Type = Float64
+		f.Type, f.Inexact = Float64, g.inexact
 	case g.boolean:
 		f.Type = Bool
 	case g.date:
@@ -118,6 +136,9 @@ func (g *guess) observe(v string) {
 	if g.float {
 		x, err := strconv.ParseFloat(v, 64)
 		g.float = err == nil && inferredFloat(v, x)
+		if g.float && g.inexact == "" && !readsBack(v, x) {
+			g.inexact = v
+		}
 	}
 	if g.boolean {
 		_, ok := parseBool(v)

@@ -62,6 +62,9 @@ type Field struct {
 	// column's description, in the manifest.
 	Renamed bool
 	Header  string
+	// Inexact is, for an inferred FLOAT64, the first value of the sample
+	// it does not hold to the last digit (said in --dry-run).
+	Inexact string
 }
 
 // reservedPrefixes are the column-name prefixes BigQuery keeps for itself.
@@ -292,6 +295,10 @@ func (s Schema) String() string {
 		}
 		if f.Renamed {
 			fmt.Fprintf(&b, " (the header's %q)", f.Header)
+		}
+		if f.Inexact != "" {
+			x, _ := strconv.ParseFloat(f.Inexact, 64)
+			fmt.Fprintf(&b, " (not every value reads back exactly: %.40s as %s)", f.Inexact, strconv.FormatFloat(x, 'g', -1, 64))
 		}
 	}
 	return b.String()

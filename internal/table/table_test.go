@@ -665,3 +665,14 @@ func TestAQuoteInsideAFieldIsACharacter(t *testing.T) {
 		}
 	}
 }
+
+// Issue 43 §5: where a column must be FLOAT64 (an exponent), --dry-run
+// says which value of the sample a FLOAT64 will not give back to its last
+// digit, so that the analyst can give --schema instead.
+func TestDryRunSaysWhichFloatsWillNotReadBackExactly(t *testing.T) {
+	s, err := table.Infer([]string{"x", "y"}, [][]string{{"1e-3", "2.5e3"}, {"1234567890.12345678901e0", "0.1"}})
+	must(t, err)
+	if got := s.String(); got != "x FLOAT64 (not every value reads back exactly: 1234567890.12345678901e0 as 1.2345678901234567e+09)\ny FLOAT64" {
+		t.Fatalf("schema %q", got)
+	}
+}
