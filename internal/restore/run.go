@@ -59,20 +59,12 @@ const maxErrors = 100
 // compared, so that an identical file skipped or the part an interrupted
 // run wrote is not counted as moved.
 func (s Summary) Line() string {
-	written := fmt.Sprintf("%s written", bytesOrZero(s.RawBytes-s.ResumedBytes))
+	written := fmt.Sprintf("%s written", result.BytesOrZero(s.RawBytes-s.ResumedBytes))
 	if s.ResumedBytes > 0 {
-		written += fmt.Sprintf(" (%s more an interrupted run had written)", bytesOrZero(s.ResumedBytes))
+		written += fmt.Sprintf(" (%s more an interrupted run had written)", result.BytesOrZero(s.ResumedBytes))
 	}
 	return fmt.Sprintf("restored %d of %d objects to %s in %.1fs: %s, %s downloaded; %d skipped as identical (only compared), %d failed",
-		s.Restored, s.Objects, s.Destination, s.Seconds, written, bytesOrZero(s.WireBytes), s.Skipped, s.Failed)
-}
-
-// bytesOrZero is result.FormatBytes, with 0 as "0 B".
-func bytesOrZero(n int64) string {
-	if n <= 0 {
-		return "0 B"
-	}
-	return result.FormatBytes(float64(n))
+		s.Restored, s.Objects, s.Destination, s.Seconds, written, result.BytesOrZero(s.WireBytes), s.Skipped, s.Failed)
 }
 
 // Run restores src, gs://BUCKET/OBJECT or gs://BUCKET/PREFIX, into dest. An

@@ -42,11 +42,12 @@ func (m Moved) String() string {
 	if len(what) == 0 {
 		what = append(what, "no file sent")
 	}
-	return fmt.Sprintf("%s: %s read, %s sent", strings.Join(what, ", "), bytesOrZero(m.Read), bytesOrZero(m.Sent))
+	return fmt.Sprintf("%s: %s read, %s sent", strings.Join(what, ", "), BytesOrZero(m.Read), BytesOrZero(m.Sent))
 }
 
-// bytesOrZero is FormatBytes, with 0 as "0 B".
-func bytesOrZero(n int64) string {
+// BytesOrZero is FormatBytes, with 0 as "0 B": a count of what moved,
+// where nothing is a figure, not a missing one.
+func BytesOrZero(n int64) string {
 	if n <= 0 {
 		return "0 B"
 	}
