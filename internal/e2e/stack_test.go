@@ -293,6 +293,12 @@ func (s *stack) transfer(req producer.Request) (message.Done, error) {
 // submit's error.
 func (s *stack) transferAsync(req producer.Request) func() (message.Done, error) {
 	s.t.Helper()
+	return s.transferWith(s.prod, req)
+}
+
+// transferWith is transferAsync with producer p instead of the stack's.
+func (s *stack) transferWith(p *producer.Producer, req producer.Request) func() (message.Done, error) {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
 	w, err := waiter.New(ctx, s.q, s.ps.DoneTopic, req.TransferID)
@@ -307,7 +313,7 @@ func (s *stack) transferAsync(req producer.Request) func() (message.Done, error)
 	ch := make(chan outcome, 1)
 	go func() {
 		var o outcome
-		o.submit = func() error { _, err := s.prod.Submit(ctx, req); return err }()
+		o.submit = func() error { _, err := p.Submit(ctx, req); return err }()
 		// A failed submit still ends with a done event.
 		o.done, o.waitErr = w.Wait(ctx)
 		ch <- o

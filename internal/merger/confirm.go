@@ -207,7 +207,7 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 		if err := sum.rejects.add(f); err != nil {
 			return err
 		}
-		if len(f.Chunks) == 1 {
+		if !f.Staged() {
 			return sum.uploaded(t.id, f, 0, fromAttrs(*a))
 		}
 		for j := range f.Chunks {

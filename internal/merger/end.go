@@ -243,13 +243,16 @@ func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event
 // goes (no list of them is held):
 // a version written since, by another transfer or a person, is never
 // touched. A failed or cancelled transfer leaves nothing half-done, and a
-// re-run does not meet its own earlier attempt's objects. It returns how
-// many it removed.
+// re-run does not meet its own earlier attempt's objects. An object a
+// staged overwrite composed over one it found (message.MetaReplaced) stays:
+// what it replaced is gone, and the new object is whole and checked. It
+// returns how many it removed.
 func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string) (int, error) {
 	g, gctx := m.group(ctx)
 	n := 0
 	err := m.o.Store.List(ctx, bucket, prefix, func(a gcs.Attrs) error {
-		if a.Metadata[message.MetaTransfer] != tid || strings.HasPrefix(a.Name, message.StagingRoot) || strings.HasPrefix(a.Name, message.DoneRoot) {
+		if a.Metadata[message.MetaTransfer] != tid || a.Metadata[message.MetaReplaced] != "" ||
+			strings.HasPrefix(a.Name, message.StagingRoot) || strings.HasPrefix(a.Name, message.DoneRoot) {
 			return nil
 		}
 		n++

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +57,7 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 			}
 			rows += tp.Rows
 		}
-		if err := checkFile(f, i, tid); err != nil {
+		if err := checkFile(f, i, tid, man.Staged); err != nil {
 			return queue.Permanent(fmt.Errorf("%s: file %.64q: %v", where, f.Path, err))
 		}
 		return nil
@@ -73,8 +75,9 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 	return sharedPrefix(first, last), nil
 }
 
-// checkFile holds file i of a manifest to the names and sizes ferry gives.
-func checkFile(f *message.File, i int, tid string) error {
+// checkFile holds file i of a manifest to the names and sizes ferry gives;
+// staged is the manifest's Staged.
+func checkFile(f *message.File, i int, tid string, staged bool) error {
 	if err := message.CheckObjectName(f.Object); err != nil {
 		return err
 	}
@@ -84,14 +87,21 @@ func checkFile(f *message.File, i int, tid string) error {
 	if f.Posix != nil && f.Posix.Mode > 0o777 {
 		return fmt.Errorf("posix mode %o: want permission bits only (at most 777)", f.Posix.Mode)
 	}
+	if f.Replaces < 0 || f.Replaces != 0 && !staged {
+		return fmt.Errorf("replaces generation %d in a manifest that does not stage its overwrite", f.Replaces)
+	}
 	switch len(f.Chunks) {
 	case 0:
 		return errors.New("no chunks")
 	case 1:
-		c := f.Chunks[0]
-		if c.Object != f.Object || c.WireSize != f.WireSize || c.WireCRC32C != f.WireCRC32 {
-			return fmt.Errorf("of one chunk: the chunk (%s, %d bytes, crc32c %08x) is not the final object (%s, %d bytes, crc32c %08x)",
-				c.Object, c.WireSize, c.WireCRC32C, f.Object, f.WireSize, f.WireCRC32)
+		// Written to its final name, or staged in an overwrite.
+		c, object := f.Chunks[0], f.Object
+		if staged {
+			object = message.ChunkObject(tid, i, 0)
+		}
+		if c.Object != object || c.WireSize != f.WireSize || c.WireCRC32C != f.WireCRC32 {
+			return fmt.Errorf("of one chunk: the chunk (%s, %d bytes, crc32c %08x) is not %s of %d bytes, crc32c %08x",
+				c.Object, c.WireSize, c.WireCRC32C, object, f.WireSize, f.WireCRC32)
 		}
 		return nil
 	}
@@ -157,6 +167,11 @@ func (m *Merger) finish(ctx context.Context, t *transfer, log *slog.Logger) erro
 	}
 	man := t.manifest
 	composeStart := time.Now()
+	if man.Staged {
+		if err := m.checkReplaces(ctx, t); err != nil {
+			return err
+		}
+	}
 	// Said before the first final compose deletes its chunks: a merger that
 	// finds chunks gone then looks for the final objects (composed).
 	if err := m.put(ctx, t.bucket, message.ComposingMarker(t.id), nil, "text/plain"); err != nil {
@@ -254,7 +269,7 @@ func (m *Merger) unconfirmed(ctx context.Context, t *transfer, sum *summary, log
 		if err != nil {
 			return err
 		}
-		if len(f.Chunks) > 1 {
+		if f.Staged() {
 			return fmt.Errorf("file %s: composed object gs://%s/%s is not in the listing of the destination with its size, crc32c and transfer", f.Path, man.Bucket, f.Object)
 		}
 		log.Warn("a report names a final object GCS does not hold as reported; not counted", "file", f.Path,
@@ -309,6 +324,12 @@ type tree struct {
 	table []byte   // seek table, the last component; nil for none
 	done  bool
 	attrs gcs.Attrs
+	// In a staged overwrite: the generation the compose replaces (0:
+	// where nothing is), and a staged Parquet part's own metadata and
+	// content type, which the manifest does not hold.
+	replaces    int64
+	meta        map[string]string
+	contentType string
 }
 
 // composeAll builds the final object of every file of several chunks, a
@@ -317,7 +338,7 @@ type tree struct {
 // differs is returned as a *wrongFinal.
 func (m *Merger) composeAll(ctx context.Context, t *transfer) error {
 	for k, p := range t.manifest.Pages {
-		if p.Chunks == p.Files {
+		if p.Chunks == p.Files && !t.manifest.Staged {
 			continue
 		}
 		files, err := t.pages.page(ctx, k)
@@ -341,7 +362,7 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 	var trees []*tree
 	for j := range files {
 		f := &files[j]
-		if len(f.Chunks) < 2 {
+		if !f.Staged() {
 			continue
 		}
 		i := first + j
@@ -379,10 +400,23 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 				return queue.Permanent(fmt.Errorf("file %s: gs://%s/%s changed since the producer proved its prefix (generation %d, now %s): nothing was appended; send the file again", f.Path, man.Bucket, f.Object, gen, now))
 			case gen != 0:
 				// The object the append begins with: composed onto below.
+			case man.Staged && err == nil && a.Generation != f.Replaces:
+				return queue.Permanent(replacedSince(f, man.Bucket, a, "nothing more is replaced"))
+			case man.Staged && err == nil:
+				tr.replaces = a.Generation
 			case err == nil && !man.Overwrite:
 				return queue.Permanent(fmt.Errorf("file %s: destination gs://%s/%s already exists (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)", f.Path, man.Bucket, f.Object))
 			case err != nil && !errors.Is(err, gcs.ErrNotFound):
 				return err
+			}
+			if man.Staged && f.Table != nil && !tr.done {
+				// A part's metadata says what it holds of its source;
+				// its staged object carries it.
+				c, err := m.o.Store.Attrs(gctx, man.Bucket, f.Chunks[0].Object)
+				if err != nil {
+					return fmt.Errorf("file %s: %w", f.Path, err)
+				}
+				tr.meta, tr.contentType = c.Metadata, c.ContentType
 			}
 			return nil
 		})
@@ -469,6 +503,16 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 		// chunks go with the staging, not with the compose (the object
 		// is a source, and must stay).
 		opt.IfAbsent, opt.IfGeneration, opt.DeleteSources = false, gen, false
+	} else if man.Staged {
+		// Replaces only what the producer found, and says so.
+		opt.IfAbsent, opt.IfGeneration = tr.replaces == 0, tr.replaces
+		if tr.meta != nil {
+			opt.Metadata, opt.ContentType = maps.Clone(tr.meta), tr.contentType
+			delete(opt.Metadata, message.MetaReplaced)
+		}
+		if tr.replaces != 0 {
+			opt.Metadata[message.MetaReplaced] = strconv.FormatInt(tr.replaces, 10)
+		}
 	}
 	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, opt)
 	countCompose(err)
@@ -479,6 +523,9 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 		if aerr == nil && b.Size == f.WireSize && b.CRC32C == f.WireCRC32 && b.Metadata[message.MetaTransfer] == t.id {
 			tr.done, tr.attrs = true, b
 			return nil
+		}
+		if man.Staged && f.AppendsTo() == 0 && aerr == nil {
+			return queue.Permanent(replacedSince(f, man.Bucket, b, "what was composed before stays"))
 		}
 		if gen := f.AppendsTo(); gen != 0 {
 			return queue.Permanent(fmt.Errorf("file %s: gs://%s/%s changed while it was appended to (it is no longer generation %d): nothing was appended; send the file again: %w",
@@ -519,4 +566,48 @@ func countCompose(err error) {
 		return
 	}
 	metrics.Composes.WithLabelValues("ok").Inc()
+}
+
+// checkReplaces holds a staged overwrite (message.Manifest.Staged) to what
+// its producer found, before it replaces anything: every final object it
+// replaces is still at the generation the producer's listing saw, gone, or
+// already this transfer's (composed before a restart). One listing of the
+// destination beside the manifest's pages. A transfer that another writer
+// (a newer transfer, a person) overtook fails here, leaving that writer's
+// objects and everything else it found as they are.
+func (m *Merger) checkReplaces(ctx context.Context, t *transfer) error {
+	changed := 0
+	var first error
+	err := t.pages.join(ctx, t.finals, func(_ int, f *message.File, a *gcs.Attrs) error {
+		if a == nil || a.Generation == f.Replaces || f.AppendsTo() != 0 ||
+			a.Metadata[message.MetaTransfer] == t.id && a.Size == f.WireSize && a.CRC32C == f.WireCRC32 {
+			return nil
+		}
+		if changed++; first == nil {
+			first = replacedSince(f, t.bucket, *a, "nothing was replaced")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("check what the overwrite replaces: list gs://%s/%s: %w", t.bucket, t.finals, err)
+	}
+	if changed > 1 {
+		return queue.Permanent(fmt.Errorf("%w; %d objects in all changed since", first, changed))
+	}
+	if changed == 1 {
+		return queue.Permanent(first)
+	}
+	return nil
+}
+
+// replacedSince is the error of a staged overwrite that found f's final
+// object changed since its producer listed it: a is the object now; then
+// says what the transfer leaves.
+func replacedSince(f *message.File, bucket string, a gcs.Attrs, then string) error {
+	was := "no object"
+	if f.Replaces != 0 {
+		was = fmt.Sprintf("generation %d", f.Replaces)
+	}
+	return fmt.Errorf("file %s: gs://%s/%s changed since this transfer began (it found %s, now generation %d, %s): an overwrite replaces only what it found, so %s; send it again to replace the new object",
+		f.Path, bucket, f.Object, was, a.Generation, message.WrittenBy(a.Metadata), then)
 }

@@ -510,7 +510,7 @@ func (t *transfer) reset() {
 
 // has reports whether chunk k of f is known to be stored.
 func (t *transfer) has(k chunkKey, f *message.File) bool {
-	if len(f.Chunks) == 1 {
+	if !f.Staged() {
 		return t.singles.has(k.file)
 	}
 	_, ok := t.present[k]
@@ -522,7 +522,7 @@ func (t *transfer) mark(k chunkKey, f *message.File, s stored) {
 	if !t.has(k, f) {
 		t.have++
 	}
-	if len(f.Chunks) == 1 {
+	if !f.Staged() {
 		t.singles.set(k.file)
 		return
 	}
@@ -535,7 +535,7 @@ func (t *transfer) unmark(k chunkKey, f *message.File) {
 		return
 	}
 	t.have--
-	if len(f.Chunks) == 1 {
+	if !f.Staged() {
 		t.singles.clear(k.file)
 		return
 	}
@@ -618,7 +618,7 @@ const askMax = 64
 // another merger.
 func (m *Merger) scan(ctx context.Context, t *transfer) error {
 	t.lastScan = m.o.now()
-	staged := false // a chunk of a file of several chunks is missing
+	staged := false // a chunk of a file composed at the end is missing
 	unknown := 0    // one-chunk files not known to be stored
 	type asked struct {
 		file   int
@@ -638,7 +638,7 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 				t.mark(k, f, stored{Object: c.Object, Size: c.WireSize, CRC32C: c.WireCRC32C, Generation: c.Generation})
 				continue
 			}
-			if len(f.Chunks) > 1 {
+			if f.Staged() {
 				staged = true
 				continue
 			}
@@ -682,7 +682,7 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 		// this transfer's: its worker reports the conflict.
 		return t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
 			k := chunkKey{i, 0}
-			if a == nil || len(f.Chunks) != 1 || t.has(k, f) || a.Metadata[message.MetaTransfer] != t.id {
+			if a == nil || f.Staged() || t.has(k, f) || a.Metadata[message.MetaTransfer] != t.id {
 				return nil
 			}
 			return m.take(ctx, t, k, fromAttrs(*a), true)
@@ -735,7 +735,7 @@ func (m *Merger) composed(ctx context.Context, t *transfer) error {
 		return err
 	}
 	return t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
-		if a == nil || len(f.Chunks) < 2 || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
+		if a == nil || !f.Staged() || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
 			return nil
 		}
 		// What the chunk objects said of their upload (worker, times) went

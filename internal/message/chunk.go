@@ -56,7 +56,9 @@ type Part struct {
 	RawCRC32C  uint32 `json:"raw_crc32c"`
 	WireSize   int64  `json:"wire_size"`
 	WireCRC32C uint32 `json:"wire_crc32c"`
-	// ContentType and Metadata are set on the object when Final is set.
+	// ContentType and Metadata are set on the object when Final is set,
+	// or when the file has one chunk and is staged (Manifest.Staged): the
+	// merger's compose onto the final name keeps them.
 	ContentType string            `json:"content_type,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
@@ -200,7 +202,10 @@ func (p *Part) check(tid string) error {
 	if want := ChunkObject(tid, p.File, p.Index); p.Object != want {
 		return fmt.Errorf("staging object %.64q, want %s", p.Object, want)
 	}
-	if len(p.Metadata) > 0 || p.ContentType != "" {
+	if p.Chunks > 1 && (len(p.Metadata) > 0 || p.ContentType != "") {
+		// A staged file of one chunk carries its final object's
+		// metadata, which the merger's compose keeps; a chunk of
+		// several has none.
 		return fmt.Errorf("metadata on staging object %s", p.Object)
 	}
 	return nil

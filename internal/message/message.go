@@ -97,6 +97,14 @@ type Manifest struct {
 	Levels      []LevelUse `json:"levels,omitempty"`
 	ChunkSize   int64      `json:"chunk_size"`
 	Overwrite   bool       `json:"overwrite,omitempty"`
+	// Staged says the overwrite replaces nothing until the end: every
+	// file's bytes, one-chunk files too, are staged, and the merger
+	// composes each onto its final name only once all are stored, and
+	// only while that name is still at File.Replaces, the generation the
+	// producer's listing found. A failed or cancelled transfer leaves
+	// what it found as it found it, and an older transfer never replaces
+	// a newer one's object (see File.Staged).
+	Staged      bool       `json:"staged,omitempty"`
 	Files       []File     `json:"files"`
 	StartedAt   time.Time  `json:"started_at"`
 	SealedAt    time.Time  `json:"sealed_at"`
@@ -162,6 +170,11 @@ type File struct {
 	// Table is set when the file is a Parquet part of a source converted
 	// from delimited text.
 	Table *TablePart `json:"table,omitempty"`
+	// Replaces, in a staged overwrite (Manifest.Staged), is the
+	// generation of the final object the producer's listing found, 0
+	// for none: the merger replaces that generation or, for 0, writes
+	// only where nothing is.
+	Replaces int64 `json:"replaces,omitempty"`
 }
 
 // TablePart is one Parquet part of a source converted from delimited text
@@ -259,6 +272,14 @@ type ChunkInfo struct {
 	// chunks travel. The merger composes onto it only while it is still
 	// that generation.
 	Generation int64 `json:"generation,omitempty"`
+}
+
+// Staged reports whether f's bytes are composed onto its final object by
+// the merger: a file of several chunks, or of one chunk staged because the
+// transfer overwrites (Manifest.Staged). A file of one chunk that is not
+// staged is written to its final name by its worker.
+func (f *File) Staged() bool {
+	return len(f.Chunks) > 1 || len(f.Chunks) == 1 && f.Chunks[0].Object != f.Object
 }
 
 // AppendsTo is the generation of the existing final object f is an append

@@ -114,6 +114,10 @@ const (
 	MetaTableFileSize = "ferry-table-file-size"
 	MetaTableRangeCRC = "ferry-table-range-crc32c"
 	MetaTableOptions  = "ferry-table-options"
+	// MetaReplaced is the generation of the object a staged overwrite
+	// replaced (Manifest.Staged): a failed transfer's clean-up keeps such
+	// an object, since what it replaced is gone.
+	MetaReplaced = "ferry-replaced"
 )
 
 // ParquetContentType is the media type of Apache Parquet files.
@@ -128,6 +132,15 @@ func FinalMetadata(transferID string, rawSize int64, rawCRC uint32, codec string
 		MetaRawCRC32C: fmt.Sprintf("%08x", rawCRC),
 		MetaCodec:     codec,
 	}
+}
+
+// WrittenBy says who wrote an object with metadata md, for an error:
+// the transfer its MetaTransfer names, or nobody ferry knows.
+func WrittenBy(md map[string]string) string {
+	if t := md[MetaTransfer]; t != "" {
+		return fmt.Sprintf("written by transfer %.64q", t)
+	}
+	return "not written by ferry"
 }
 
 // FormatMtime is a modification time as MetaMtime holds it.

@@ -105,7 +105,7 @@ var mutants = []mutant{
 		file: "internal/worker/worker.go",
 		from: "return a.Size == p.WireSize && a.CRC32C == p.WireCRC32C && a.Metadata",
 		to:   "return a.Size == p.WireSize && a.Metadata",
-		pkg:  "internal/worker", test: "TestOverwriteAndStaleStagingAreReplacedOnce",
+		pkg:  "internal/worker", test: "TestStaleStagingIsReplacedOnce",
 	},
 	{
 		name: "the bench's goal is the documented threshold",
@@ -176,6 +176,27 @@ var mutants = []mutant{
 		from: "opt.IfAbsent, opt.IfGeneration, opt.DeleteSources = false, gen, false",
 		to:   "opt.IfAbsent, opt.DeleteSources = false, false",
 		pkg:  "internal/e2e", test: "TestAnAppendRacingAnotherWriterFailsCleanly",
+	},
+	{
+		name: "a worker never replaces another transfer's final object, whatever its message says",
+		file: "internal/worker/worker.go",
+		from: "case p.Final && b.Metadata[message.MetaTransfer] != c.TransferID:",
+		to:   "case p.Final && !c.Overwrite && b.Metadata[message.MetaTransfer] != c.TransferID:",
+		pkg:  "internal/worker", test: "TestAWorkerNeverReplacesAnotherTransfersFinalObject",
+	},
+	{
+		name: "a staged overwrite checks every object it replaces before it replaces any",
+		file: "internal/merger/finish.go",
+		from: "if a == nil || a.Generation == f.Replaces || f.AppendsTo() != 0 ||",
+		to:   "if true || a.Generation == f.Replaces || f.AppendsTo() != 0 ||",
+		pkg:  "internal/e2e", test: "TestAnOlderOverwriteNeverReplacesANewerOnesObjects",
+	},
+	{
+		name: "an overwrite notes the generation it found",
+		file: "internal/producer/skip.go",
+		from: "f.Replaces = a.Generation",
+		to:   "f.Replaces = 0",
+		pkg:  "internal/e2e", test: "TestOverwriteReplacesAtomically",
 	},
 	{
 		name: "an ok end removes the parts an earlier transfer of its sources left",

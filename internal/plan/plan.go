@@ -79,6 +79,13 @@ type File struct {
 	// the object is the file's first chunk (message.ChunkInfo.Generation)
 	// and its other chunks cut the tail, from Append.RawSize.
 	Append *message.ChunkInfo
+	// Staged is set when the transfer overwrites: a file of one chunk
+	// goes to its staging object too, and the merger composes it onto
+	// its final name at the end (message.Manifest.Staged). Replaces is
+	// the generation of the final object the producer's listing found
+	// there, 0 for none.
+	Staged   bool
+	Replaces int64
 }
 
 // AppendTo makes f an append to the object described by first, which

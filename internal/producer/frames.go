@@ -253,8 +253,13 @@ func (c *compressor) compress(j job, level int) ([]encodedPart, error) {
 func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int, offset, rawSize int64, rawCRC uint32) message.Part {
 	p := message.Part{File: fi, Path: f.Rel, Index: index, Chunks: chunks, RawOffset: offset, RawSize: rawSize, RawCRC32C: rawCRC}
 	if chunks == 1 {
-		// A file of one chunk is written straight to its final name.
-		p.Final, p.Object, p.ContentType = true, f.Object, c.ContentType()
+		// A file of one chunk is written straight to its final name,
+		// or, in an overwrite, to its staging object with the final
+		// object's metadata, which the merger's compose keeps.
+		p.Final, p.Object, p.ContentType = !f.Staged, f.Object, c.ContentType()
+		if f.Staged {
+			p.Object = message.ChunkObject(tid, fi, 0)
+		}
 		p.Metadata = message.FinalMetadata(tid, rawSize, rawCRC, string(c))
 		if f.Stream == nil {
 			p.Metadata[message.MetaMtime] = message.FormatMtime(time.Unix(0, f.Mod))

@@ -26,7 +26,7 @@ func newManifest(req Request, pl *plan.Plan, tid string, started time.Time, prod
 	return &message.Manifest{
 		V: message.Version, TransferID: tid, Bucket: pl.Dest.Bucket, Prefix: pl.Dest.Prefix,
 		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.Codec), Level: pl.Level,
-		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, StartedAt: started, ProducerID: producerID,
+		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, Staged: req.Overwrite, StartedAt: started, ProducerID: producerID,
 		ContentType: pl.Codec.ContentType(), Symlinks: string(pl.Symlinks), Load: req.Load,
 	}
 }
@@ -78,7 +78,7 @@ func newPager(m *message.Manifest, write func(ctx context.Context, name string, 
 // the writer, waiting while it is busy.
 func (g *pager) add(ctx context.Context, f *plan.File) (int, error) {
 	mf := message.File{Path: f.Rel, Object: f.Object, Size: f.Size, Mtime: time.Unix(0, f.Mod).UTC(), Chunks: make([]message.ChunkInfo, f.Chunks),
-		Posix: posixOf(f)}
+		Posix: posixOf(f), Replaces: f.Replaces}
 	if f.Stream != nil {
 		// Standard input: no mtime; its size and chunks are known at
 		// its end (seal).
@@ -158,10 +158,10 @@ func (g *pager) skippedPage() *pageWrite {
 func (g *pager) record(ctx context.Context, p *encodedPart) error {
 	info := message.ChunkInfo{Object: p.part.Object, RawSize: p.part.RawSize, RawCRC32C: p.part.RawCRC32C,
 		WireSize: p.part.WireSize, WireCRC32C: p.part.WireCRC32C}
-	if !p.part.Final {
+	if p.part.Chunks > 1 {
 		// A composed file's seek table is written by the merger from
 		// these (message.File.SeekTable); a one-chunk file carries its
-		// own in its payload.
+		// own in its payload, staged or not.
 		info.Frames = p.seek
 	}
 	g.mu.Lock()

@@ -180,6 +180,7 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 	walkSkips := 0
 	var g partGroup
 	err := pl.Walk(func(f plan.File) error {
+		f.Staged = pg.m.Staged
 		if sk == nil {
 			cbErr = p.planFile(ctx, pg, f, "", files)
 			return cbErr

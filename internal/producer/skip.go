@@ -16,16 +16,18 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 )
 
-// The skip stage, before a byte is read. With -n/--no-clobber or
-// --skip-unchanged, one listing of the destination — under the longest
-// prefix the planned final objects share, with their metadata — tells which
-// final objects are there already; their files leave the plan and are
-// listed in the manifest's Skipped, and from there in the done event and
-// the row. An unchanged tree re-runs without reading a file: the quick
-// check compares the object's ferry-raw-size and ferry-mtime with the
-// source's size and mtime, as rsync does. With --checksum the check reads
-// the sources whose size matches and compares their CRC32C with the
-// object's ferry-raw-crc32c instead of the mtime.
+// The skip stage, before a byte is read. With -n/--no-clobber,
+// --skip-unchanged or --overwrite, one listing of the destination — under
+// the longest prefix the planned final objects share, with their metadata —
+// tells which final objects are there already. With -n or --skip-unchanged
+// their files leave the plan and are listed in the manifest's Skipped, and
+// from there in the done event and the row. An unchanged tree re-runs
+// without reading a file: the quick check compares the object's
+// ferry-raw-size and ferry-mtime with the source's size and mtime, as rsync
+// does. With --checksum the check reads the sources whose size matches and
+// compares their CRC32C with the object's ferry-raw-crc32c instead of the
+// mtime. A file that is sent over an object notes the object's generation
+// (message.File.Replaces): the merger replaces that generation only.
 
 // Why a file was skipped, as the manifest records it.
 const (
@@ -69,7 +71,7 @@ type skipper struct {
 // newSkipper lists what is under prefix (the destination's) as files are
 // checked; nil when req skips nothing. Call close when done.
 func (p *Producer) newSkipper(ctx context.Context, pl *plan.Plan, req Request) *skipper {
-	if !req.NoClobber && !req.SkipUnchanged {
+	if !req.NoClobber && !req.SkipUnchanged && !req.Overwrite {
 		return nil
 	}
 	prefix := pl.ObjectsPrefix()
@@ -115,6 +117,12 @@ func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
 		return "", nil
 	}
 	a := *s.cur
+	// What an overwrite finds is what it may replace: the merger
+	// composes onto this generation only (message.File.Replaces).
+	f.Replaces = a.Generation
+	if !s.req.NoClobber && !s.req.SkipUnchanged {
+		return "", nil // --overwrite: every file is sent
+	}
 	ok, err := s.p.settled(ctx, s.bucket, a.Metadata[message.MetaTransfer], s.settled)
 	if err != nil || !ok {
 		if err != nil {

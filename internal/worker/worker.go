@@ -460,15 +460,18 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	case same(c, p, b):
 		return b, true, nil
-	case p.Final && !c.Overwrite && b.Metadata[message.MetaTransfer] != c.TransferID:
-		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists, %s (overwrite was not requested; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces)",
-			where(p), c.Bucket, p.Object, writtenBy(b)))
+	case p.Final && b.Metadata[message.MetaTransfer] != c.TransferID:
+		// A worker never replaces another's final object: an overwrite
+		// stages its files, and the merger replaces each at the end,
+		// at the generation its producer found (message.Manifest.Staged).
+		// A message that asks otherwise is an old producer's or forged.
+		return gcs.Attrs{}, false, queue.Permanent(fmt.Errorf("%s: destination gs://%s/%s already exists, %s (a worker writes a final object only where none is; -n skips objects that exist, --skip-unchanged skips unchanged files, --overwrite replaces at the transfer's end)",
+			where(p), c.Bucket, p.Object, message.WrittenBy(b.Metadata)))
 	}
 	// Replace it: an object of an earlier run or delivery of this
 	// transfer (its staging names are its own, and so is a final object
-	// carrying its id), or a final object the request says to overwrite,
-	// unless this chunk's own run is the earlier one. The upload is
-	// atomic, and replaces only the version just read.
+	// carrying its id), unless this chunk's own run is the earlier one.
+	// The upload is atomic, and replaces only the version just read.
 	if sup, err := w.done.superseded(ctx, c.Bucket, c.TransferID, c.Run, true); err != nil || sup {
 		if err == nil {
 			err = errSuperseded
@@ -486,14 +489,6 @@ func (w *Worker) upload(ctx context.Context, c *message.Chunk, p *message.Part, 
 		return gcs.Attrs{}, false, fmt.Errorf("%s: %w", where(p), err)
 	}
 	return a, false, nil
-}
-
-// writtenBy says who wrote the object a describes, for an error.
-func writtenBy(a gcs.Attrs) string {
-	if t := a.Metadata[message.MetaTransfer]; t != "" {
-		return fmt.Sprintf("written by transfer %.64q", t)
-	}
-	return "not written by ferry"
 }
 
 // same reports whether a is the object p describes, written by c's transfer.

@@ -514,18 +514,45 @@ func TestBundleWithAnExistingDestinationFailsClearly(t *testing.T) {
 	}
 }
 
-// Overwrite replaces an existing final object; its redelivery is a
-// duplicate, not a second write. A staging object an earlier attempt left
-// with other bytes is replaced.
-func TestOverwriteAndStaleStagingAreReplacedOnce(t *testing.T) {
+// Issue 42 §3: a chunk message is a claim. One that asks a worker to
+// overwrite a final object another transfer wrote (forged, or an old
+// producer's: an overwrite stages its files, and only the merger replaces
+// final objects, at the generation its producer found) changes nothing,
+// and its error names the transfer whose object it is.
+func TestAWorkerNeverReplacesAnotherTransfersFinalObject(t *testing.T) {
+	bucket := "w-forged"
+	store := teststack.Bucket(t, bucket)
+	ctx := context.Background()
+	victim := []byte("the victim's bytes")
+	if _, err := store.Upload(ctx, bucket, "p/f0", bytes.NewReader(victim), gcs.UploadOptions{Size: int64(len(victim)), CRC32C: crc32c.Checksum(victim),
+		Metadata: message.FinalMetadata("tvictim", int64(len(victim)), crc32c.Checksum(victim), "none")}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := store.Attrs(ctx, bucket, "p/f0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, payload := bundle(bucket, "tforger", []byte("forged bytes"))
+	c.Overwrite = true
+	w := newWorker(t, store, &teststack.Recorder{}, "")
+	err = w.Handle(ctx, queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)})
+	if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), `written by transfer "tvictim"`) {
+		t.Fatalf("got %v, want a permanent error naming the victim's transfer", err)
+	}
+	got, err := store.ReadAll(ctx, bucket, "p/f0")
+	after, _ := store.Attrs(ctx, bucket, "p/f0")
+	if err != nil || !bytes.Equal(got, victim) || after.Generation != before.Generation {
+		t.Fatalf("p/f0 = %q at generation %d (%v), want the victim's bytes at %d", got, after.Generation, err, before.Generation)
+	}
+}
+
+// A staging object an earlier attempt left with other bytes is replaced;
+// a redelivery is a duplicate, not a second write.
+func TestStaleStagingIsReplacedOnce(t *testing.T) {
 	bucket := "w-overwrite"
 	store := teststack.Bucket(t, bucket)
 	ctx := context.Background()
 	c, payload := bundle(bucket, "tid7", []byte("new content"))
-	c.Overwrite = true
-	if _, err := store.PutSmall(ctx, bucket, c.Parts[0].Object, []byte("old content"), false, ""); err != nil {
-		t.Fatal(err)
-	}
 	// A stale staging object of this transfer with the part's size and
 	// other bytes (issue 32 §4): only its CRC32C says it is not the part.
 	stale := bytes.Clone(payload[1])
@@ -614,8 +641,11 @@ func TestEveryUploadCarriesTheKMSKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, payload := bundle(bucket, "tid11", []byte("one"), []byte("two"))
-	c.Overwrite = true
-	if _, err := gs.PutSmall(context.Background(), bucket, "p/f0", []byte("older"), false, ""); err != nil {
+	// A final object an earlier delivery of this transfer left with
+	// other bytes.
+	older := []byte("older")
+	if _, err := gs.Upload(context.Background(), bucket, "p/f0", bytes.NewReader(older), gcs.UploadOptions{Size: int64(len(older)), CRC32C: crc32c.Checksum(older),
+		Metadata: map[string]string{message.MetaTransfer: "tid11"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}); err != nil {
