@@ -93,10 +93,10 @@ type Manifest struct {
 	Codec      string            `json:"codec"`
 	// Level is the transfer's fixed level, or 0 when zstd's adapted per
 	// chunk (package level); Levels are the levels its chunks used.
-	Level       int        `json:"level"`
-	Levels      []LevelUse `json:"levels,omitempty"`
-	ChunkSize   int64      `json:"chunk_size"`
-	Overwrite   bool       `json:"overwrite,omitempty"`
+	Level     int        `json:"level"`
+	Levels    []LevelUse `json:"levels,omitempty"`
+	ChunkSize int64      `json:"chunk_size"`
+	Overwrite bool       `json:"overwrite,omitempty"`
 	// Staged says the overwrite replaces nothing until the end: every
 	// file's bytes, one-chunk files too, are staged, and the merger
 	// composes each onto its final name only once all are stored, and
@@ -104,14 +104,14 @@ type Manifest struct {
 	// producer's listing found. A failed or cancelled transfer leaves
 	// what it found as it found it, and an older transfer never replaces
 	// a newer one's object (see File.Staged).
-	Staged      bool       `json:"staged,omitempty"`
-	Files       []File     `json:"files"`
-	StartedAt   time.Time  `json:"started_at"`
-	SealedAt    time.Time  `json:"sealed_at"`
-	CompressMS  int64      `json:"compress_ms"`
-	ProducerID  string     `json:"producer,omitempty"`
-	FerryVer    string     `json:"ferry_version,omitempty"`
-	ContentType string     `json:"content_type"`
+	Staged      bool      `json:"staged,omitempty"`
+	Files       []File    `json:"files"`
+	StartedAt   time.Time `json:"started_at"`
+	SealedAt    time.Time `json:"sealed_at"`
+	CompressMS  int64     `json:"compress_ms"`
+	ProducerID  string    `json:"producer,omitempty"`
+	FerryVer    string    `json:"ferry_version,omitempty"`
+	ContentType string    `json:"content_type"`
 	// Skipped are the files the producer did not send: their final object
 	// was there already (-n/--no-clobber) or unchanged (--skip-unchanged),
 	// or the walk skipped them (a link, a FIFO, a socket, a device, an
