@@ -37,6 +37,11 @@ type Keys struct {
 	V          int      `json:"v"`
 	TransferID string   `json:"transfer_id"`
 	SHA256     []string `json:"sha256"`
+	// Request is the SHA-256 (hex) of the request that started the
+	// transfer (its sources, destination and options): an idempotency
+	// key names one request, and a producer refuses the same key for
+	// another. Empty in the key objects of older producers.
+	Request string `json:"request,omitempty"`
 }
 
 func (k *Keys) version() int { return k.V }
@@ -80,6 +85,9 @@ func (k *Keys) Check(transferID string) error {
 		if !ValidKeyHex(h) {
 			return fmt.Errorf("key hash %.80q is not 64 lowercase hex digits", h)
 		}
+	}
+	if k.Request != "" && !ValidKeyHex(k.Request) {
+		return fmt.Errorf("request digest %.80q is not 64 lowercase hex digits", k.Request)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -378,6 +379,9 @@ func (p *Producer) Submit(ctx context.Context, req Request) (*message.Manifest, 
 	}
 	tid := req.TransferID
 	if req.IdempotencyKey != "" {
+		if err := p.sameRequest(ctx, pl.Dest.Bucket, tid, req); err != nil {
+			return nil, err
+		}
 		b, err := p.o.Store.ReadAll(ctx, pl.Dest.Bucket, message.DoneMarker(tid))
 		if err == nil {
 			var d message.Done
@@ -567,13 +571,18 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 // reuse a transfer id whose key is someone else's.
 func (p *Producer) writeKeys(ctx context.Context, bucket string, m *message.Manifest, req Request) error {
 	m.EndKey = message.NewEndKey()
-	k := message.Keys{V: message.Version, TransferID: m.TransferID, SHA256: []string{message.KeyHash(m.EndKey)}}
+	k := message.Keys{V: message.Version, TransferID: m.TransferID, SHA256: []string{message.KeyHash(m.EndKey)}, Request: requestDigest(req)}
 	if req.EndKeySHA256 != "" {
 		k.Add(req.EndKeySHA256)
 	}
 	name := message.KeyObject(m.TransferID)
 	_, err := p.o.Store.PutSmall(ctx, bucket, name, message.Encode(k), true, "application/json")
 	if errors.Is(err, gcs.ErrPrecondition) {
+		// An earlier run of this transfer, or a request with the same
+		// idempotency key that started at the same time.
+		if err := p.sameRequest(ctx, bucket, m.TransferID, req); err != nil {
+			return err
+		}
 		_, err = p.o.Store.PutSmall(ctx, bucket, name, message.Encode(k), false, "application/json")
 		if err != nil {
 			err = fmt.Errorf("%w (an earlier run of transfer %s wrote it; replacing it needs storage.objects.delete on gs://%s/%s, which a submitter does not have)",
@@ -587,6 +596,61 @@ func (p *Producer) writeKeys(ctx context.Context, bucket string, m *message.Mani
 		p.o.EndKey(m.TransferID, m.EndKey)
 	}
 	return nil
+}
+
+// requestDigest is the SHA-256 (hex) of what req asks for: its sources,
+// destination and every option that changes what is sent or how
+// (message.Keys.Request). Labels, the method and the keys are not in it:
+// they describe a request, not what it moves.
+func requestDigest(req Request) string {
+	sel := req.Selection
+	b, err := json.Marshal(struct {
+		Sources                                                 []string
+		Destination                                             string
+		Codec                                                   codec.Codec
+		Level                                                   int
+		ChunkSize                                               int64
+		Overwrite, NoClobber, SkipUnchanged, Checksum, NoAppend bool
+		Symlinks                                                plan.Symlinks
+		SkipUnreadable                                          bool
+		Filters                                                 []plan.Filter
+		FilesFrom                                               []string
+		Convert                                                 *plan.Convert
+		Load                                                    *message.Load
+	}{req.Sources, req.Destination, req.Codec, req.Level, req.ChunkSize, req.Overwrite || req.SkipUnchanged, req.NoClobber, req.SkipUnchanged,
+		req.Checksum, req.NoAppend, sel.Symlinks, sel.SkipUnreadable, sel.Filters, sel.FilesFrom, req.Convert, req.Load})
+	if err != nil {
+		return "" // not expected (every field encodes): no digest, no check
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// sameRequest refuses req when the key object of transfer tid (named by
+// req's idempotency key) was written for another request: a key names
+// one request, and the transfer it started answers for that one only. A
+// key object of an older producer (no digest) is taken as the same.
+func (p *Producer) sameRequest(ctx context.Context, bucket, tid string, req Request) error {
+	name := message.KeyObject(tid)
+	b, err := p.o.Store.ReadAll(ctx, bucket, name)
+	switch {
+	case errors.Is(err, gcs.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("transfer %s: reading its key object gs://%s/%s: %w", tid, bucket, name, err)
+	}
+	var k message.Keys
+	if err := message.Decode(b, &k); err != nil {
+		return fmt.Errorf("transfer %s: key object gs://%s/%s: %w", tid, bucket, name, err)
+	}
+	if k.Request == "" || k.Request == requestDigest(req) {
+		return nil
+	}
+	if req.IdempotencyKey == "" {
+		return &InputError{fmt.Errorf("transfer %s exists already, started by another request (other sources, destination or options)", tid)}
+	}
+	return &InputError{fmt.Errorf("idempotency key %.200q already names transfer %s, which another request started (other sources, destination or options); a key names one request and answers for it only: send this one with a new key",
+		req.IdempotencyKey, tid)}
 }
 
 // fail tells the merger that the transfer cannot complete, and removes its

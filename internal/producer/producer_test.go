@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -304,5 +305,70 @@ func TestSealWritesAPagedManifestInObjectOrder(t *testing.T) {
 			}
 			last = f.Object
 		}
+	}
+}
+
+// Issue 42 §2: an idempotency key names one request. The same key with
+// other sources is refused, naming the key and the transfer, before
+// anything is written or published; the first request's transfer is left
+// as it was, and the same request again is still taken (a retry).
+func TestAnIdempotencyKeyNamesOneRequest(t *testing.T) {
+	store := teststack.Bucket(t, "p-key")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	genFile(t, a, 10_000)
+	genFile(t, b, 20_000)
+	chunks := &teststack.Recorder{}
+	p := New(Options{Store: store, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
+	first := Request{Sources: []string{a}, Destination: "gs://p-key/day", ChunkSize: 1 << 20, Codec: codec.Gzip, IdempotencyKey: "export-2026-12-05"}
+	if _, err := p.Submit(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(chunks.Messages())
+	keys, err := store.ReadAll(context.Background(), "p-key", message.KeyObject(NewTransferID(first.IdempotencyKey)))
+	must(t, err)
+
+	other := first
+	other.Sources = []string{b}
+	_, err = p.Submit(context.Background(), other)
+	var input *InputError
+	if !errors.As(err, &input) || !strings.Contains(err.Error(), `idempotency key "export-2026-12-05" already names transfer `+NewTransferID(first.IdempotencyKey)) {
+		t.Fatalf("the same key for other sources: %v, want an input error naming the key and its transfer", err)
+	}
+	if n := len(chunks.Messages()); n != sent {
+		t.Errorf("%d chunk messages published for the refused request", n-sent)
+	}
+	if now, _ := store.ReadAll(context.Background(), "p-key", message.KeyObject(NewTransferID(first.IdempotencyKey))); !bytes.Equal(now, keys) {
+		t.Errorf("the refused request replaced the key object:\n%s\nwas\n%s", now, keys)
+	}
+	if _, err := p.Submit(context.Background(), first); err != nil {
+		t.Fatalf("the same request again: %v", err)
+	}
+}
+
+// Every field of a request encodes into its digest: an encoding error
+// would leave keys unchecked.
+func TestRequestDigestCoversEveryOption(t *testing.T) {
+	base := Request{Sources: []string{"/d"}, Destination: "gs://b/p", Selection: plan.Selection{Found: func(int, int64) {}}}
+	variants := []func(r *Request){
+		func(r *Request) { r.Sources = []string{"/e"} },
+		func(r *Request) { r.Destination = "gs://b/q" },
+		func(r *Request) { r.Overwrite = true },
+		func(r *Request) { r.Selection.Filters = []plan.Filter{{Pattern: "*.tmp"}} },
+		func(r *Request) { r.Convert = &plan.Convert{BadRows: 3} },
+		func(r *Request) { r.Load = &message.Load{Table: "p.d.t"} },
+	}
+	seen := map[string]int{requestDigest(base): -1}
+	if requestDigest(base) == "" {
+		t.Fatal("no digest for a request with a progress callback")
+	}
+	for i, v := range variants {
+		r := base
+		v(&r)
+		d := requestDigest(r)
+		if j, dup := seen[d]; dup || d == "" {
+			t.Errorf("variant %d has digest %q, as variant %d", i, d, j)
+		}
+		seen[d] = i
 	}
 }
