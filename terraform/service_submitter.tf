@@ -1,7 +1,7 @@
 # The submitter: `producer submit` run where the data is (an on-premises
 # machine, a batch job) with FERRY_TRANSPORT=pubsub. It publishes chunk
-# messages and events, writes manifests under the staging prefix, reads done
-# markers (which is how --wait learns that its transfer ended), and lists
+# messages and events, writes manifests under the staging prefix, reads (never
+# writes) done markers (which is how --wait learns that its transfer ended), and lists
 # the destination for -n and --skip-unchanged. No key is created: principals in
 # submitter_impersonators act as it (gcloud's --impersonate-service-account,
 # or a workload identity pool).
@@ -37,8 +37,8 @@ resource "google_pubsub_topic_iam_member" "submitter" {
 # the fleet's. `producer submit --wait` polls its done marker instead
 # (FERRY_SUBMIT_WAIT=marker, in submitter_env).
 
-# Only ferry's own prefixes: manifests and staging under .ferry/, done
-# markers under .ferry-done/. Final objects are the workers' and the merger's.
+# Only ferry's own prefix: manifests and staging under .ferry/. Final
+# objects are the workers' and the merger's.
 resource "google_storage_bucket_iam_member" "submitter" {
   bucket = google_storage_bucket.data.name
   role   = "roles/storage.objectUser"
@@ -46,7 +46,21 @@ resource "google_storage_bucket_iam_member" "submitter" {
 
   condition {
     title      = "ferry-prefixes"
-    expression = "resource.name.startsWith(\"projects/_/buckets/${var.bucket}/objects/${local.staging_prefix}\") || resource.name.startsWith(\"projects/_/buckets/${var.bucket}/objects/${local.done_prefix}\")"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${var.bucket}/objects/${local.staging_prefix}\")"
+  }
+}
+
+# Done markers under .ferry-done/: read only. A marker is the merger's word
+# that a transfer ended; a submitter that could write one could end another
+# submitter's wait, or have workers drop its chunks (issue 42 §3).
+resource "google_storage_bucket_iam_member" "submitter_done" {
+  bucket = google_storage_bucket.data.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.submitter.member
+
+  condition {
+    title      = "ferry-done-markers"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${var.bucket}/objects/${local.done_prefix}\")"
   }
 }
 

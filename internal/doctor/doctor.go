@@ -304,9 +304,9 @@ func inLocation(l string) string {
 var roleFor = map[string]string{
 	"storage.buckets.get":    "ferry's custom role ferryBucketGet (terraform/iam.tf) or roles/storage.legacyBucketReader",
 	"storage.objects.list":   "ferry's custom role ferryObjectsList or roles/storage.objectViewer",
-	"storage.objects.create": "roles/storage.objectUser (the submitter's: on .ferry/ and .ferry-done/)",
-	"storage.objects.get":    "roles/storage.objectUser (the submitter's: on .ferry/ and .ferry-done/)",
-	"storage.objects.delete": "roles/storage.objectUser (the submitter's: on .ferry/ and .ferry-done/)",
+	"storage.objects.create": "roles/storage.objectUser (the submitter's: on .ferry/; objectViewer on .ferry-done/)",
+	"storage.objects.get":    "roles/storage.objectUser (the submitter's: on .ferry/; objectViewer on .ferry-done/)",
+	"storage.objects.delete": "roles/storage.objectUser (the submitter's: on .ferry/; objectViewer on .ferry-done/)",
 	"pubsub.topics.publish":  "roles/pubsub.publisher",
 }
 

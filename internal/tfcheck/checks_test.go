@@ -660,7 +660,10 @@ func wantBindings(ev *Eval) map[string][]string {
 		// No subscription rights (it waits on its done marker), and list
 		// on the bucket for -n and --skip-unchanged.
 		"sa:submitter": {pub(ps.ChunksTopic), pub(ps.ControlTopic), bucketGet, "custom[storage.objects.list] on bucket:" + bucket,
-			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot + " " + donePrefix,
+			"roles/storage.objectUser on bucket:" + bucket + " if " + message.StagingRoot,
+			// Done markers: read, never written (a forged one is
+			// believed by the workers and the merger).
+			"roles/storage.objectViewer on bucket:" + bucket + " if " + donePrefix,
 			// Key objects: create, never replace (see message.Keys).
 			"roles/storage.objectCreator on bucket:" + bucket + " if " + message.KeyRoot},
 	}

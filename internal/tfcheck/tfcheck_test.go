@@ -155,7 +155,7 @@ func TestEachCheckCanFail(t *testing.T) {
     for_each = []
   }
   dummy {
-    title      = "ferry-prefixes"`}}, "defaults", "iam", "sa:submitter lacks roles/storage.objectUser on bucket:ferry-prod-data if .ferry/ .ferry-done/"},
+    title      = "ferry-prefixes"`}}, "defaults", "iam", "sa:submitter lacks roles/storage.objectUser on bucket:ferry-prod-data if .ferry/"},
 		{"a key", []edit{{"iam.tf", `resource "google_project_iam_custom_role" "bucket_get" {`, `resource "google_service_account_key" "worker" {
   service_account_id = google_service_account.worker.name
 }
