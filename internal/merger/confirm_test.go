@@ -427,3 +427,27 @@ func TestAnUnprovenEventForABucketNotAllowedRefusesNothing(t *testing.T) {
 		t.Fatalf("rows %+v written for a forged event", r)
 	}
 }
+
+// Issue 42 §3: a message's error text is bounded in the logs as in the
+// row. A proven failed event whose error is 5 MB ends its transfer with
+// the text cut to message.MaxErrorBytes, and no log line carries more.
+func TestAFailedEventsErrorIsBoundedInTheLogs(t *testing.T) {
+	s := newStaged(t, "m-long-error", "none", 1)
+	done := &teststack.Recorder{}
+	logs := &bytes.Buffer{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	ev := s.event(message.EventFailed)
+	ev.Key, ev.Error = s.endKey(), "read f0: "+strings.Repeat("x", 5<<20)
+	if err := m.HandleControl(context.Background(), queue.Message{ID: "f", Data: message.Encode(ev)}); err != nil {
+		t.Fatal(err)
+	}
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.HasPrefix(d[0].Error, "read f0: xxx") || len(d[0].Error) > message.MaxErrorBytes {
+		t.Fatalf("done events %d, first status %q with %d bytes of error", len(d), d[0].Status, len(d[0].Error))
+	}
+	for i, line := range strings.Split(logs.String(), "\n") {
+		if len(line) > 2*message.MaxErrorBytes {
+			t.Errorf("log line %d is %d bytes: %.200s…", i, len(line), line)
+		}
+	}
+}

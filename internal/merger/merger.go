@@ -233,6 +233,9 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 	if err := checkEvent(&ev); err != nil {
 		return queue.Permanent(fmt.Errorf("event %s: %w: %v", msg.ID, message.ErrMalformed, err))
 	}
+	// A claim's text is bounded before anything logs, records or
+	// publishes it, as the row and the done event bound it.
+	ev.Error = message.Truncate(ev.Error, message.MaxErrorBytes)
 	if !allowedOn(topic, ev.Type) {
 		m.log.Warn("event on a topic whose publishers may not send it; dropped", "type", ev.Type, "topic", topic, "transfer_id", ev.TransferID, "worker", ev.Worker)
 		return queue.Permanent(fmt.Errorf("event %s: a %s event on the %s topic, which does not carry it: %w", msg.ID, ev.Type, topic, message.ErrMalformed))
