@@ -46,6 +46,9 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 	tsv := "id\tnote\tat\n1\t\"two\nlines\"\t2026-12-04 10:00:00.123456\n2\t\t2026-12-04T10:00:01Z\n"
 	must(t, os.WriteFile(filepath.Join(dir, "sub", "notes.tsv"), []byte(tsv), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a table\n"), 0o644))
+	// Named as --to csv once named its temporary file for prices.csv
+	// (and emptied it, O_TRUNC, issue 42 §4).
+	must(t, os.WriteFile(filepath.Join(dir, ".prices.csv.ferry-csv"), []byte("a file of its own\n"), 0o644))
 
 	env := s.env("FERRY_BUCKETS=" + s.bucket)
 	code, stdout, stderr := runBinary(t, env, "producer", "submit", "--dry-run", "--convert", "parquet", "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
@@ -141,6 +144,9 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "export", "readme.txt")); err != nil || string(b) != "not a table\n" {
 		t.Fatalf("readme.txt came back as %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "export", ".prices.csv.ferry-csv")); err != nil || string(b) != "a file of its own\n" {
+		t.Fatalf(".prices.csv.ferry-csv came back as %q, %v", b, err)
 	}
 	tsvBack, err := os.ReadFile(filepath.Join(out, "export", "sub", "notes.tsv"))
 	must(t, err)

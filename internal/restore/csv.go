@@ -115,7 +115,9 @@ func writeCSV(ctx context.Context, root *os.Root, parts []string, out string, ov
 	if err := root.MkdirAll(path.Dir(out), 0o755); err != nil {
 		return 0, err
 	}
-	tmp := path.Join(path.Dir(out), "."+path.Base(out)+".ferry-csv")
+	// A reserved name (names.Reserved): never an object's, which a
+	// name of its own (.NAME.ferry-csv) was, and O_TRUNC emptied.
+	tmp := tempIn(root, out)
 	fh, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
 	if err != nil {
 		return 0, err

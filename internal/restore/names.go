@@ -51,6 +51,8 @@ const shortBase = 200
 // longer than shortBase bytes goes in as its first 160 bytes and its whole
 // SHA-256: more than shortBase bytes, so never a short base's own (an
 // object named by a long name's digest once shared its temporary file).
+// The names are reserved (names.Reserved) as a path's last element only:
+// a directory of the tree may have one, and altTemp steps around it.
 func tempName(rel string) string {
 	dir, base := path.Split(rel)
 	if len(base) > shortBase {
@@ -62,6 +64,14 @@ func tempName(rel string) string {
 		base = base[:cut] + "." + hex.EncodeToString(sum[:])
 	}
 	return dir + "." + base + partSuffix
+}
+
+// altTemp is the n-th temporary name of rel after tempName (n ≥ 1), for
+// when a directory of the tree holds the ones before: reserved too, and
+// found again by the next run, which meets the same directories.
+func altTemp(rel string, n int) string {
+	t := strings.TrimSuffix(tempName(rel), partSuffix)
+	return fmt.Sprintf("%s.%d%s", t, n, partSuffix)
 }
 
 // outputRel is the output name of object name found under prefix: the

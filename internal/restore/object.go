@@ -122,7 +122,7 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 	}
 	res.RawSize, res.RawCRC32C = w.size, w.crc
 
-	tmp := tempName(rel)
+	tmp := tempIn(root, rel)
 	same, err := existing(root, rel, w, r.o.Overwrite)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", obj, err)
@@ -177,6 +177,24 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 		_ = root.Remove(tmp + logSuffix)
 	}
 	return res, nil
+}
+
+// tempIn is rel's temporary name in root: tempName, or, where a tree
+// ferry sent holds a directory by that name (.q.ferry-part/ beside q),
+// the first altTemp that is none.
+func tempIn(root *os.Root, rel string) string {
+	tmp := tempName(rel)
+	for n := 1; isDir(root, tmp); n++ {
+		tmp = altTemp(rel, n)
+	}
+	return tmp
+}
+
+// isDir reports whether name is a directory in root (not following a
+// last link).
+func isDir(root *os.Root, name string) bool {
+	fi, err := root.Lstat(name)
+	return err == nil && fi.IsDir()
 }
 
 // ErrNoSpace: the destination's file system cannot hold what an object

@@ -699,4 +699,21 @@ func TestCraftedNamesNeverShareATemporaryFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// A tree the producer accepts: a directory .q.ferry-part/ beside a
+	// file q, whose temporary name it is. Both come back.
+	s3, bucket3 := newBucket(t)
+	tree := map[string][]byte{"d/q": csv(300<<10, 3), "d/.q.ferry-part/x": []byte("inside"), "d/.q.1.ferry-part/y": []byte("and this")}
+	for n, b := range tree {
+		if _, err := s3.PutSmall(ctx, bucket3, "r/"+n, b, false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest3 := t.TempDir()
+	for run := range 2 { // the second run finds it all restored
+		if got, err := newRestorer(t, s3, options()).Run(ctx, "gs://"+bucket3+"/r", dest3); err != nil || got.Restored+got.Skipped != 3 {
+			t.Fatalf("run %d: %v, summary %+v; want all 3 restored", run, err, got)
+		}
+	}
+	assertTree(t, dest3, tree)
 }
