@@ -717,3 +717,24 @@ func TestCraftedNamesNeverShareATemporaryFile(t *testing.T) {
 	}
 	assertTree(t, dest3, tree)
 }
+
+// Issue 42 §4: a.gz beside a.zst (the same file sent twice with two
+// codecs) both restore to a. Whichever comes first, neither is left
+// under the name, and both are named as failed; a third object beside
+// them restores as usual. Small objects first restored in full before the
+// second is listed, and large ones whose restores overlap.
+func TestTwoObjectsOfOneNameLeaveNeither(t *testing.T) {
+	for _, size := range []int{2 << 10, 3 << 20} {
+		s, bucket := newBucket(t)
+		teststack.FerryObject(t, s, bucket, "p/a.gz", csv(size, 1), teststack.FerryOptions{Codec: codec.Gzip, ChunkSize: 1 << 20})
+		teststack.FerryObject(t, s, bucket, "p/a.zst", csv(size, 2), teststack.FerryOptions{ChunkSize: 1 << 20})
+		b := csv(1000, 3)
+		teststack.FerryObject(t, s, bucket, "p/b.zst", b, teststack.FerryOptions{})
+		dest := t.TempDir()
+		got, err := newRestorer(t, s, options()).Run(context.Background(), "gs://"+bucket+"/p", dest)
+		if !errors.Is(err, restore.ErrCollision) || got.Failed != 2 || got.Restored != 1 {
+			t.Fatalf("%d bytes: %v, summary %+v; want a and its twin failed, b restored", size, err, got)
+		}
+		assertTree(t, dest, map[string][]byte{"b": b})
+	}
+}

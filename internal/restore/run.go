@@ -177,7 +177,7 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 			}
 		})
 	})
-	claims := claims{m: map[string]string{}}
+	claims := claims{m: map[string]*claim{}}
 	for range r.o.Concurrency {
 		g.Go(func() error {
 			for a := range jobs {
@@ -187,11 +187,12 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 					k, _ = classify(obj, a) // an error shows when the object is restored
 				}
 				rel := outputRel(a.Name, prefix, k)
-				if other := claims.claim(rel, obj); other != "" {
-					s.add(Result{Object: obj}, fmt.Errorf("%s and %s would both restore to %s", other, obj, rel))
+				c, first := claims.claim(rel, obj)
+				if !first {
+					s.add(claims.contest(c, root, rel, obj, s))
 					continue
 				}
-				s.add(r.Object(gctx, root, rel, bucket, a))
+				s.add(claims.settle(c, root, rel, obj)(r.Object(gctx, root, rel, bucket, a)))
 			}
 			return nil
 		})
@@ -206,22 +207,76 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 }
 
 // claims remembers which object each output name came from, so two objects
-// that map to one name (a.csv.zst from ferry and a plain a.csv) are an
-// error instead of one silently replacing the other. It grows with the
-// number of objects (about 100 bytes each).
+// that map to one name (a.csv.zst from ferry and a plain a.csv, a.gz and
+// a.zst) are an error for both instead of one silently replacing the other,
+// or one written as if it were the file: whichever comes first, this run
+// leaves neither under the name. It grows with the number of objects
+// (about 100 bytes each).
 type claims struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]*claim
 }
 
-func (c *claims) claim(rel, obj string) string {
+// claim is one output name's first object, and what became of it.
+type claim struct {
+	obj       string
+	done      bool   // its restore returned
+	wrote     bool   // and wrote the output (not an output there already)
+	res       Result // what it returned
+	contested string // another object that maps to the name too
+}
+
+// claim takes rel for obj; first is false when another object has it.
+func (c *claims) claim(rel, obj string) (*claim, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if other, ok := c.m[rel]; ok {
-		return other
+	if cl, ok := c.m[rel]; ok {
+		return cl, false
 	}
-	c.m[rel] = obj
-	return ""
+	cl := &claim{obj: obj}
+	c.m[rel] = cl
+	return cl, true
+}
+
+// ErrCollision: two objects map to one output name; neither is restored.
+var ErrCollision = errors.New("two objects restore to one name")
+
+func collision(first, obj, rel string) error {
+	return fmt.Errorf("%w: %s and %s would both restore to %s; neither is restored (restore each with its own prefix, or --as-stored)", ErrCollision, first, obj, rel)
+}
+
+// contest is the result of obj, which maps to rel as cl's object does:
+// a failure. Where cl's object already wrote rel, that output goes, and
+// its success in s becomes a failure too.
+func (c *claims) contest(cl *claim, root *os.Root, rel, obj string, s *sink) (Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl.contested = obj
+	if cl.done && cl.wrote {
+		cl.wrote = false
+		_ = root.Remove(rel)
+		s.retract(cl.res, collision(cl.obj, obj, rel))
+	}
+	return Result{Object: obj}, collision(cl.obj, obj, rel)
+}
+
+// settle records what cl's own restore returned; an output written while
+// another object contested its name goes, and the restore fails.
+func (c *claims) settle(cl *claim, root *os.Root, rel, obj string) func(Result, error) (Result, error) {
+	return func(res Result, err error) (Result, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cl.done, cl.res = true, res
+		cl.wrote = err == nil && !res.Skipped
+		if cl.contested != "" && err == nil {
+			if cl.wrote {
+				_ = root.Remove(rel)
+				cl.wrote = false
+			}
+			return Result{Object: obj}, collision(obj, cl.contested, rel)
+		}
+		return res, err
+	}
 }
 
 // sink tallies results as they come.
@@ -259,6 +314,16 @@ func (s *sink) add(res Result, err error) {
 		s.raw += res.RawSize
 		s.resumed += res.Resumed
 	}
+}
+
+// retract turns a restore counted restored into a failure with err.
+func (s *sink) retract(res Result, err error) {
+	s.mu.Lock()
+	s.restored--
+	s.raw -= res.RawSize
+	s.resumed -= res.Resumed
+	s.mu.Unlock()
+	s.add(Result{}, err)
 }
 
 func (s *sink) err() error {
