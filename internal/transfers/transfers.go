@@ -156,6 +156,19 @@ func Status(ctx context.Context, s objectStore, bucket, id string) (Transfer, er
 		return t, err
 	}
 	if t.ChunksStaged == 0 {
+		// Files of one chunk go straight to their final names: until
+		// the manifest is sealed, the run its producer writes first is
+		// all staging holds of the transfer.
+		found := false
+		err := s.List(ctx, bucket, message.RunObject(id), func(a gcs.Attrs) error {
+			if a.Name == message.RunObject(id) {
+				found, t.StartedAt = true, a.Created
+			}
+			return nil
+		})
+		if err != nil || found {
+			return t, err
+		}
 		return t, fmt.Errorf("transfer %s: %w in gs://%s: no done marker under %s, nothing under %s (another bucket? not started? ended more than FERRY_DONE_RETENTION ago?)",
 			id, ErrNotFound, bucket, message.DoneRoot, message.StagingPrefix(id))
 	}
@@ -370,7 +383,7 @@ func List(ctx context.Context, s objectStore, bucket string, limit int) ([]Trans
 // isStaging reports whether rest (the part after .ferry/<id>/) is one of a
 // transfer's staging objects.
 func isStaging(rest string) bool {
-	return message.TransferObject(rest)
+	return rest == "run" || message.TransferObject(rest)
 }
 
 // Cancel asks the merger to end transfer id as cancelled: it publishes a
