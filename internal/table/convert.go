@@ -2,8 +2,10 @@ package table
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -199,11 +202,11 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 	for i, f := range s {
 		fields[i] = arrow.Field{Name: f.Name, Type: arrowType(f), Nullable: !f.Required}
 		switch f.Type {
-		case Int64, Numeric, Float64, Timestamp:
+		case Int64, Numeric, Float64, Timestamp, Datetime, Time:
 			// Measures are mostly distinct: a dictionary costs a
 			// hash of every value and saves nothing.
 			props = append(props, parquet.WithDictionaryFor(f.Name, false))
-		case String:
+		case String, Bytes, JSON:
 			// A part is a run of the file's records in file order: a
 			// string column's min and max prune a read only when the
 			// file is sorted by it, and comparing every value costs a
@@ -272,6 +275,15 @@ func arrowType(f Field) arrow.DataType {
 		return arrow.FixedWidthTypes.Date32
 	case Timestamp:
 		return arrow.FixedWidthTypes.Timestamp_us // UTC: BigQuery's TIMESTAMP
+	case Datetime:
+		return &arrow.TimestampType{Unit: arrow.Microsecond} // no zone: BigQuery's DATETIME
+	case Time:
+		return arrow.FixedWidthTypes.Time64us
+	case Bytes:
+		return arrow.BinaryTypes.Binary
+	case JSON:
+		t, _ := extensions.NewJSONType(arrow.BinaryTypes.String) // the JSON logical type
+		return t
 	}
 	return arrow.BinaryTypes.String
 }
@@ -642,6 +654,29 @@ func (c *Converter) append(i int, v string, null bool) error {
 			return fmt.Errorf("%s has nanoseconds; a TIMESTAMP keeps microseconds", quote(v))
 		}
 		col.i64 = append(col.i64, t.UnixMicro())
+	case Datetime:
+		t, ok := parseDatetime(v)
+		if !ok {
+			return fmt.Errorf("%s is not a DATETIME (YYYY-MM-DD[ HH:MM:SS[.ffffff]], no zone)", quote(v))
+		}
+		col.i64 = append(col.i64, t.UnixMicro())
+	case Time:
+		us, ok := parseTime(v)
+		if !ok {
+			return fmt.Errorf("%s is not a TIME (HH:MM:SS[.ffffff])", quote(v))
+		}
+		col.i64 = append(col.i64, us)
+	case Bytes:
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return fmt.Errorf("%s is not BYTES in base64, as BigQuery's CSV loads read them", quote(v))
+		}
+		col.bytes = append(col.bytes, parquet.ByteArray(b))
+	case JSON:
+		if !json.Valid([]byte(v)) {
+			return fmt.Errorf("%s is not JSON", quote(v))
+		}
+		col.bytes = append(col.bytes, parquet.ByteArray(v))
 	default:
 		if !utf8.ValidString(v) {
 			return ErrInvalidUTF8

@@ -225,3 +225,25 @@ func parseTimestamp(v string) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// parseDatetime reads a DATETIME as BigQuery's CSV loads take it: a date,
+// a space or T, and a time of day with up to six decimals, no zone; or a
+// date alone (midnight).
+func parseDatetime(v string) (time.Time, bool) {
+	for _, layout := range []string{"2006-01-02 15:04:05.999999", "2006-01-02T15:04:05.999999", time.DateOnly} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, t.Nanosecond()%1000 == 0
+		}
+	}
+	return time.Time{}, false
+}
+
+// parseTime reads a TIME (HH:MM:SS with up to six decimals) as
+// microseconds since midnight.
+func parseTime(v string) (int64, bool) {
+	t, err := time.Parse("15:04:05.999999", v)
+	if err != nil || t.Nanosecond()%1000 != 0 {
+		return 0, false
+	}
+	return int64(t.Hour())*3600e6 + int64(t.Minute())*60e6 + int64(t.Second())*1e6 + int64(t.Nanosecond()/1000), true
+}

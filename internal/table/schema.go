@@ -30,12 +30,19 @@ const (
 	Date      Type = "DATE"
 	Timestamp Type = "TIMESTAMP" // microseconds, UTC
 	String    Type = "STRING"
+	// Types a --schema may give (bq show --schema has them); inference
+	// never picks them.
+	Datetime Type = "DATETIME" // civil date and time, microseconds
+	Time     Type = "TIME"     // time of day, microseconds
+	Bytes    Type = "BYTES"    // base64 in the CSV, as BigQuery's CSV loads read it
+	JSON     Type = "JSON"     // a JSON text, checked
 )
 
 // aliases are the legacy SQL names a BigQuery schema file may use.
 var aliases = map[string]Type{
 	"INT64": Int64, "INTEGER": Int64, "NUMERIC": Numeric, "DECIMAL": Numeric, "BIGNUMERIC": Numeric, "BIGDECIMAL": Numeric,
 	"FLOAT64": Float64, "FLOAT": Float64, "BOOL": Bool, "BOOLEAN": Bool, "DATE": Date, "TIMESTAMP": Timestamp, "STRING": String,
+	"DATETIME": Datetime, "TIME": Time, "BYTES": Bytes, "JSON": JSON,
 }
 
 // MaxScale and MaxPrecision bound a NUMERIC column: those of BigQuery's

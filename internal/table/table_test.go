@@ -3,6 +3,7 @@ package table_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -674,5 +675,55 @@ func TestDryRunSaysWhichFloatsWillNotReadBackExactly(t *testing.T) {
 	must(t, err)
 	if got := s.String(); got != "x FLOAT64 (not every value reads back exactly: 1234567890.12345678901e0 as 1.2345678901234567e+09)\ny FLOAT64" {
 		t.Fatalf("schema %q", got)
+	}
+}
+
+// Issue 43 §9: --schema takes the types bq show --schema has beyond the
+// inferred ones: DATETIME (no zone), TIME, BYTES (base64 in the CSV, as
+// BigQuery's CSV loads read them) and JSON (checked). parquet-go reads each
+// back with its logical type (TIMESTAMP not adjusted to UTC, TIME, plain
+// bytes, JSON); restore's CSV writer gives the CSV back; a value a type
+// does not take is refused naming its line and column.
+func TestDatetimeTimeBytesAndJSONFromASchema(t *testing.T) {
+	s, err := table.ParseSchema([]byte(`[{"name":"at","type":"DATETIME"},{"name":"tod","type":"TIME"},{"name":"blob","type":"BYTES"},{"name":"doc","type":"JSON"}]`))
+	must(t, err)
+	csvText := "2026-12-05 10:11:12.123456,10:11:12.5,aGVsbG8=,\"{\"\"a\"\": [1, 2]}\"\n" +
+		"2026-12-05,23:59:59,,null\n" +
+		",,,\n"
+	c, err := table.NewConverter(s, table.Options{})
+	must(t, err)
+	part, rows, err := c.Convert([]byte(csvText), "d.csv", 2)
+	must(t, err)
+	if rows != 3 {
+		t.Fatalf("%d rows, want 3", rows)
+	}
+	_, types, got := tabletest.ReadBackNulls(t, part)
+	if want := []string{"TIMESTAMP(utc=false,micros=true)", "TIME(micros=true)", "BYTE_ARRAY", "JSON"}; fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("Parquet types %v, want %v", types, want)
+	}
+	want := [][]string{
+		{"2026-12-05 10:11:12.123456", "10:11:12.5", "bytes " + hex.EncodeToString([]byte("hello")), `{"a": [1, 2]}`},
+		{"2026-12-05 00:00:00", "23:59:59", tabletest.Null, "null"},
+		{tabletest.Null, tabletest.Null, tabletest.Null, tabletest.Null},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("parquet-go reads\n%q\nwant\n%q", got, want)
+	}
+	var back bytes.Buffer
+	w := table.NewCSVWriter(&back, ',')
+	must(t, w.Part(context.Background(), "d.parquet", bytes.NewReader(part)))
+	must(t, w.Flush())
+	if wantCSV := "at,tod,blob,doc\n2026-12-05 10:11:12.123456,10:11:12.5,aGVsbG8=,\"{\"\"a\"\": [1, 2]}\"\n2026-12-05 00:00:00,23:59:59,,null\n,,,\n"; back.String() != wantCSV {
+		t.Fatalf("restore --to csv gives\n%s\nwant\n%s", back.String(), wantCSV)
+	}
+	for _, bad := range []struct{ rec, says string }{
+		{"2026-12-05T10:00:00Z,,,\n", "column 1 (at): \"2026-12-05T10:00:00Z\" is not a DATETIME"},
+		{",25:00:00,,\n", "column 2 (tod): \"25:00:00\" is not a TIME"},
+		{",,not base64!,\n", "column 3 (blob): \"not base64!\" is not BYTES in base64"},
+		{",,,{\"a\":\n", "column 4 (doc): \"{\\\"a\\\":\" is not JSON"},
+	} {
+		if _, _, err := c.Convert([]byte(bad.rec), "d.csv", 7); err == nil || !strings.Contains(err.Error(), "line 7, "+bad.says) {
+			t.Errorf("%q: %v, want it refused: line 7, %s", bad.rec, err, bad.says)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package table
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 )
 
 // CSVWriter writes the rows of Parquet parts back as delimited text: the
@@ -110,6 +112,10 @@ func (c *CSVWriter) Part(ctx context.Context, path string, r parquet.ReaderAtSee
 	} else if fmt.Sprint(names) != fmt.Sprint(c.header) {
 		return fmt.Errorf("%s: columns %v, the first part's %v", path, names, c.header)
 	}
+	jsonCol := make([]bool, len(names))
+	for i := range jsonCol {
+		_, jsonCol[i] = pf.MetaData().Schema.Column(i).LogicalType().(schema.JSONLogicalType)
+	}
 	c.rec = make([]string, len(names))
 	c.quote = make([]bool, len(names))
 	for rr.Next() {
@@ -117,7 +123,7 @@ func (c *CSVWriter) Part(ctx context.Context, path string, r parquet.ReaderAtSee
 		for row := range int(rec.NumRows()) {
 			for col := range c.rec {
 				a := rec.Column(col)
-				if c.rec[col], err = cell(a, row); err != nil {
+				if c.rec[col], err = cell(a, row, jsonCol[col]); err != nil {
 					return fmt.Errorf("%s: column %s: %w", path, names[col], err)
 				}
 				c.quote[col] = c.rec[col] == "" && !a.IsNull(row)
@@ -139,7 +145,9 @@ func (c *CSVWriter) Flush() error {
 	return c.w.Flush()
 }
 
-func cell(a arrow.Array, i int) (string, error) {
+// cell is row i of column a as CSV text; json says the column's Parquet
+// logical type is JSON.
+func cell(a arrow.Array, i int, json bool) (string, error) {
 	if a.IsNull(i) {
 		return "", nil
 	}
@@ -155,10 +163,22 @@ func cell(a arrow.Array, i int) (string, error) {
 	case *array.Date32:
 		return time.Unix(int64(a.Value(i))*86400, 0).UTC().Format(time.DateOnly), nil
 	case *array.Timestamp:
-		unit := a.DataType().(*arrow.TimestampType).Unit
-		return a.Value(i).ToTime(unit).UTC().Format("2006-01-02T15:04:05.999999Z07:00"), nil
+		tt := a.DataType().(*arrow.TimestampType)
+		if tt.TimeZone == "" { // a DATETIME: civil, no zone
+			return a.Value(i).ToTime(tt.Unit).UTC().Format("2006-01-02 15:04:05.999999"), nil
+		}
+		return a.Value(i).ToTime(tt.Unit).UTC().Format("2006-01-02T15:04:05.999999Z07:00"), nil
+	case *array.Time64:
+		return a.Value(i).ToTime(a.DataType().(*arrow.Time64Type).Unit).Format("15:04:05.999999"), nil
 	case *array.String:
 		return a.Value(i), nil
+	case *array.Binary:
+		if json { // a JSON column, read back as its bytes
+			return string(a.Value(i)), nil
+		}
+		return base64.StdEncoding.EncodeToString(a.Value(i)), nil // BYTES, as BigQuery's CSV loads read them
+	case array.ExtensionArray:
+		return cell(a.Storage(), i, json)
 	}
 	return "", fmt.Errorf("type %s is not one ferry writes", a.DataType())
 }

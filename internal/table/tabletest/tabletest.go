@@ -7,6 +7,7 @@ package tabletest
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -115,6 +116,11 @@ func logicalName(f parquet.Field) string {
 		return fmt.Sprintf("TIMESTAMP(utc=%v,micros=%v)", lt.IsAdjustedToUTC, micros)
 	case *format.StringType:
 		return "STRING"
+	case *format.TimeType:
+		_, micros := lt.Unit.Value.(*format.MicroSeconds)
+		return fmt.Sprintf("TIME(micros=%v)", micros)
+	case *format.JsonType:
+		return "JSON"
 	}
 	return f.Type().Kind().String()
 }
@@ -136,10 +142,14 @@ func cellText(f parquet.Field, v parquet.Value) (string, error) {
 		return time.Unix(int64(v.Int32())*86400, 0).UTC().Format(time.DateOnly), nil
 	case *format.TimestampType:
 		return time.UnixMicro(v.Int64()).UTC().Format("2006-01-02 15:04:05.999999"), nil
-	case *format.StringType:
+	case *format.StringType, *format.JsonType:
 		return string(v.ByteArray()), nil
+	case *format.TimeType:
+		return time.UnixMicro(v.Int64()).UTC().Format("15:04:05.999999"), nil
 	}
 	switch f.Type().Kind() {
+	case parquet.ByteArray:
+		return "bytes " + hex.EncodeToString(v.ByteArray()), nil
 	case parquet.Int64:
 		return strconv.FormatInt(v.Int64(), 10), nil
 	case parquet.Double:
