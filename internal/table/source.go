@@ -139,6 +139,12 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 }
 
 func readHeader(b []byte, comma rune, path string) ([]string, error) {
+	if bytes.HasPrefix(b, []byte{0xff, 0xfe}) || bytes.HasPrefix(b, []byte{0xfe, 0xff}) {
+		// What spreadsheets write as "Unicode text": its delimiters and
+		// newlines are two bytes each, which the cut between parts does
+		// not read. Said as such, not as invalid UTF-8 in some column.
+		return nil, fmt.Errorf("%s: line 1: the file is UTF-16 (its byte order mark says so); ferry converts UTF-8 and ISO-8859-1 (--encoding): convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8)", path)
+	}
 	r := csv.NewReader(bytes.NewReader(b))
 	r.Comma = comma
 	r.LazyQuotes = true

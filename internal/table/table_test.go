@@ -727,3 +727,16 @@ func TestDatetimeTimeBytesAndJSONFromASchema(t *testing.T) {
 		}
 	}
 }
+
+// Issue 43 §4: a UTF-16 file (a spreadsheet's "Unicode text", with its
+// byte order mark) is refused as what it is, naming the file and the way
+// out, in either byte order.
+func TestAUTF16FileIsNamedAsSuch(t *testing.T) {
+	for _, bom := range [][]byte{{0xff, 0xfe}, {0xfe, 0xff}} {
+		data := append(bytes.Clone(bom), []byte("a\x00,\x00b\x00\n\x001\x00,\x002\x00\n\x00")...)
+		_, err := table.Scan(bytes.NewReader(data), int64(len(data)), "u.csv", 1<<20, table.ScanOptions{Comma: ','})
+		if err == nil || !strings.Contains(err.Error(), "u.csv: line 1: the file is UTF-16") || !strings.Contains(err.Error(), "iconv -f UTF-16 -t UTF-8") {
+			t.Errorf("BOM % x: %v, want it named UTF-16", bom, err)
+		}
+	}
+}
