@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +22,7 @@ import (
 // Issue 42 §1 and §2: an overwrite replaces nothing until the transfer
 // is whole, and only what its producer found.
 
-// tree writes n small files and one larger log under dir, each seeded
+// overwriteTree writes n small files and one larger log under dir, each seeded
 // with seed, and returns the sources' names.
 func overwriteTree(t *testing.T, dir string, n int, seed int64) []string {
 	t.Helper()
@@ -40,21 +41,9 @@ func (s *stack) snapshot(prefix string) map[string]string {
 	for name, a := range s.objects(prefix) {
 		b, err := s.store.ReadAll(context.Background(), s.bucket, name)
 		must(s.t, err)
-		out[name] = fmt.Sprintf("generation %d, %d bytes, sha %x", a.Generation, len(b), sha(b))
+		out[name] = fmt.Sprintf("generation %d, %d bytes, sha256 %x", a.Generation, len(b), sha256.Sum256(b))
 	}
 	return out
-}
-
-func sha(b []byte) []byte {
-	h := make([]byte, 0, 8)
-	var x uint64 = 14695981039346656037
-	for _, c := range b {
-		x = (x ^ uint64(c)) * 1099511628211
-	}
-	for i := range 8 {
-		h = append(h, byte(x>>(8*i)))
-	}
-	return h
 }
 
 func sameSnapshot(t *testing.T, what string, got, want map[string]string) {
