@@ -451,3 +451,37 @@ func TestAFailedEventsErrorIsBoundedInTheLogs(t *testing.T) {
 		}
 	}
 }
+
+// Issue 42 §1: a failed transfer's clean-up removes the final objects it
+// wrote, but keeps one its staged overwrite composed over an object it
+// found (ferry-replaced): what that replaced is gone, so removing it would
+// leave nothing.
+func TestAFailedOverwriteKeepsWhatReplacedAnObject(t *testing.T) {
+	s := newStaged(t, "m-kept", "none", 1, 1)
+	ctx := context.Background()
+	put := func(name string, md map[string]string) {
+		b := []byte("the bytes of " + name)
+		if _, err := s.store.Upload(ctx, s.bucket, name, bytes.NewReader(b), gcs.UploadOptions{Size: int64(len(b)), CRC32C: crc32c.Checksum(b), Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tid := s.man.TransferID
+	put("out/dir/f00.csv", map[string]string{message.MetaTransfer: tid, message.MetaReplaced: "1700000000000001"})
+	put("out/dir/f01.csv", map[string]string{message.MetaTransfer: tid})
+	done := &teststack.Recorder{}
+	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	ev := s.event(message.EventFailed)
+	ev.Key, ev.Error, ev.Prefix = s.endKey(), "read f01: input/output error", s.man.Prefix
+	if err := m.HandleControl(ctx, queue.Message{ID: "f", Data: message.Encode(ev)}); err != nil {
+		t.Fatal(err)
+	}
+	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusFailed {
+		t.Fatalf("done events %+v", d)
+	}
+	if _, err := s.store.Attrs(ctx, s.bucket, "out/dir/f00.csv"); err != nil {
+		t.Errorf("the object that replaced one the overwrite found was removed: %v", err)
+	}
+	if _, err := s.store.Attrs(ctx, s.bucket, "out/dir/f01.csv"); !errors.Is(err, gcs.ErrNotFound) {
+		t.Errorf("the failed transfer's new object stays: %v", err)
+	}
+}
