@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf16"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/faultproxy"
@@ -386,5 +387,35 @@ func TestFerryCpConvertsLatin1WithNullMarkers(t *testing.T) {
 	must(t, err)
 	if want := "café,prix\ndéjà,1.50\n,\nnaïve,\n"; string(got) != want {
 		t.Fatalf("restored %q, want %q", got, want)
+	}
+}
+
+// Issue 43 §4, §8: a spreadsheet's UTF-16 export and a TSV with quotes in
+// its values go through ferry cp with no option said, and restore --to
+// csv gives back their text as UTF-8, the TSV byte for byte.
+func TestFerryCpConvertsUTF16AndATSVsQuotes(t *testing.T) {
+	t.Parallel()
+	c := newCpRun(t, "")
+	dir := t.TempDir()
+	u16 := []byte{0xff, 0xfe}
+	for _, u := range utf16.Encode([]rune("name,qty\r\ncaf\u00e9 \U0001f600,1\r\n\u010a,2\r\n")) {
+		u16 = append(u16, byte(u), byte(u>>8))
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "u.csv"), u16, 0o644))
+	tsv := "item\tnote\nMonitor 27\" LED\t\"as is\"\n\"open\tx\n"
+	must(t, os.WriteFile(filepath.Join(dir, "q.tsv"), []byte(tsv), 0o644))
+	if d := c.ok("--convert", "parquet", dir, "gs://"+c.bucket+"/t"); d.Status != message.StatusOK {
+		t.Fatalf("convert: %+v", d)
+	}
+	out := t.TempDir()
+	if code, _, stderr := runBinary(t, c.env(), "restore", "--to", "csv", "gs://"+c.bucket+"/t/", out); code != 0 {
+		t.Fatalf("restore --to csv: exit %d\n%s", code, stderr)
+	}
+	for name, want := range map[string]string{"u.csv": "name,qty\ncaf\u00e9 \U0001f600,1\n\u010a,2\n", "q.tsv": tsv} {
+		got, err := os.ReadFile(filepath.Join(out, filepath.Base(dir), name)) // the directory is sent as itself
+		must(t, err)
+		if string(got) != want {
+			t.Errorf("%s restored %q, want %q", name, got, want)
+		}
 	}
 }

@@ -64,10 +64,14 @@ type Request struct {
 	// BadRows lets that many bad records of the whole transfer be left
 	// out of the parts, each named in a rejects object (--bad-rows).
 	BadRows int `json:"bad_rows,omitempty"`
-	// Encoding (UTF-8 or ISO-8859-1) and NullMarkers (values read as
+	// Encoding (UTF-8, ISO-8859-1, UTF-16, UTF-16LE or UTF-16BE) and NullMarkers (values read as
 	// NULL) say how the files read as text (--encoding, --null-marker).
 	Encoding    string   `json:"encoding,omitempty"`
 	NullMarkers []string `json:"null_markers,omitempty"`
+	// Quote is none (a quote is a character) or a double quote (a
+	// field may be quoted); "" is by the file: a double quote for .csv,
+	// none for .tsv (--quote).
+	Quote string `json:"quote,omitempty"`
 	// InferRows is how many records an inferred schema comes from: a
 	// number, or "all" (--infer-rows; default 10,000).
 	InferRows string `json:"infer_rows,omitempty"`

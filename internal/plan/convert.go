@@ -31,8 +31,8 @@ type Convert struct {
 	// named in a rejects object beside its source's parts (--bad-rows;
 	// BigQuery's maxBadRecords): 0 fails a source at its first.
 	BadRows int
-	// Text is the files' encoding and null markers (--encoding,
-	// --null-marker).
+	// Text is the files' encoding, null markers and quotes (--encoding,
+	// --null-marker, --quote).
 	Text table.Text
 	// InferRows is how many records an inferred schema comes from: 0
 	// table.SampleRows, -1 all of them (--infer-rows).
@@ -107,17 +107,17 @@ func SetBadRows(c *Convert, n int) error {
 	return nil
 }
 
-// SetText sets c's encoding and null markers (--encoding, --null-marker; a
-// request's encoding, null_markers), refusing what BigQuery's loads do not
-// take or them without a conversion.
-func SetText(c *Convert, encoding string, nullMarkers []string) error {
+// SetText sets c's encoding, null markers and quotes (--encoding,
+// --null-marker, --quote; a request's encoding, null_markers, quote),
+// refusing what ferry does not read or them without a conversion.
+func SetText(c *Convert, encoding string, nullMarkers []string, quote string) error {
 	if c == nil {
-		if encoding != "" || len(nullMarkers) > 0 {
-			return fmt.Errorf("an encoding or null marker without --convert parquet: only a conversion reads records")
+		if encoding != "" || len(nullMarkers) > 0 || quote != "" {
+			return fmt.Errorf("an encoding, null marker or quote without --convert parquet: only a conversion reads records")
 		}
 		return nil
 	}
-	t, err := table.ParseText(encoding, nullMarkers)
+	t, err := table.ParseText(encoding, nullMarkers, quote)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (c *Convert) check() error {
 	if err := SetBadRows(c, c.BadRows); err != nil {
 		return err
 	}
-	if err := SetText(c, c.Text.Encoding, c.Text.NullMarkers); err != nil {
+	if err := SetText(c, c.Text.Encoding, c.Text.NullMarkers, c.Text.Quote); err != nil {
 		return err
 	}
 	if len(c.Match) > MaxConvertMatch {
@@ -210,7 +210,8 @@ type Part struct {
 	BadRows     int // the transfer's
 	// Inferred: Schema was inferred (table.Options.Inferred).
 	Inferred bool
-	// Text is the source's encoding and null markers.
+	// Text is how the source reads: its encoding, null markers and
+	// quotes, settled for the file (table.Source's).
 	Text table.Text
 	// Constants are the key=value directories right above the source
 	// (a hive layout): columns of the parts after the file's, so a load
@@ -234,6 +235,9 @@ func (p *Part) OptionsKey() string {
 	fmt.Fprintf(h, "%s\n%q\n%q\n%d\n", b, p.Comma, p.Compression, p.BadRows)
 	if p.Text.Encoding != "" || len(p.Text.NullMarkers) > 0 {
 		fmt.Fprintf(h, "%q %q\n", p.Text.Encoding, p.Text.NullMarkers)
+	}
+	if p.Text.Quote == table.QuoteNone {
+		fmt.Fprintf(h, "quote %q\n", p.Text.Quote) // the default's parts keep their key
 	}
 	for _, k := range p.Constants {
 		fmt.Fprintf(h, "%q=%q\n", k.Name, k.Value)
@@ -344,7 +348,7 @@ func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(F
 	for i, r := range src.Parts {
 		f := File{SourceFile: sf, Object: PartObject(obj, i), ChunkSize: max(r.Size, 1), Chunks: 1,
 			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression,
-				BadRows: c.BadRows, Constants: keys, Inferred: src.Inferred, Text: c.Text}}
+				BadRows: c.BadRows, Constants: keys, Inferred: src.Inferred, Text: src.Text}}
 		f.Size = r.Size
 		if err := checkName(f.Object); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)

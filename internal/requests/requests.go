@@ -161,7 +161,7 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 	if err := plan.SetBadRows(req.Convert, r.BadRows); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
-	if err := plan.SetText(req.Convert, r.Encoding, r.NullMarkers); err != nil {
+	if err := plan.SetText(req.Convert, r.Encoding, r.NullMarkers, r.Quote); err != nil {
 		return s.reject(ctx, req.TransferID, r.Destination, err)
 	}
 	if err := plan.SetInferRows(req.Convert, r.InferRows); err != nil {

@@ -35,6 +35,7 @@ type Flags struct {
 	dryRun                                     bool
 	convert, schema, parquetCompression        string
 	convertMatch, nullMarkers                  []string
+	quote                                      string
 	badRows                                    int
 	encoding, inferRows                        string
 	bqTable, bqWrite                           string
@@ -79,7 +80,8 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 	fs.StringVar(&f.convert, "convert", "", "parquet: send delimited text (.csv, .tsv, --convert-match) as typed Parquet parts")
 	fs.StringArrayVar(&f.convertMatch, "convert-match", nil, "with --convert, also convert files whose name matches this glob (repeatable; .tsv files are tab-separated, others comma-separated)")
 	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
-	fs.StringVar(&f.encoding, "encoding", "", "with --convert, the files' encoding: UTF-8 (default) or ISO-8859-1 (latin1), as BigQuery's loads take them; converted to UTF-8")
+	fs.StringVar(&f.encoding, "encoding", "", "with --convert, the files' encoding: UTF-8 (default) or ISO-8859-1 (latin1), as BigQuery's loads take them, or UTF-16, UTF-16LE, UTF-16BE (a file with a UTF-16 byte order mark is read as such unless latin1 is said); converted to UTF-8")
+	fs.StringVar(&f.quote, "quote", "", "with --convert, whether a double quote may quote a field: '\"' (RFC 4180, BigQuery's default) or none (a quote is a character); default: '\"' for .csv, none for .tsv, as most TSV writers mean it")
 	fs.StringArrayVar(&f.nullMarkers, "null-marker", nil, "with --convert, a value read as NULL in every column besides an empty field (repeatable; BigQuery's null_markers), e.g. --null-marker NULL --null-marker '\\N'")
 	fs.StringVar(&f.inferRows, "infer-rows", "", "with --convert and no --schema, how many records each file's schema is inferred from: a number, or all (reads the whole file once more at planning; default 10000)")
 	fs.IntVar(&f.badRows, "bad-rows", 0, "with --convert, leave out up to this many bad records in the whole transfer, naming each in a rejects.ndjson beside its file's parts (BigQuery's maxBadRecords; at most 10000)")
@@ -171,8 +173,8 @@ func (f *Flags) Request(cmd *cobra.Command, cfg config.Producer, args []string) 
 	if err := plan.SetBadRows(req.Convert, f.badRows); err != nil {
 		return producer.Request{}, cli.Usagef("--bad-rows: %w", err)
 	}
-	if err := plan.SetText(req.Convert, f.encoding, f.nullMarkers); err != nil {
-		return producer.Request{}, cli.Usagef("--encoding, --null-marker: %w", err)
+	if err := plan.SetText(req.Convert, f.encoding, f.nullMarkers, f.quote); err != nil {
+		return producer.Request{}, cli.Usagef("--encoding, --null-marker, --quote: %w", err)
 	}
 	if err := plan.SetInferRows(req.Convert, f.inferRows); err != nil {
 		return producer.Request{}, cli.Usagef("--infer-rows: %w", err)

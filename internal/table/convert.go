@@ -47,6 +47,10 @@ func CheckCompression(c string) error {
 // ErrInvalidUTF8: a STRING value that is not UTF-8.
 var ErrInvalidUTF8 = errors.New("invalid UTF-8 (BigQuery's STRING is UTF-8; convert the file's encoding first)")
 
+// ErrInvalidUTF16: a STRING value of a UTF-16 file that is not UTF-16 (an
+// unpaired surrogate, or a last lone byte).
+var ErrInvalidUTF16 = errors.New("invalid UTF-16 (an unpaired surrogate or a lone byte)")
+
 // MaxField is the largest field Convert takes: a field this long is more
 // likely a missing quote than a value (BigQuery's own limit on a CSV row
 // is 100 MB, and one cell of it costs the whole part's memory).
@@ -295,7 +299,7 @@ func arrowType(f Field) arrow.DataType {
 // invalid UTF-8, an unterminated quote or a field over MaxField fails the
 // whole part with a *RowError.
 func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64, error) {
-	if c.o.Text.Encoding == Latin1 {
+	if e := c.o.Text.Encoding; e != "" && e != UTF8 {
 		c.utf8 = c.o.Text.decode(c.utf8[:0], data)
 		data = c.utf8
 	}
@@ -512,7 +516,7 @@ func (c *Converter) plainRecords(text, path string, line int64, add func([]strin
 			end, next = len(text)-pos, len(text)
 		}
 		ln := text[pos : pos+end]
-		if strings.IndexByte(ln, '"') >= 0 {
+		if c.o.Text.quotes() && strings.IndexByte(ln, '"') >= 0 {
 			return pos, stop{line: line}
 		}
 		raw := ln
@@ -679,6 +683,9 @@ func (c *Converter) append(i int, v string, null bool) error {
 		col.bytes = append(col.bytes, parquet.ByteArray(v))
 	default:
 		if !utf8.ValidString(v) {
+			if u16, _ := c.o.Text.utf16(); u16 {
+				return ErrInvalidUTF16
+			}
 			return ErrInvalidUTF8
 		}
 		if f.MaxLength > 0 && len(v) > f.MaxLength {

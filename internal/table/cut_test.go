@@ -11,8 +11,8 @@ import (
 // line-by-line one does: the same header, parts, lines and errors.
 func sameCut(t *testing.T, data []byte, target int64) {
 	t.Helper()
-	fast, ferr := cut(bytes.NewReader(data), "f.csv", target, ',', true)
-	slow, serr := cut(bytes.NewReader(data), "f.csv", target, ',', false)
+	fast, ferr := cut(bytes.NewReader(data), "f.csv", target, ',', true, true)
+	slow, serr := cut(bytes.NewReader(data), "f.csv", target, ',', false, true)
 	if fmt.Sprint(ferr) != fmt.Sprint(serr) {
 		t.Fatalf("target %d: jumping: %v; line by line: %v", target, ferr, serr)
 	}
@@ -21,6 +21,12 @@ func sameCut(t *testing.T, data []byte, target int64) {
 	}
 	if !bytes.Equal(fast.Header, slow.Header) || fmt.Sprint(fast.Parts) != fmt.Sprint(slow.Parts) {
 		t.Fatalf("target %d: jumping cuts %q %v, line by line %q %v", target, fast.Header, fast.Parts, slow.Header, slow.Parts)
+	}
+	// Without quotes (a TSV's default), both cut at every newline.
+	fast, ferr = cut(bytes.NewReader(data), "f.tsv", target, ',', true, false)
+	slow, serr = cut(bytes.NewReader(data), "f.tsv", target, ',', false, false)
+	if ferr != nil || serr != nil || !bytes.Equal(fast.Header, slow.Header) || fmt.Sprint(fast.Parts) != fmt.Sprint(slow.Parts) {
+		t.Fatalf("target %d, no quotes: jumping cuts %q %v (%v), line by line %q %v (%v)", target, fast.Header, fast.Parts, ferr, slow.Header, slow.Parts, serr)
 	}
 }
 

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"errors"
@@ -19,6 +20,9 @@ type Source struct {
 	Comma  rune
 	// Inferred: Schema was inferred from the first records (Options.Inferred).
 	Inferred bool
+	// Text is how the file reads: ScanOptions.Text with its encoding
+	// (UTF-16's order) and quotes settled (Options.Text).
+	Text Text
 }
 
 // ErrNoRecords: an empty file (a header only converts to a part of no
@@ -57,23 +61,27 @@ func Comma(name string) rune {
 // out of the inference (the conversion leaves them out, with --bad-rows,
 // and names them). Errors name path, and the line and column at fault.
 func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (*Source, error) {
-	comma, given, badRows, text := o.Comma, o.Schema, o.BadRows, o.Text
-	l, err := Cut(io.NewSectionReader(r, 0, size), path, target, comma)
+	comma, given, badRows := o.Comma, o.Schema, o.BadRows
+	text, bom, err := settleText(r, size, path, comma, o.Text)
+	if err != nil {
+		return nil, err
+	}
+	l, err := cutText(r, size, bom, path, target, comma, text)
 	if err != nil {
 		return nil, err
 	}
 	if len(l.Header) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoRecords)
 	}
-	header, err := readHeader(text.decode(nil, l.Header), comma, path)
+	header, err := readHeader(l.Header, comma, text, path)
 	if err != nil {
 		return nil, err
 	}
 	if len(l.Parts) == 0 {
 		// A header only (a day with no events): one part of no rows,
 		// so that a load gives the table its columns and 0 rows.
-		l.Parts = []Range{{Offset: int64(len(l.Header)), Line: 2}}
-		s := &Source{Layout: *l, Comma: comma, Schema: given}
+		l.Parts = []Range{{Offset: size, Line: 2}}
+		s := &Source{Layout: *l, Comma: comma, Schema: given, Text: text}
 		if given == nil {
 			// No value to infer from: every column a NULLABLE STRING.
 			if s.Schema, err = Infer(header, nil); err != nil {
@@ -88,7 +96,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 	if len(header) > MaxColumns {
 		return nil, fmt.Errorf("%s: line 1: the header has %d columns; BigQuery takes %d at most", path, len(header), MaxColumns)
 	}
-	s := &Source{Layout: *l, Comma: comma}
+	s := &Source{Layout: *l, Comma: comma, Text: text}
 	if given != nil {
 		if err := matchHeader(given, header, path); err != nil {
 			return nil, err
@@ -97,10 +105,7 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 		return s, nil
 	}
 	first := l.Parts[0]
-	cr := csv.NewReader(text.reader(io.NewSectionReader(r, first.Offset, size-first.Offset)))
-	cr.Comma = comma
-	cr.LazyQuotes = true // a quote inside a field is a character, as Cut reads it
-	cr.FieldsPerRecord = len(header)
+	cr := newRecordReader(text.reader(io.NewSectionReader(r, first.Offset, size-first.Offset)), comma, text, len(header))
 	limit := o.InferRows
 	switch {
 	case limit == 0:
@@ -108,7 +113,6 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 	case limit < 0:
 		limit = math.MaxInt // every record
 	}
-	cr.ReuseRecord = true
 	in := newInference(len(header))
 	for n := 0; n < limit; n++ {
 		rec, err := cr.Read()
@@ -138,17 +142,9 @@ func Scan(r io.ReaderAt, size int64, path string, target int64, o ScanOptions) (
 	return s, nil
 }
 
-func readHeader(b []byte, comma rune, path string) ([]string, error) {
-	if bytes.HasPrefix(b, []byte{0xff, 0xfe}) || bytes.HasPrefix(b, []byte{0xfe, 0xff}) {
-		// What spreadsheets write as "Unicode text": its delimiters and
-		// newlines are two bytes each, which the cut between parts does
-		// not read. Said as such, not as invalid UTF-8 in some column.
-		return nil, fmt.Errorf("%s: line 1: the file is UTF-16 (its byte order mark says so); ferry converts UTF-8 and ISO-8859-1 (--encoding): convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8)", path)
-	}
-	r := csv.NewReader(bytes.NewReader(b))
-	r.Comma = comma
-	r.LazyQuotes = true
-	h, err := r.Read()
+// readHeader reads the header record, UTF-8.
+func readHeader(b []byte, comma rune, text Text, path string) ([]string, error) {
+	h, err := newRecordReader(bytes.NewReader(b), comma, text, -1).Read()
 	if err != nil {
 		return nil, fmt.Errorf("%s: line 1 (the header): %w", path, err)
 	}
@@ -178,4 +174,136 @@ func matchHeader(s Schema, header []string, path string) error {
 		}
 	}
 	return nil
+}
+
+// settleText is the Text the file at path reads with: its encoding
+// (UTF-16 of the order its byte order mark says, where the encoding
+// said allows) and quotes (by its delimiter where not said), and the
+// bytes of its byte order mark.
+func settleText(r io.ReaderAt, size int64, path string, comma rune, t Text) (Text, int64, error) {
+	if t.Quote == "" {
+		t.Quote = QuoteDouble
+		if comma == '\t' {
+			t.Quote = QuoteNone
+		}
+	}
+	var mark [2]byte
+	n, err := r.ReadAt(mark[:], 0)
+	if n < 2 && err != nil && err != io.EOF {
+		return t, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	var order string
+	switch {
+	case n < 2:
+	case mark == [2]byte{0xff, 0xfe}:
+		order = UTF16LE
+	case mark == [2]byte{0xfe, 0xff}:
+		order = UTF16BE
+	}
+	switch t.Encoding {
+	case "", UTF8, UTF16:
+		if order != "" {
+			// What spreadsheets write as "Unicode text"; no UTF-8
+			// starts so.
+			t.Encoding = order
+			return t, 2, nil
+		}
+		if t.Encoding == UTF16 {
+			return t, 0, fmt.Errorf("%s: line 1: no UTF-16 byte order mark; say its order (--encoding UTF-16LE or UTF-16BE)", path)
+		}
+	case UTF16LE, UTF16BE:
+		if order == t.Encoding {
+			return t, 2, nil
+		}
+	}
+	return t, 0, nil
+}
+
+// cutText cuts the file as Cut does, after its byte order mark of bom
+// bytes, in text's encoding: a UTF-16 file is cut in its UTF-8, and its
+// parts are then found in its own bytes. The header is UTF-8.
+func cutText(r io.ReaderAt, size, bom int64, path string, target int64, comma rune, text Text) (*Layout, error) {
+	cut := Cut
+	if !text.quotes() {
+		cut = CutUnquoted
+	}
+	in := io.NewSectionReader(r, bom, size-bom)
+	u16, be := text.utf16()
+	if !u16 {
+		l, err := cut(in, path, target, comma)
+		if err == nil {
+			l.Header = text.decode(nil, l.Header)
+		}
+		return l, err
+	}
+	l, err := cut(text.reader(in), path, target, comma)
+	if err != nil {
+		return nil, err
+	}
+	offs := make([]int64, 0, 1+2*len(l.Parts))
+	offs = append(offs, int64(len(l.Header)))
+	for _, p := range l.Parts {
+		offs = append(offs, p.Offset, p.Offset+p.Size)
+	}
+	at, err := offsets16(io.NewSectionReader(r, bom, size-bom), be, offs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range l.Parts {
+		l.Parts[i].Offset, l.Parts[i].Size = bom+at[1+2*i], at[2+2*i]-at[1+2*i]
+	}
+	return l, nil
+}
+
+// recordReader reads a file's records, whatever reads them.
+type recordReader interface{ Read() ([]string, error) }
+
+// newRecordReader reads the UTF-8 records of r as text reads them:
+// encoding/csv (quotes read lazily, as Cut does), or, without quotes, at
+// every newline. fields is the number of fields a record must have (-1:
+// any); a record of another number is a *csv.ParseError of
+// csv.ErrFieldCount, as encoding/csv says it. Records may share memory.
+func newRecordReader(r io.Reader, comma rune, text Text, fields int) recordReader {
+	if !text.quotes() {
+		return &unquotedReader{r: bufio.NewReaderSize(r, 64<<10), comma: string(comma), fields: fields}
+	}
+	cr := csv.NewReader(r)
+	cr.Comma = comma
+	cr.LazyQuotes = true // a quote inside a field is a character, as Cut reads it
+	cr.FieldsPerRecord = fields
+	cr.ReuseRecord = true
+	return cr
+}
+
+// unquotedReader reads records of no quotes, as encoding/csv would read
+// them were a quote a character: a line ending \r\n ends at the \n, and
+// empty lines are skipped.
+type unquotedReader struct {
+	r      *bufio.Reader
+	comma  string
+	fields int
+	line   int
+	rec    []string
+}
+
+func (u *unquotedReader) Read() ([]string, error) {
+	for {
+		ln, err := u.r.ReadString('\n')
+		if ln == "" && err != nil {
+			return nil, err
+		}
+		if len(ln) > MaxRecord {
+			return nil, fmt.Errorf("line %d: a record of more than %d bytes", u.line+1, MaxRecord)
+		}
+		u.line++
+		ln = strings.TrimSuffix(strings.TrimSuffix(ln, "\n"), "\r")
+		if ln == "" {
+			continue
+		}
+		u.rec = append(u.rec[:0], strings.Split(ln, u.comma)...)
+		if u.fields >= 0 && len(u.rec) != u.fields {
+			return u.rec, &csv.ParseError{StartLine: u.line, Line: u.line, Column: 1, Err: csv.ErrFieldCount}
+		}
+		return u.rec, nil
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/table"
@@ -573,10 +574,10 @@ func TestHeaderNamesBigQueryRefusesAreMapped(t *testing.T) {
 
 // Issue 43 §2 and §4: a Latin-1 file (BigQuery's other encoding) is read
 // as such, header and sample included, and stored as UTF-8; its null
-// markers are NULL in every column, left out of the inference too; a
-// UTF-16 file is refused with what to do.
+// markers are NULL in every column, left out of the inference too; an
+// encoding ferry does not read is refused naming those it does.
 func TestLatin1AndNullMarkers(t *testing.T) {
-	text, err := table.ParseText("latin1", []string{"NULL", `\N`, "NA"})
+	text, err := table.ParseText("latin1", []string{"NULL", `\N`, "NA"}, "")
 	must(t, err)
 	data := []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NA\n")
 	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, table.ScanOptions{Comma: ',', Text: text})
@@ -594,8 +595,8 @@ func TestLatin1AndNullMarkers(t *testing.T) {
 	if want := [][]string{{"déjà", "1.50"}, {N, N}, {"naïve", N}}; fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("rows %q, want %q", rows, want)
 	}
-	if _, err := table.ParseText("UTF-16", nil); err == nil || !strings.Contains(err.Error(), "convert the file to UTF-8 first") {
-		t.Fatalf("UTF-16: %v", err)
+	if _, err := table.ParseText("EBCDIC", nil, ""); err == nil || !strings.Contains(err.Error(), `encoding "EBCDIC": want UTF-8, ISO-8859-1`) {
+		t.Fatalf("EBCDIC: %v", err)
 	}
 	// Without the encoding, the same bytes are refused naming the line.
 	if _, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, table.ScanOptions{Comma: ','}); err == nil {
@@ -728,15 +729,128 @@ func TestDatetimeTimeBytesAndJSONFromASchema(t *testing.T) {
 	}
 }
 
-// Issue 43 §4: a UTF-16 file (a spreadsheet's "Unicode text", with its
-// byte order mark) is refused as what it is, naming the file and the way
-// out, in either byte order.
-func TestAUTF16FileIsNamedAsSuch(t *testing.T) {
-	for _, bom := range [][]byte{{0xff, 0xfe}, {0xfe, 0xff}} {
-		data := append(bytes.Clone(bom), []byte("a\x00,\x00b\x00\n\x001\x00,\x002\x00\n\x00")...)
-		_, err := table.Scan(bytes.NewReader(data), int64(len(data)), "u.csv", 1<<20, table.ScanOptions{Comma: ','})
-		if err == nil || !strings.Contains(err.Error(), "u.csv: line 1: the file is UTF-16") || !strings.Contains(err.Error(), "iconv -f UTF-16 -t UTF-8") {
-			t.Errorf("BOM % x: %v, want it named UTF-16", bom, err)
+// scanAll scans data as the producer does and converts every part, and
+// returns the schema and the rows read back, NULL distinguished from empty.
+func scanAll(t *testing.T, data []byte, name string, target int64, o table.ScanOptions) (table.Schema, [][]string, error) {
+	t.Helper()
+	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), name, target, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := table.NewConverter(src.Schema, table.Options{Comma: src.Comma, Text: src.Text, Inferred: src.Inferred})
+	must(t, err)
+	var rows [][]string
+	for _, p := range src.Parts {
+		b, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], name, p.Line)
+		if err != nil {
+			return src.Schema, rows, err
 		}
+		_, _, r := tabletest.ReadBackNulls(t, b)
+		rows = append(rows, r...)
+	}
+	return src.Schema, rows, nil
+}
+
+// utf16Of is s as UTF-16 in the order be says, after a byte order mark.
+func utf16Of(s string, be, mark bool) []byte {
+	var b []byte
+	if mark {
+		b = append(b, 0xfe, 0xff)
+		if !be {
+			b[0], b[1] = 0xff, 0xfe
+		}
+	}
+	for _, u := range utf16.Encode([]rune(s)) {
+		if be {
+			b = append(b, byte(u>>8), byte(u))
+		} else {
+			b = append(b, byte(u), byte(u>>8))
+		}
+	}
+	return b
+}
+
+// Issue 43 §4: a UTF-16 file (a spreadsheet's "Unicode text", with its
+// byte order mark) converts as its UTF-8 does, in either byte order and
+// cut into parts wherever its records end: characters beyond the BMP (a
+// surrogate pair), one whose UTF-16 holds a newline's byte (U+010A), a
+// quoted newline. A unit that is no UTF-16 (an unpaired surrogate) is
+// refused naming its line; UTF-16 said with no byte order mark asks for
+// the order.
+func TestAUTF16FileConvertsAsItsUTF8(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name,qty,note\r\n")
+	for i := range 400 {
+		fmt.Fprintf(&b, "caf\u00e9 \u010a%d \U0001f600,%d,\"two\nlines\"\r\n", i, i*3)
+	}
+	utf8Data := []byte(b.String())
+	wantSchema, want, err := scanAll(t, utf8Data, "u.csv", 4<<10, table.ScanOptions{Comma: ','})
+	must(t, err)
+	for _, be := range []bool{false, true} {
+		for _, enc := range []string{"", "UTF-16"} {
+			text, err := table.ParseText(enc, nil, "")
+			must(t, err)
+			data := utf16Of(b.String(), be, true)
+			s, rows, err := scanAll(t, data, "u.csv", 4<<10, table.ScanOptions{Comma: ',', Text: text})
+			must(t, err)
+			if s.String() != wantSchema.String() || fmt.Sprint(rows) != fmt.Sprint(want) {
+				t.Fatalf("big-endian %v, encoding %q: schema %q and %d rows (first %q), want %q and %d rows (first %q)",
+					be, enc, s, len(rows), rows[0], wantSchema, len(want), want[0])
+			}
+		}
+	}
+	// Without a byte order mark, the order said.
+	text, err := table.ParseText("utf-16be", nil, "")
+	must(t, err)
+	if _, rows, err := scanAll(t, utf16Of(b.String(), true, false), "u.csv", 4<<10, table.ScanOptions{Comma: ',', Text: text}); err != nil || fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("UTF-16BE without a mark: %v", err)
+	}
+	text, err = table.ParseText("UTF-16", nil, "")
+	must(t, err)
+	if _, _, err := scanAll(t, utf16Of(b.String(), false, false), "u.csv", 4<<10, table.ScanOptions{Comma: ',', Text: text}); err == nil || !strings.Contains(err.Error(), "u.csv: line 1: no UTF-16 byte order mark") {
+		t.Fatalf("UTF-16 without a mark: %v, want the order asked for", err)
+	}
+	// An unpaired surrogate on line 3, in a STRING column.
+	bad := utf16Of("a,b\nx,1\ny", false, true)
+	bad = append(bad, 0x00, 0xd8) // a high surrogate, then a comma
+	bad = append(bad, utf16Of(",2\n", false, false)...)
+	if _, _, err := scanAll(t, bad, "u.csv", 1<<20, table.ScanOptions{Comma: ','}); err == nil || !strings.Contains(err.Error(), "u.csv: line 3, column 1 (a): invalid UTF-16") {
+		t.Fatalf("an unpaired surrogate: %v, want line 3 named", err)
+	}
+}
+
+// Issue 43 §8: a TSV reads its quotes as characters by default, as most
+// TSV writers mean them (an inch mark, a quoted phrase, a lone quote at a
+// field's start); --quote '"' reads them as RFC 4180 does; a CSV quotes by
+// default and may say none. Cut and the sample read them alike.
+func TestQuotesAreATSVsCharacters(t *testing.T) {
+	tsv := []byte("item\tnote\tqty\n" +
+		"Monitor 27\" LED\t\"as is\"\t1\n" +
+		"\"open\tnever closed\t2\n" +
+		"x\t\t3\n")
+	_, rows, err := scanAll(t, tsv, "q.tsv", 8, table.ScanOptions{Comma: '\t'})
+	must(t, err)
+	N := tabletest.Null
+	want := [][]string{{`Monitor 27" LED`, `"as is"`, "1"}, {`"open`, "never closed", "2"}, {"x", N, "3"}}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("TSV rows %q, want %q", rows, want)
+	}
+	quoted, err := table.ParseText("", nil, `"`)
+	must(t, err)
+	data := []byte("a\tb\n\"x\ty\"\t\"\"\n")
+	if _, rows, err := scanAll(t, data, "q.tsv", 1<<20, table.ScanOptions{Comma: '\t', Text: quoted}); err != nil || fmt.Sprint(rows) != fmt.Sprint([][]string{{"x\ty", ""}}) {
+		t.Fatalf("TSV with --quote '\"': %q %v", rows, err)
+	}
+	none, err := table.ParseText("", nil, "NONE")
+	must(t, err)
+	if _, rows, err := scanAll(t, []byte("a,b\n\"x\",\"\"\n"), "q.csv", 1<<20, table.ScanOptions{Comma: ',', Text: none}); err != nil || fmt.Sprint(rows) != fmt.Sprint([][]string{{`"x"`, `""`}}) {
+		t.Fatalf("CSV with --quote none: %q %v", rows, err)
+	}
+	if _, err := table.ParseText("", nil, "'"); err == nil || !strings.Contains(err.Error(), `quote "'"`) {
+		t.Fatalf("quote ': %v, want it refused", err)
+	}
+	// A record of the wrong field count in a TSV names its line.
+	if _, _, err := scanAll(t, []byte("a\tb\n1\t2\n\"3\n"), "q.tsv", 1<<20, table.ScanOptions{Comma: '\t'}); err == nil || !strings.Contains(err.Error(), "q.tsv: line 3: wrong number of fields") {
+		t.Fatalf("a short TSV record: %v", err)
 	}
 }

@@ -61,10 +61,15 @@ func (c *CSVWriter) write(rec []string, quote []bool) error {
 	return c.w.WriteByte('\n')
 }
 
-// needsQuotes is encoding/csv's rule.
+// needsQuotes is encoding/csv's rule; in a TSV, whose quotes are
+// characters unless --quote says otherwise, only a tab or a line break
+// makes a field quoted (a TSV without quotes holds neither).
 func (c *CSVWriter) needsQuotes(f string) bool {
 	if f == "" {
 		return false
+	}
+	if c.comma == '\t' {
+		return strings.ContainsAny(f, "\t\r\n")
 	}
 	if f == `\.` || strings.ContainsRune(f, c.comma) || strings.ContainsAny(f, "\"\r\n") {
 		return true
