@@ -112,8 +112,17 @@ func SetBadRows(c *Convert, n int) error {
 // refusing what ferry does not read or them without a conversion.
 func SetText(c *Convert, encoding string, nullMarkers []string, quote string) error {
 	if c == nil {
-		if encoding != "" || len(nullMarkers) > 0 || quote != "" {
-			return fmt.Errorf("an encoding, null marker or quote without --convert parquet: only a conversion reads records")
+		var said []string
+		for _, o := range []struct {
+			set  bool
+			what string
+		}{{encoding != "", "an encoding"}, {len(nullMarkers) > 0, "a null marker"}, {quote != "", "a quote setting"}} {
+			if o.set {
+				said = append(said, o.what)
+			}
+		}
+		if len(said) > 0 {
+			return fmt.Errorf("%s without --convert parquet: only a conversion reads records", strings.Join(said, " and "))
 		}
 		return nil
 	}

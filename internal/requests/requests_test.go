@@ -82,7 +82,7 @@ func TestRequestsReadOnlyUnderSourceRoots(t *testing.T) {
 		{"bq_table without convert", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"bq_table":"proj-1.landing.t"`), "which BigQuery reads gzip'd or uncompressed, not zstd: add --codec gzip"},
 		{"bad_rows without a conversion", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"bad_rows":5`), "bad rows 5 without --convert parquet"},
 		{"bad_rows past the bound", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bad_rows":10001`), "bad rows 10001: want 0 to 10000"},
-		{"an encoding BigQuery does not take", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","encoding":"EBCDIC"`), `encoding "EBCDIC": want UTF-8 or ISO-8859-1`},
+		{"an encoding ferry does not read", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","encoding":"EBCDIC"`), `encoding "EBCDIC": want UTF-8, ISO-8859-1`},
 		{"null markers without a conversion", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"null_markers":["NULL"]`), "null marker without --convert parquet"},
 		{"bq_table in a dataset not allowed", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bq_table":"proj-1.landing.t"`), "dataset proj-1.landing is not in FERRY_BQ_LOAD_DATASETS"},
 		{"bq_write unknown", []string{root}, nil, with(req(filepath.Join(root, "ok.csv"), "bkt"), `"convert":"parquet","bq_table":"proj-1.landing.t","bq_write":"merge"`), `bq write "merge"`},
