@@ -270,6 +270,9 @@ func arrowType(f Field) arrow.DataType {
 	case Int64:
 		return arrow.PrimitiveTypes.Int64
 	case Numeric:
+		if f.Precision > MaxPrecision {
+			return &arrow.Decimal256Type{Precision: int32(f.Precision), Scale: int32(f.Scale)}
+		}
 		return &arrow.Decimal128Type{Precision: int32(f.Precision), Scale: int32(f.Scale)}
 	case Float64:
 		return arrow.PrimitiveTypes.Float64
@@ -619,7 +622,15 @@ func (c *Converter) append(i int, v string, null bool) error {
 		}
 		col.i64 = append(col.i64, x)
 	case Numeric:
-		x, err := parseNumeric(v, f.Precision, f.Scale)
+		if col.width > 16 {
+			x, err := parseBigNumeric(v, *f)
+			if err != nil {
+				return err
+			}
+			col.fixed = append(col.fixed, twosComplement(x, col.width))
+			break
+		}
+		x, err := parseNumeric(v, *f)
 		if err != nil {
 			return err
 		}
@@ -726,38 +737,57 @@ func bigEndian(x decimal128.Num, width int) parquet.FixedLenByteArray {
 	return parquet.FixedLenByteArray(b[16-width:])
 }
 
-// parseNumeric reads v exactly as a DECIMAL(precision, scale): fewer
-// decimals than scale are padded, more are refused (no rounding), as are
-// more integer digits than precision-scale.
-func parseNumeric(v string, precision, scale int) (decimal128.Num, error) {
+// parseNumeric reads v exactly as f's DECIMAL(precision, scale) of at
+// most 38 digits: fewer decimals than scale are padded, more are refused
+// (no rounding), as are more digits before the point than the precision
+// leaves.
+func parseNumeric(v string, f Field) (decimal128.Num, error) {
+	precision, scale := f.Precision, f.Scale
 	if precision <= 18 {
 		// The common case, in one pass and no allocation.
 		if x, ok := scaledInt(v, scale); ok && fitsDigits(x, precision) {
 			return decimal128.FromI64(x), nil
 		}
 	}
+	x, err := parseBigNumeric(v, f)
+	if err != nil {
+		return decimal128.Num{}, err
+	}
+	if x.IsInt64() {
+		return decimal128.FromI64(x.Int64()), nil
+	}
+	return decimal128.FromBigInt(x), nil
+}
+
+// parseBigNumeric reads v as parseNumeric does, to the unscaled integer,
+// whatever f's precision.
+func parseBigNumeric(v string, f Field) (*big.Int, error) {
+	precision, scale := f.Precision, f.Scale
 	intDigits, frac, ok := decimalShape(v)
 	switch {
 	case !ok:
-		return decimal128.Num{}, fmt.Errorf("%s is not a NUMERIC", quote(v))
+		return nil, fmt.Errorf("%s is not a %s", quote(v), f.typeName())
 	case frac > scale:
-		return decimal128.Num{}, fmt.Errorf("%s has %d decimals; the column is NUMERIC(%d, %d) and ferry does not round", quote(v), frac, precision, scale)
+		return nil, fmt.Errorf("%s has %d decimals; the column is %s(%d, %d) and ferry does not round", quote(v), frac, f.typeName(), precision, scale)
 	case intDigits > precision-scale:
-		return decimal128.Num{}, fmt.Errorf("%s has %d digits before the point; NUMERIC(%d, %d) holds %d", quote(v), intDigits, precision, scale, precision-scale)
+		return nil, fmt.Errorf("%s has %d digits before the point; %s(%d, %d) holds %d", quote(v), intDigits, f.typeName(), precision, scale, precision-scale)
 	}
 	digits := strings.Replace(v, ".", "", 1) + strings.Repeat("0", scale-frac)
-	if precision <= 18 {
-		x, err := strconv.ParseInt(digits, 10, 64)
-		if err != nil {
-			return decimal128.Num{}, fmt.Errorf("%s is not a NUMERIC", quote(v))
-		}
-		return decimal128.FromI64(x), nil
-	}
 	x, ok := new(big.Int).SetString(digits, 10)
 	if !ok {
-		return decimal128.Num{}, fmt.Errorf("%s is not a NUMERIC", quote(v))
+		return nil, fmt.Errorf("%s is not a %s", quote(v), f.typeName())
 	}
-	return decimal128.FromBigInt(x), nil
+	return x, nil
+}
+
+// twosComplement is x as Parquet stores a DECIMAL in a
+// FIXED_LEN_BYTE_ARRAY of width bytes: two's complement, big-endian
+// (width holds the precision).
+func twosComplement(x *big.Int, width int) parquet.FixedLenByteArray {
+	if x.Sign() < 0 {
+		x = new(big.Int).Add(x, new(big.Int).Lsh(big.NewInt(1), uint(8*width)))
+	}
+	return x.FillBytes(make([]byte, width))
 }
 
 // scaledInt reads v, [-]DIGITS[.DIGITS] with at most scale decimals, no

@@ -102,9 +102,13 @@ func (g *guess) field(name string) Field {
 		f.Type = Int64
 	case g.numeric && (g.scale >= 1 || g.intDigits > 18):
 		f.Type, f.Scale = Numeric, g.scale
-		f.Precision = 18 // fits an INT64 in Parquet
-		if g.intDigits+g.scale > 18 {
-			f.Precision = MaxPrecision
+		switch {
+		case g.scale > MaxScale || g.intDigits > MaxIntDigits:
+			f.Precision = g.scale + MaxBigIntDigits // a BIGNUMERIC
+		case g.intDigits+g.scale <= 18:
+			f.Precision = 18 // fits an INT64 in Parquet
+		default:
+			f.Precision = g.scale + MaxIntDigits // NUMERIC's most, which BigQuery loads as NUMERIC
 		}
 	case g.float:
 		f.Type, f.Inexact = Float64, g.inexact
@@ -126,7 +130,7 @@ func (g *guess) observe(v string) {
 	}
 	if g.numeric {
 		intDigits, scale, ok := decimalShape(v)
-		if !ok || scale > MaxScale || intDigits > MaxPrecision-MaxScale {
+		if !ok || scale > MaxBigScale || intDigits > MaxBigIntDigits {
 			g.numeric = false
 		} else {
 			g.scale = max(g.scale, scale) // fewer decimals are padded, exactly

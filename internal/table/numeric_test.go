@@ -14,8 +14,8 @@ func FuzzNumeric(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string, scale uint8) {
 		sc := int(scale % 10)
-		fast, errFast := parseNumeric(v, 18, sc)
-		slow, errSlow := parseNumeric(v, 38, sc)
+		fast, errFast := parseNumeric(v, Field{Type: Numeric, Precision: 18, Scale: sc})
+		slow, errSlow := parseNumeric(v, Field{Type: Numeric, Precision: 38, Scale: sc})
 		if errFast == nil && (errSlow != nil || fast != slow) {
 			t.Fatalf("%q scale %d: NUMERIC(18) reads %v, NUMERIC(38) %v (%v)", v, sc, fast, slow, errSlow)
 		}

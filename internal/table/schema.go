@@ -46,11 +46,33 @@ var aliases = map[string]Type{
 }
 
 // MaxScale and MaxPrecision bound a NUMERIC column: those of BigQuery's
-// NUMERIC, which a Parquet DECIMAL of them loads into.
+// NUMERIC, which a Parquet DECIMAL of them loads into (its precision at
+// most MaxIntDigits over its scale). MaxBigScale, MaxBigIntDigits and
+// MaxBigPrecision bound a BIGNUMERIC: a DECIMAL past NUMERIC's bounds,
+// which BigQuery loads as BIGNUMERIC (Parquet's DECIMAL of 32 bytes past
+// 38 digits).
 const (
-	MaxScale     = 9
-	MaxPrecision = 38
+	MaxScale        = 9
+	MaxPrecision    = 38
+	MaxIntDigits    = 29
+	MaxBigScale     = 38
+	MaxBigIntDigits = 38
+	MaxBigPrecision = 76
 )
+
+// Big reports whether f is a NUMERIC column that only BigQuery's
+// BIGNUMERIC holds: more decimals or integer digits than NUMERIC's.
+func (f Field) Big() bool {
+	return f.Type == Numeric && (f.Scale > MaxScale || f.Precision-f.Scale > MaxIntDigits)
+}
+
+// typeName is f's type as BigQuery names it.
+func (f Field) typeName() string {
+	if f.Big() {
+		return "BIGNUMERIC"
+	}
+	return string(f.Type)
+}
 
 // Field is one column.
 type Field struct {
@@ -138,7 +160,7 @@ type bqField struct {
 func (s Schema) MarshalJSON() ([]byte, error) {
 	out := make([]bqField, len(s))
 	for i, f := range s {
-		out[i] = bqField{Name: f.Name, Type: string(f.Type), Mode: "NULLABLE"}
+		out[i] = bqField{Name: f.Name, Type: f.typeName(), Mode: "NULLABLE"}
 		if f.Required {
 			out[i].Mode = "REQUIRED"
 		}
@@ -237,20 +259,32 @@ func (bf bqField) field() (Field, error) {
 		}
 		return f, nil
 	}
-	f.Precision, f.Scale = MaxPrecision, MaxScale
+	// BigQuery's bounds: NUMERIC(P, S) has 1 <= P-S <= 29 and S <= 9,
+	// NUMERIC alone (38, 9); BIGNUMERIC 1 <= P-S <= 38 and S <= 38,
+	// alone (76, 38).
+	name, maxScale, maxInt := "NUMERIC", MaxScale, MaxIntDigits
+	if big := strings.ToUpper(bf.Type); big == "BIGNUMERIC" || big == "BIGDECIMAL" {
+		name, maxScale, maxInt = "BIGNUMERIC", MaxBigScale, MaxBigIntDigits
+	}
+	f.Precision, f.Scale = maxInt+maxScale, maxScale
+	if bf.Precision == "" && bf.Scale != "" {
+		return f, fmt.Errorf("scale %s without a precision: BigQuery takes a %s's scale only with its precision", bf.Scale, name)
+	}
 	if bf.Precision != "" {
 		p, err := strconv.Atoi(string(bf.Precision))
-		if err != nil || p < 1 || p > MaxPrecision {
-			return f, fmt.Errorf("precision %s: want 1 to %d", bf.Precision, MaxPrecision)
+		if err != nil || p < 1 || p > maxInt+maxScale {
+			return f, fmt.Errorf("precision %s: want 1 to %d for a %s", bf.Precision, maxInt+maxScale, name)
 		}
 		f.Precision, f.Scale = p, 0
 	}
 	if bf.Scale != "" {
 		sc, err := strconv.Atoi(string(bf.Scale))
-		if err != nil || sc < 0 || sc > MaxScale || sc > f.Precision {
-			return f, fmt.Errorf("scale %s: want 0 to %d and at most the precision (%d)", bf.Scale, MaxScale, f.Precision)
+		if err != nil || sc < 0 || sc > maxScale || sc > f.Precision || f.Precision-sc > maxInt {
+			return f, fmt.Errorf("%s(%s, %s): want a scale of 0 to %d, at most the precision, and at most %d digits before the point", name, bf.Precision, bf.Scale, maxScale, maxInt)
 		}
 		f.Scale = sc
+	} else if bf.Precision != "" && f.Precision > maxInt {
+		return f, fmt.Errorf("%s(%s): at most %d digits before the point; give a scale, or a BIGNUMERIC for up to %d", name, bf.Precision, maxInt, MaxBigIntDigits)
 	}
 	return f, nil
 }
@@ -293,7 +327,7 @@ func (s Schema) String() string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "%s %s", f.Name, f.Type)
+		fmt.Fprintf(&b, "%s %s", f.Name, f.typeName())
 		if f.Type == Numeric {
 			fmt.Fprintf(&b, "(%d, %d)", f.Precision, f.Scale)
 		}

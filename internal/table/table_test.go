@@ -113,6 +113,9 @@ func TestEveryTypeAndQuotedNewlines(t *testing.T) {
 			note = ""
 		}
 		ratio := fmt.Sprintf("%g", float64(i)/3)
+		if i == 5 {
+			ratio = "6.02e23" // an exponent: FLOAT64, not the exact decimals the others are
+		}
 		price := fmt.Sprintf("%d.%02d", i-200, i%100)
 		if i == 3 {
 			price = "-0.51"
@@ -610,24 +613,78 @@ func TestLatin1AndNullMarkers(t *testing.T) {
 // Issue 43 §5: no digit lost by default. A column of decimals of mixed
 // scales is NUMERIC at the largest scale (fewer decimals padded, exactly),
 // not FLOAT64, which stored 123456789012345678.123456789 as
-// 123456789012345680; FLOAT64 is left to values that need it (an exponent,
-// more than 9 decimals).
+// 123456789012345680; past NUMERIC (more than 9 decimals, or 29 digits
+// before the point) BIGNUMERIC, a Parquet DECIMAL BigQuery loads as such;
+// FLOAT64 is left to values that need it (an exponent, more digits than
+// BIGNUMERIC holds). restore --to csv gives each back with the column's
+// decimals.
 func TestMixedScalesAreExactNumerics(t *testing.T) {
-	s, err := table.Infer([]string{"px", "big", "sci", "third"}, [][]string{
-		{"1.5", "123456789012345678.123456789", "1e5", "0.3333333333333333"},
-		{"2.25", "1.5", "2.5", "1"},
-		{"3", "7", "3", "2"},
+	wide := "-" + strings.Repeat("9", 38) + "." + strings.Repeat("1", 38) // BIGNUMERIC's most of each
+	s, err := table.Infer([]string{"px", "big", "sci", "third", "huge", "wide", "past"}, [][]string{
+		{"1.5", "123456789012345678.123456789", "1e5", "0.3333333333333333", strings.Repeat("7", 35), wide, "0." + strings.Repeat("1", 39)},
+		{"2.25", "1.5", "2.5", "1", "1", "0", "1"},
+		{"3", "7", "3", "2", "-2", "1.5", "2"},
 	})
 	must(t, err)
-	if got := s.String(); got != "px NUMERIC(18, 2)\nbig NUMERIC(38, 9)\nsci FLOAT64\nthird FLOAT64" {
+	if got := s.String(); got != "px NUMERIC(18, 2)\nbig NUMERIC(38, 9)\nsci FLOAT64\nthird BIGNUMERIC(54, 16)\nhuge BIGNUMERIC(38, 0)\nwide BIGNUMERIC(76, 38)\npast FLOAT64 (not every value reads back exactly: 0.11111111111111111111111111111111111111 as 0.1111111111111111)" {
 		t.Fatalf("schema %q", got)
+	}
+	if j, _ := s.MarshalJSON(); !strings.Contains(string(j), `{"name":"third","type":"BIGNUMERIC","mode":"NULLABLE","precision":54,"scale":16}`) {
+		t.Fatalf("schema JSON %s: want third a BIGNUMERIC", j)
 	}
 	c, err := table.NewConverter(s, table.Options{Inferred: true})
 	must(t, err)
-	b, _, err := c.Convert([]byte("1.5,123456789012345678.123456789,1e5,0.5\n"), "d.csv", 2)
+	in := "1.5,123456789012345678.123456789,1e5,0.5," + strings.Repeat("7", 35) + "," + wide + ",1\n" +
+		"-2,-1.5,2.5,-0.3333333333333333,-1,-0.00000000000000000000000000000000000001,2\n"
+	b, _, err := c.Convert([]byte(in), "d.csv", 2)
 	must(t, err)
-	if _, _, rows := tabletest.ReadBack(t, b); rows[0][0] != "1.50" || rows[0][1] != "123456789012345678.123456789" {
-		t.Fatalf("row %q: want 1.50 and every digit of the big one", rows[0])
+	_, types, rows := tabletest.ReadBack(t, b)
+	if types[3] != "DECIMAL(54,16)" || types[5] != "DECIMAL(76,38)" {
+		t.Fatalf("types read back %v", types)
+	}
+	want := [][]string{
+		{"1.50", "123456789012345678.123456789", "", "0.5000000000000000", strings.Repeat("7", 35), wide, ""},
+		{"-2.00", "-1.500000000", "", "-0.3333333333333333", "-1", "-0.00000000000000000000000000000000000001", ""},
+	}
+	for i := range want {
+		for _, col := range []int{0, 1, 3, 4, 5} {
+			if rows[i][col] != want[i][col] {
+				t.Errorf("row %d, column %d: %q, want %q", i+1, col+1, rows[i][col], want[i][col])
+			}
+		}
+	}
+	var out bytes.Buffer
+	w := table.NewCSVWriter(&out, ',')
+	must(t, w.Part(context.Background(), "p.parquet", bytes.NewReader(b)))
+	must(t, w.Flush())
+	if lines := strings.Split(out.String(), "\n"); lines[1] != "1.50,123456789012345678.123456789,100000,0.5000000000000000,"+strings.Repeat("7", 35)+","+wide+",1" {
+		t.Fatalf("restore --to csv wrote %q", lines[1])
+	}
+	// More decimals than the column's scale is refused, not rounded.
+	if _, _, err := c.Convert([]byte("1,1,1,0.12345678901234567,1,1,1\n"), "d.csv", 9); err == nil || !strings.Contains(err.Error(), "line 9, column 4 (third): \"0.12345678901234567\" has 17 decimals; the column is BIGNUMERIC(54, 16)") {
+		t.Fatalf("17 decimals in a scale of 16: %v", err)
+	}
+}
+
+// BigQuery's bounds on a given NUMERIC and BIGNUMERIC: alone (38, 9) and
+// (76, 38); a precision past the digits before the point either holds is
+// refused naming the type.
+func TestGivenNumericsKeepBigQuerysBounds(t *testing.T) {
+	s, err := table.ParseSchema([]byte(`[{"name":"a","type":"NUMERIC"},{"name":"b","type":"BIGNUMERIC"},{"name":"c","type":"BIGNUMERIC","precision":"50","scale":"20"},{"name":"d","type":"NUMERIC","precision":"29"}]`))
+	must(t, err)
+	if got := s.String(); got != "a NUMERIC(38, 9)\nb BIGNUMERIC(76, 38)\nc BIGNUMERIC(50, 20)\nd NUMERIC(29, 0)" {
+		t.Fatalf("schema %q", got)
+	}
+	for in, want := range map[string]string{
+		`[{"name":"a","type":"NUMERIC","precision":"38"}]`:                 "NUMERIC(38): at most 29 digits before the point",
+		`[{"name":"a","type":"BIGNUMERIC","precision":"77","scale":"38"}]`: "precision 77: want 1 to 76 for a BIGNUMERIC",
+		`[{"name":"a","type":"BIGNUMERIC","precision":"50","scale":"39"}]`: "BIGNUMERIC(50, 39)",
+		`[{"name":"a","type":"NUMERIC","precision":"20","scale":"10"}]`:    "NUMERIC(20, 10): want a scale of 0 to 9",
+		`[{"name":"a","type":"NUMERIC","scale":"2"}]`:                      "scale 2 without a precision",
+	} {
+		if _, err := table.ParseSchema([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", in, err, want)
+		}
 	}
 }
 

@@ -161,6 +161,8 @@ func cell(a arrow.Array, i int, json bool) (string, error) {
 		return strconv.FormatInt(a.Value(i), 10), nil
 	case *array.Decimal128:
 		return a.Value(i).ToString(a.DataType().(*arrow.Decimal128Type).Scale), nil
+	case *array.Decimal256:
+		return a.Value(i).ToString(a.DataType().(*arrow.Decimal256Type).Scale), nil
 	case *array.Float64:
 		return strconv.FormatFloat(a.Value(i), 'g', -1, 64), nil
 	case *array.Boolean:
