@@ -79,6 +79,11 @@ report-check:
 bench: deps build
 	scripts/bench.sh
 
+## duckdb: bin/duckdb-sql, DuckDB for workload 8 where no duckdb CLI is installed (tools/duckdb, its own module)
+.PHONY: duckdb
+duckdb:
+	cd tools/duckdb && $(GO) build -o $(abspath $(BIN))/duckdb-sql .
+
 ## bench-readme: put the last whole make bench's goals (.run/bench-summary.md) into README.md
 .PHONY: bench-readme
 bench-readme: build

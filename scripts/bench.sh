@@ -12,4 +12,12 @@ RUN=${RUN_DIR:-.run}
 for tool in gcloud gsutil zstd; do
   command -v "$tool" >/dev/null || echo "bench: $tool is not on PATH; its rows will fail" >&2
 done
+# Workload 8 measures DuckDB's own Parquet writer beside ferry's: a duckdb
+# CLI on PATH, else the helper tools/duckdb builds (a module of its own:
+# ferry's build never needs cgo or DuckDB).
+if ! command -v duckdb >/dev/null && [ ! -x "$BIN/duckdb-sql" ]; then
+  bin_abs=$(mkdir -p "$BIN" && cd "$BIN" && pwd)
+  (cd tools/duckdb && go build -o "$bin_abs/duckdb-sql" .) ||
+    echo "bench: no DuckDB (no duckdb on PATH, and tools/duckdb did not build); workload 8's $BIN/duckdb-sql row will fail" >&2
+fi
 exec "$BIN/bench" --bin "$BIN" --run-dir "$RUN/bench" --rows "$RUN/bench.ndjson" "$@"

@@ -515,7 +515,8 @@ func mergerCPU(g Result) string {
 }
 
 // ParquetTable is workload 8: the seed-like CSV sent as ferry's zstd object
-// and converted to Parquet, side by side.
+// and converted to Parquet, side by side, with zstd -3 and DuckDB's own
+// Parquet writer on the same file (their CPU is all their process's).
 func ParquetTable(rs []Result, tier string) Table {
 	rs = Select(rs, Parquet, tier)
 	t := Table{
@@ -524,13 +525,27 @@ func ParquetTable(rs []Result, tier string) Table {
 			"transfer s med", "rows", "load request"},
 	}
 	stored := func(g Result) float64 { return g.Median(func(r Run) float64 { return float64(r.Wire) }) }
-	perCore := func(g Result) float64 {
-		return g.Median(func(r Run) float64 { return MBps(r.Bytes, producerCPU(r).Seconds()) })
+	cpu := func(r Run) time.Duration {
+		if c := producerCPU(r); c > 0 {
+			return c
+		}
+		var c time.Duration
+		for _, p := range r.Procs {
+			c += p.CPU
+		}
+		return c
 	}
-	var zstdStored, zstdRate float64
+	perCore := func(g Result) float64 {
+		return g.Median(func(r Run) float64 { return MBps(r.Bytes, cpu(r).Seconds()) })
+	}
+	var zstdStored, zstdRate, duckStored float64
 	for _, g := range rs {
-		if g.Method == FerryAdapt && len(g.OK) > 0 {
+		switch {
+		case len(g.OK) == 0:
+		case g.Method == FerryAdapt:
 			zstdStored, zstdRate = stored(g), perCore(g)
+		case g.Method == DuckDBParquet:
+			duckStored = stored(g)
 		}
 	}
 	for _, g := range rs {
@@ -550,7 +565,7 @@ func ParquetTable(rs []Result, tier string) Table {
 		}
 		ratio := g.Median(func(r Run) float64 { return float64(r.Bytes) / float64(max(r.Wire, 1)) })
 		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), fmtMB(stored(g)), fmtX(ratio), vs,
-			ftoa(g.Median(func(r Run) float64 { return producerCPU(r).Seconds() }), 2), fmtRate(perCore(g)),
+			ftoa(g.Median(func(r Run) float64 { return cpu(r).Seconds() }), 2), fmtRate(perCore(g)),
 			secs(g.Wall.Median), rows, load})
 	}
 	for _, g := range rs {
@@ -561,9 +576,13 @@ func ParquetTable(rs []Result, tier string) Table {
 		t.Notes = append(t.Notes,
 			fmt.Sprintf("target: the Parquet parts no larger than ferry's zstd object of the CSV: %s, %s", fmtX(size), metText(size <= 1)),
 			fmt.Sprintf("target: conversion at least half the zstd path's speed per core: %s of it, %s", fmtX(speed), metText(speed >= 0.5)))
+		if duckStored > 0 {
+			vs := stored(g) / duckStored
+			t.Notes = append(t.Notes, fmt.Sprintf("target: the Parquet parts no larger than DuckDB's own Parquet (zstd) of the CSV: %s, %s", fmtX(vs), metText(vs <= 1)))
+		}
 	}
 	t.Notes = append(t.Notes,
-		"MB/s per core: the CSV's MB over the producer's CPU seconds (read, convert or compress, publish);",
+		"MB/s per core: the CSV's MB over the producer's CPU seconds (read, convert or compress, publish), or a local tool's;",
 		"load request: the load job the merger would run (FERRY_LOADS_FILE's line: the parts' URIs); BigQuery runs it for free")
 	t.Notes = append(t.Notes, settingNotes(rs)...)
 	t.Notes = append(t.Notes, failureNotes(rs)...)

@@ -610,23 +610,47 @@ func (b *Bench) codecs(ctx context.Context) error {
 // parquet is workload 8: the seed-like CSV of the codecs tier as ferry's
 // zstd object and converted to Parquet, with the load job a --bq-table
 // would run (written to the merger's loads file: there is no BigQuery
-// here).
+// here), beside zstd -3 of it and DuckDB's own Parquet writer; then the
+// same with prices of 2 to 6 decimals.
 func (b *Bench) parquet(ctx context.Context) error {
 	tier := b.cfg.Sizes.CodecTier
-	f := b.data.Tier[tier]
-	src := func() []string { return []string{f.Path} }
-	records, err := countLines(f.Path)
+	seed := b.data.Tier[tier]
+	varied, err := variedDecimals(seed.Path, filepath.Join(b.cfg.RunDir, "data", "prices-varied-"+tier+".csv"))
 	if err != nil {
-		return err
+		return fmt.Errorf("workload 8: the prices of varying decimals: %w", err)
 	}
-	records-- // the header
+	for _, c := range []struct {
+		tier string
+		f    File
+		all  bool
+	}{{tier, seed, true}, {tier + "-varied-decimals", varied, false}} {
+		if err := b.runPlan(ctx, plan{workload: Parquet, tier: c.tier, methods: b.parquetMethods(c.f, c.all)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parquetMethods are workload 8's on f: ferry's zstd object, ferry's
+// Parquet (and, with all, with snappy columns), zstd -3 and DuckDB.
+func (b *Bench) parquetMethods(f File, all bool) []method {
+	src := func() []string { return []string{f.Path} }
 	ms := []method{b.ferryMethod(FerryAdapt, 2, "zstd", 0, src)}
-	for _, c := range []struct{ name, compression string }{{FerryParquet, "zstd"}, {FerryParquetSnappy, "snappy"}} {
+	variants := []struct{ name, compression string }{{FerryParquet, "zstd"}}
+	if all {
+		variants = append(variants, struct{ name, compression string }{FerryParquetSnappy, "snappy"})
+	}
+	for _, c := range variants {
 		compression := c.compression
 		name := c.name
 		ms = append(ms, method{name: name, role: Ferry, workers: 2, codec: "parquet",
 			setting: fmt.Sprintf("producer submit --wait --convert parquet --parquet-compression %s --bq-table (loads file), 2 workers, merger", compression),
 			run: func(ctx context.Context, e *env) (Run, error) {
+				records, err := countLines(f.Path)
+				if err != nil {
+					return Run{}, err
+				}
+				records-- // the header
 				loads := filepath.Join(e.dir, "loads.ndjson")
 				r, err := b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", sources: src(), prefix: "ferry", method: name, tier: e.tier,
 					args: []string{"--convert", "parquet", "--parquet-compression", compression, "--bq-table", "bench-project.bench.prices"},
@@ -645,7 +669,7 @@ func (b *Bench) parquet(ctx context.Context) error {
 				return r, nil
 			}})
 	}
-	return b.runPlan(ctx, plan{workload: Parquet, tier: tier, methods: ms})
+	return append(ms, b.zstdCeiling(CodecZstdCLI, f), b.duckdbMethod(f))
 }
 
 // countLines counts the newlines of the file at path.
