@@ -98,7 +98,7 @@ func TestConvertRefusals(t *testing.T) {
 	}{
 		"names.csv": {"id,nom\n1,x\n", string(schema), `names.csv: line 1, column 2: the header says "nom", the schema "name"`},
 		"count.csv": {"id\n1\n", string(schema), "count.csv: line 1: the header has 1 columns, the schema 2"},
-		"quote.csv": {"id,name\n1,\"x\n", "", "quote.csv: " + table.ErrUnterminatedQuote.Error()},
+		"quote.csv": {"id,name\n1,\"x\n", "", "quote.csv: line 2: " + table.ErrUnterminatedQuote.Error()},
 		"wide.csv":  {strings.Repeat("c,", table.MaxColumns) + "c\n1\n", "", "wide.csv: line 1: the header has 10001 columns; BigQuery takes 10000 at most"},
 	} {
 		p := filepath.Join(dir, name)

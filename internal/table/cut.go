@@ -238,7 +238,9 @@ func cut(r io.Reader, path string, target int64, comma rune, plain, quotes bool)
 		}
 	}
 	if st == quoted {
-		return nil, fmt.Errorf("%s: %w", path, ErrUnterminatedQuote)
+		// Named by the record it opened in: everything after it was
+		// read as one field.
+		return nil, fmt.Errorf("%s: line %d: %w", path, recLine, ErrUnterminatedQuote)
 	}
 	if start >= 0 && pos > start {
 		// The last records, the very last perhaps without its newline.

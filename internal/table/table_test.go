@@ -285,7 +285,7 @@ func TestBadRowsAreLeftOutAndNamed(t *testing.T) {
 // Cut refuses an unterminated quote, names a header-only and an empty file
 // by having no parts, and never cuts inside quotes.
 func TestCutEdges(t *testing.T) {
-	if _, err := table.Cut(strings.NewReader("a,b\n1,\"open\n2,3\n"), "x.csv", 4, ','); !errors.Is(err, table.ErrUnterminatedQuote) || !strings.HasPrefix(err.Error(), "x.csv: ") {
+	if _, err := table.Cut(strings.NewReader("a,b\n1,\"open\n2,3\n"), "x.csv", 4, ','); !errors.Is(err, table.ErrUnterminatedQuote) || !strings.HasPrefix(err.Error(), "x.csv: line 2: ") {
 		t.Fatalf("unterminated quote: %v", err)
 	}
 	for _, d := range []string{"", "a,b\n", "a,b"} {
