@@ -36,6 +36,9 @@ type Chunk struct {
 	// Spool is the name of the file holding the payload, relative to the
 	// worker's spool directory: one path element, never a path.
 	Spool string `json:"spool,omitempty"`
+	// Key is the run's chunk key (Keys.Chunks): the proof that the
+	// transfer's producer sent this message. A secret: never logged.
+	Key   string `json:"key,omitempty"`
 	Parts []Part `json:"parts"`
 }
 
@@ -157,6 +160,9 @@ func (c *Chunk) check(payload int64) error {
 	case "zstd", "gzip", "none":
 	default:
 		return fmt.Errorf("codec %.32q: want zstd, gzip or none", c.Codec)
+	}
+	if c.Key != "" && !ValidKeyHex(c.Key) {
+		return fmt.Errorf("key is not 64 lowercase hex digits")
 	}
 	if c.Spool != "" && (!ValidSpoolName(c.Spool) || !strings.HasPrefix(c.Spool, c.TransferID+"-")) {
 		return fmt.Errorf("spool %.64q is not a spool file name of this transfer (one path element, no \"..\")", c.Spool)

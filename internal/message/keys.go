@@ -42,6 +42,13 @@ type Keys struct {
 	// key names one request, and a producer refuses the same key for
 	// another. Empty in the key objects of older producers.
 	Request string `json:"request,omitempty"`
+	// Chunks is the SHA-256 (hex) of the run's chunk key: every chunk
+	// message of the run carries the key (Chunk.Key), and a worker
+	// uploads a chunk only when its key hashes to this. The key travels
+	// only in chunk messages, which only workers read; whoever may
+	// publish on the chunks topic (every submitter) cannot make one of
+	// another transfer's. Empty in the key objects of older producers.
+	Chunks string `json:"chunks,omitempty"`
 }
 
 func (k *Keys) version() int { return k.V }
@@ -89,7 +96,17 @@ func (k *Keys) Check(transferID string) error {
 	if k.Request != "" && !ValidKeyHex(k.Request) {
 		return fmt.Errorf("request digest %.80q is not 64 lowercase hex digits", k.Request)
 	}
+	if k.Chunks != "" && !ValidKeyHex(k.Chunks) {
+		return fmt.Errorf("chunk key hash %.80q is not 64 lowercase hex digits", k.Chunks)
+	}
 	return nil
+}
+
+// ProvesChunk reports whether key, a chunk message's, is the chunk key k
+// lists. A key object of an older producer lists none, and proves every
+// chunk of its transfer.
+func (k *Keys) ProvesChunk(key string) bool {
+	return k.Chunks == "" || (ValidKeyHex(key) && KeyHash(key) == k.Chunks)
 }
 
 // Opens reports whether key is one of the end keys k lists.

@@ -81,7 +81,10 @@ type EventPart struct {
 type Manifest struct {
 	// EndKey is the producer's end key (see Keys): in its memory only,
 	// never written.
-	EndKey     string            `json:"-"`
+	EndKey string `json:"-"`
+	// ChunkKey is the run's chunk key (Keys.Chunks), which its chunk
+	// messages carry: in the producer's memory only.
+	ChunkKey   string            `json:"-"`
 	V          int               `json:"v"`
 	TransferID string            `json:"transfer_id"`
 	Sealed     bool              `json:"sealed"`

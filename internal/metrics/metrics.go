@@ -60,10 +60,11 @@ var (
 	// since GCS last pushed back; 0 while unpaced.
 	WriteRateLimit = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ferry_gcs_write_rate_limit",
 		Help: "Calls per second to GCS this process allows itself since GCS pushed back (additive increase, multiplicative decrease); 0 while unpaced."})
-	// Unproven counts end events on the control topic the merger dropped
-	// because no end key of the transfer proved them, by type.
+	// Unproven counts messages dropped because their transfer's key
+	// object did not prove them, by type: end events on the control topic
+	// (the merger) and chunk messages (the workers, type "chunk").
 	Unproven = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_unproven_events_total",
-		Help: "End events (sealed, failed, cancel) dropped by the merger: no end key of the transfer proved them."}, []string{"type"})
+		Help: "Messages dropped unproven: end events (sealed, failed, cancel) no end key of the transfer proved, at the merger; chunk messages (chunk) without the transfer's chunk key, at the workers."}, []string{"type"})
 )
 
 func counter(name, help string) prometheus.Counter {

@@ -185,6 +185,13 @@ var mutants = []mutant{
 		pkg:  "internal/worker", test: "TestAWorkerNeverReplacesAnotherTransfersFinalObject",
 	},
 	{
+		name: "a worker writes only the chunks its transfer's chunk key proves",
+		file: "internal/message/keys.go",
+		from: "return k.Chunks == \"\" || (ValidKeyHex(key) && KeyHash(key) == k.Chunks)",
+		to:   "return true",
+		pkg:  "internal/worker", test: "TestAChunkMessageWithoutItsTransfersKeyWritesNothing",
+	},
+	{
 		name: "a staged overwrite checks every object it replaces before it replaces any",
 		file: "internal/merger/finish.go",
 		from: "if a == nil || a.Generation == f.Replaces || f.AppendsTo() != 0 ||",

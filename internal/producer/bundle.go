@@ -48,7 +48,7 @@ func newBundler(p *Producer, pl *plan.Plan, tid string, overwrite bool) *bundler
 	b := &bundler{rawMax: p.o.BundleMax, maxParts: message.MaxParts, room: p.o.MessageMax - message.HeaderOverhead,
 		inline: p.pubsub(), inlineAt: p.o.InlineMax, tid: tid, c: pl.Codec}
 	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: pl.Dest.Bucket, Codec: string(pl.Codec),
-		Overwrite: overwrite, Run: message.NewRun(), Spool: spoolName(tid, math.MaxInt32, 99999)}
+		Overwrite: overwrite, Run: message.NewRun(), Spool: spoolName(tid, math.MaxInt32, 99999), Key: message.NewEndKey()}
 	b.fixed = int64(len(message.Encode(c))) + 16
 	b.reset()
 	return b

@@ -248,7 +248,7 @@ func (p *Producer) planFile(ctx context.Context, pg *pager, f plan.File, reason 
 func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, pg *pager, jobs <-chan job,
 	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, ob *outbox, ad *level.Adapter) error {
 	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID, rejected: &pg.rejected}
-	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite}
+	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite, key: m.ChunkKey}
 	for j := range jobs {
 		lvl := ad.Level()
 		parts, err := c.compress(j, lvl)

@@ -570,8 +570,9 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 // producer service has and a submitter has not; so a submitter cannot
 // reuse a transfer id whose key is someone else's.
 func (p *Producer) writeKeys(ctx context.Context, bucket string, m *message.Manifest, req Request) error {
-	m.EndKey = message.NewEndKey()
-	k := message.Keys{V: message.Version, TransferID: m.TransferID, SHA256: []string{message.KeyHash(m.EndKey)}, Request: requestDigest(req)}
+	m.EndKey, m.ChunkKey = message.NewEndKey(), message.NewEndKey()
+	k := message.Keys{V: message.Version, TransferID: m.TransferID, SHA256: []string{message.KeyHash(m.EndKey)}, Request: requestDigest(req),
+		Chunks: message.KeyHash(m.ChunkKey)}
 	if req.EndKeySHA256 != "" {
 		k.Add(req.EndKeySHA256)
 	}

@@ -33,6 +33,7 @@ type packer struct {
 	bucket    string
 	codec     string
 	overwrite bool
+	key       string // the run's chunk key (message.Keys.Chunks)
 	segs      [][]byte
 }
 
@@ -40,7 +41,7 @@ type packer struct {
 // pack returns.
 func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) {
 	c := message.Chunk{V: message.Version, TransferID: k.tid, Bucket: k.bucket, Codec: k.codec, Overwrite: k.overwrite,
-		Run: k.run, Parts: make([]message.Part, len(parts))}
+		Run: k.run, Key: k.key, Parts: make([]message.Part, len(parts))}
 	var wire int64
 	k.segs = k.segs[:0]
 	for i := range parts {

@@ -31,8 +31,8 @@ func FuzzWorkerHandle(f *testing.F) {
 	}
 	keep := teststack.NewSentinel(f, root)
 	sentinel := keep.Path
-	teststack.Bucket(f, "fuzz-w-no")
-	store := teststack.Bucket(f, "fuzz-w-ok")
+	testBucket(f, "fuzz-w-no")
+	store := testBucket(f, "fuzz-w-ok")
 
 	// Seeds: the shapes a producer sends, and the attacks of issue 8.
 	frame := []byte("a compressed frame")
@@ -45,7 +45,7 @@ func FuzzWorkerHandle(f *testing.F) {
 		return p
 	}
 	chunk := func(bucket, spoolName string, parts ...message.Part) message.Chunk {
-		return message.Chunk{V: message.Version, TransferID: "tidf", Bucket: bucket, Codec: "zstd", Spool: spoolName, Parts: parts}
+		return message.Chunk{V: message.Version, TransferID: "tidf", Bucket: bucket, Codec: "zstd", Spool: spoolName, Key: testChunkKey, Parts: parts}
 	}
 	staging := part(message.ChunkObject("tidf", 0, 1), false, 0, frame)
 	f.Add(message.EncodeChunk(chunk("fuzz-w-ok", "", staging), [][]byte{frame}), uint8(1))

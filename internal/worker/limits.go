@@ -48,6 +48,44 @@ type doneEntry struct {
 	run        string
 	runChecked time.Time
 	superseded []string
+
+	// The transfer's key object as last read (keys nil: not yet).
+	keys *message.Keys
+}
+
+// errUnproven: a chunk message its transfer's key object does not prove.
+var errUnproven = errors.New("not proven by the transfer's chunk key")
+
+// proves checks that key, a chunk message's, is the chunk key the
+// transfer's key object lists (message.Keys.Chunks): only its producer
+// knows it, so a message anyone else published (every submitter may
+// publish chunks) writes nothing. The key object is read once per
+// transfer, and again when a key does not match it (a new run writes a
+// new one). No key object, or one ferry did not write: unproven. An error
+// reading it is returned, to try again.
+func (c *doneCache) proves(ctx context.Context, bucket, tid, key string) error {
+	e := c.entry(doneKey{bucket, tid})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keys != nil && e.keys.ProvesChunk(key) {
+		return nil
+	}
+	name := message.KeyObject(tid)
+	b, err := c.store.ReadAll(ctx, bucket, name)
+	var k message.Keys
+	switch {
+	case errors.Is(err, gcs.ErrNotFound):
+		return fmt.Errorf("%w: transfer %s has no key object gs://%s/%s", errUnproven, tid, bucket, name)
+	case err != nil:
+		return fmt.Errorf("reading the key object of transfer %s: %w", tid, err)
+	case message.Decode(b, &k) != nil || k.Check(tid) != nil:
+		return fmt.Errorf("%w: the key object gs://%s/%s of transfer %s is not one ferry wrote", errUnproven, bucket, name, tid)
+	}
+	e.keys = &k
+	if !k.ProvesChunk(key) {
+		return fmt.Errorf("%w: its key is not the one the key object gs://%s/%s lists", errUnproven, bucket, name)
+	}
+	return nil
 }
 
 // maxSuperseded bounds the superseded runs remembered per transfer; one

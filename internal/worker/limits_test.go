@@ -24,7 +24,7 @@ import (
 // at most once per DoneCheckEvery per transfer; "ended" is kept.
 func TestChunksOfAnEndedTransferAreDroppedWithoutUploading(t *testing.T) {
 	bucket := "w-cancelled"
-	gs := teststack.Bucket(t, bucket)
+	gs := testBucket(t, bucket)
 	store := &countingStore{objectStore: gs}
 	rec := &teststack.Recorder{}
 	var mu sync.Mutex
@@ -95,7 +95,7 @@ func TestChunksOfAnEndedTransferAreDroppedWithoutUploading(t *testing.T) {
 
 // The done cache is bounded.
 func TestDoneCacheIsBounded(t *testing.T) {
-	store := &countingStore{objectStore: teststack.Bucket(t, "w-done-cache")}
+	store := &countingStore{objectStore: testBucket(t, "w-done-cache")}
 	c := &doneCache{store: store, every: time.Hour, max: 4, now: time.Now, entries: map[doneKey]*doneEntry{}}
 	for i := 0; i < 50; i++ {
 		if c.ended(context.Background(), "w-done-cache", fmt.Sprintf("tid%d", i)) {
@@ -114,7 +114,7 @@ func TestDoneCacheIsBounded(t *testing.T) {
 func TestMaxRateCapsEveryUploadedByte(t *testing.T) {
 	const bytesPerSecond = 100_000
 	bucket := "w-rate"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	v := ratelimittest.New(bytesPerSecond)
 	w, err := New(Options{Store: store, Events: &teststack.Recorder{}, ID: "w1", MaxAttempts: 5, MaxRate: bytesPerSecond, limiter: v})
 	if err != nil {
@@ -152,7 +152,7 @@ func TestMaxRateCapsEveryUploadedByte(t *testing.T) {
 
 // The worker's own limiter is the FERRY_MAX_RATE it was given.
 func TestMaxRateMakesOneLimiterPerProcess(t *testing.T) {
-	w, err := New(Options{Store: teststack.Bucket(t, "w-rate2"), Events: &teststack.Recorder{}, MaxRate: 7_000_000})
+	w, err := New(Options{Store: testBucket(t, "w-rate2"), Events: &teststack.Recorder{}, MaxRate: 7_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestMaxRateMakesOneLimiterPerProcess(t *testing.T) {
 	if !ok || lim.Limit() != 7_000_000 || lim.Burst() != 256<<10 {
 		t.Fatalf("limiter %#v, want 7 MB/s with a 256 KiB burst", w.limit)
 	}
-	if w0, _ := New(Options{Store: teststack.Bucket(t, "w-rate2"), Events: &teststack.Recorder{}}); w0.limit != nil {
+	if w0, _ := New(Options{Store: testBucket(t, "w-rate2"), Events: &teststack.Recorder{}}); w0.limit != nil {
 		t.Fatal("a limiter without FERRY_MAX_RATE")
 	}
 }

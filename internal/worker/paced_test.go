@@ -43,7 +43,7 @@ func (s *pushBackStore) Upload(ctx context.Context, bucket, name string, r io.Re
 // goes back to Pub/Sub as before (no retry in the handler).
 func TestRateLimitedUploadsAreWaitedOut(t *testing.T) {
 	rateLimited := fmt.Errorf("%w (%w): googleapi: Error 429: rateLimitExceeded", gcs.ErrRateLimited, gcs.ErrThrottled)
-	store := &pushBackStore{objectStore: teststack.Bucket(t, "w-paced"), n: 3, err: rateLimited}
+	store := &pushBackStore{objectStore: testBucket(t, "w-paced"), n: 3, err: rateLimited}
 	rec := &teststack.Recorder{}
 	pc := pacer.New(pacer.Options{Min: 1000}) // a floor high enough that no test waits
 	w, err := New(Options{Store: store, Events: rec, ID: "w1", MaxAttempts: 5, Pacer: pc})
@@ -64,7 +64,7 @@ func TestRateLimitedUploadsAreWaitedOut(t *testing.T) {
 		t.Errorf("pacer: %d cuts, limit %v; want the pace cut once (the others within its hold)", pc.Cuts(), pc.Limit())
 	}
 
-	store503 := &pushBackStore{objectStore: teststack.Bucket(t, "w-paced-503"), n: 1, err: fmt.Errorf("%w: googleapi: Error 503", gcs.ErrThrottled)}
+	store503 := &pushBackStore{objectStore: testBucket(t, "w-paced-503"), n: 1, err: fmt.Errorf("%w: googleapi: Error 503", gcs.ErrThrottled)}
 	w503, err := New(Options{Store: store503, Events: &teststack.Recorder{}, ID: "w1", MaxAttempts: 5, Pacer: pacer.New(pacer.Options{Min: 1000})})
 	if err != nil {
 		t.Fatal(err)

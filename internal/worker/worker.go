@@ -184,6 +184,17 @@ func (w *Worker) handle(ctx context.Context, m queue.Message) error {
 		// the spool file the message names.
 		return queue.Permanent(fmt.Errorf("chunk message %s of transfer %s: %w: %w", m.ID, c.TransferID, errRefused, err))
 	}
+	if err := w.done.proves(ctx, c.Bucket, c.TransferID, c.Key); err != nil {
+		// Nothing read, written or removed, the spool file it names
+		// included: a message is a claim, the key object the proof.
+		if !errors.Is(err, errUnproven) {
+			return fmt.Errorf("chunk message %s: %w", m.ID, err)
+		}
+		metrics.Unproven.WithLabelValues(message.EventChunk).Inc()
+		w.log.Warn("chunk message not proven; dropped, nothing written", "transfer_id", c.TransferID, "bucket", c.Bucket, "parts", len(c.Parts),
+			"first_object", c.Parts[0].Object, "why", err.Error())
+		return queue.Permanent(fmt.Errorf("chunk message %s of transfer %s: %w: %w", m.ID, c.TransferID, errRefused, err))
+	}
 	first := c.Parts[0]
 	if w.done.ended(ctx, c.Bucket, c.TransferID) {
 		// Cancelled, failed or finished: its remaining chunks are

@@ -23,12 +23,34 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
 
+// testChunkKey is the chunk key of every transfer these tests send:
+// testBucket's key objects list its hash, as a producer's would.
+var testChunkKey = strings.Repeat("c0ffee01", 8)
+
+// testTIDs are the transfers these tests send chunks of.
+var testTIDs = []string{"tid1", "tid2", "tid3", "tid4", "tid5", "tid6", "tid7", "tid9", "tid10", "tid11", "tidf", "tid-paced", "tid-paced-503", "tforger"}
+
+// testBucket is teststack.Bucket with the key object of each of testTIDs
+// written, listing testChunkKey: what a producer writes before it
+// publishes a transfer's first chunk.
+func testBucket(t testing.TB, name string) *gcs.Store {
+	t.Helper()
+	store := teststack.Bucket(t, name)
+	for _, tid := range testTIDs {
+		k := message.Keys{V: message.Version, TransferID: tid, SHA256: []string{message.KeyHash(testChunkKey)}, Chunks: message.KeyHash(testChunkKey)}
+		if _, err := store.PutSmall(context.Background(), name, message.KeyObject(tid), message.Encode(k), false, "application/json"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store
+}
+
 // chunkMsg spools wire bytes and returns the spool directory, the spool
 // file's path and the message a producer would send.
 func chunkMsg(t *testing.T, bucket string, wire []byte, final bool) (message.Chunk, string, queue.Message) {
 	t.Helper()
 	dir := t.TempDir()
-	c := message.Chunk{V: message.Version, TransferID: "tid1", Bucket: bucket, Codec: "zstd", Spool: "tid1-000000-00003",
+	c := message.Chunk{V: message.Version, TransferID: "tid1", Bucket: bucket, Codec: "zstd", Spool: "tid1-000000-00003", Key: testChunkKey,
 		Parts: []message.Part{{Object: message.ChunkObject("tid1", 0, 3), File: 0, Path: "dir/data.csv", Index: 3, Chunks: 5,
 			WireSize: int64(len(wire)), WireCRC32C: crc32c.Checksum(wire)}}}
 	if err := os.WriteFile(filepath.Join(dir, c.Spool), wire, 0o644); err != nil {
@@ -67,7 +89,7 @@ func events(t *testing.T, r *teststack.Recorder) []message.Event {
 }
 
 func TestUploadsVerifiesAnnouncesAndRemovesSpool(t *testing.T) {
-	store := teststack.Bucket(t, "w-upload")
+	store := testBucket(t, "w-upload")
 	rec := &teststack.Recorder{}
 	wire := bytes.Repeat([]byte("frame-bytes "), 5000)
 	c, dir, m := chunkMsg(t, "w-upload", wire, false)
@@ -101,7 +123,7 @@ func TestUploadsVerifiesAnnouncesAndRemovesSpool(t *testing.T) {
 }
 
 func TestDuplicateDeliveryIsDone(t *testing.T) {
-	store := teststack.Bucket(t, "w-dup")
+	store := testBucket(t, "w-dup")
 	rec := &teststack.Recorder{}
 	c, dir, m := chunkMsg(t, "w-dup", []byte("some compressed frame"), false)
 	w := newWorker(t, store, rec, dir)
@@ -125,7 +147,7 @@ func TestDuplicateDeliveryIsDone(t *testing.T) {
 }
 
 func TestCorruptSpoolFailsPermanentlyAndUploadsNothing(t *testing.T) {
-	store := teststack.Bucket(t, "w-corrupt")
+	store := testBucket(t, "w-corrupt")
 	rec := &teststack.Recorder{}
 	c, dir, m := chunkMsg(t, "w-corrupt", []byte("bytes the producer compressed"), false)
 	w := newWorker(t, store, rec, dir)
@@ -149,7 +171,7 @@ func TestCorruptSpoolFailsPermanentlyAndUploadsNothing(t *testing.T) {
 }
 
 func TestExistingFinalObjectIsNotReplaced(t *testing.T) {
-	store := teststack.Bucket(t, "w-exists")
+	store := testBucket(t, "w-exists")
 	if _, err := store.PutSmall(context.Background(), "w-exists", "out/data.csv.zst", []byte("precious"), false, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +208,7 @@ func (h heldStore) Upload(_ context.Context, bucket, name string, _ io.Reader, _
 // and an upload GCS refuses as invalid is refused again, however often it
 // is sent: the chunk fails permanently, naming the object and why.
 func TestAHeldFinalObjectFailsPermanently(t *testing.T) {
-	store := teststack.Bucket(t, "w-held")
+	store := testBucket(t, "w-held")
 	for _, tc := range []struct {
 		invalid bool
 		want    string
@@ -201,7 +223,7 @@ func TestAHeldFinalObjectFailsPermanently(t *testing.T) {
 }
 
 func TestMalformedMessageIsPermanent(t *testing.T) {
-	w := newWorker(t, teststack.Bucket(t, "w-bad"), &teststack.Recorder{}, t.TempDir())
+	w := newWorker(t, testBucket(t, "w-bad"), &teststack.Recorder{}, t.TempDir())
 	for _, data := range []string{"not json", `{"v":1,"surprise":true}`, `{"v":2}`} {
 		if err := w.Handle(context.Background(), queue.Message{ID: "x", Data: []byte(data)}); !errors.Is(err, queue.ErrPermanent) {
 			t.Errorf("Handle(%s) = %v, want permanent", data, err)
@@ -210,7 +232,7 @@ func TestMalformedMessageIsPermanent(t *testing.T) {
 }
 
 func TestPublishFailureIsRetried(t *testing.T) {
-	store := teststack.Bucket(t, "w-pubfail")
+	store := testBucket(t, "w-pubfail")
 	rec := &teststack.Recorder{Err: errors.New("pubsub unavailable")}
 	c, dir, m := chunkMsg(t, "w-pubfail", []byte("frame"), false)
 	w := newWorker(t, store, rec, dir)
@@ -226,7 +248,7 @@ func TestPublishFailureIsRetried(t *testing.T) {
 // The attacks of issue 8: a chunk message published by hand that names a
 // file outside the spool must neither upload it nor delete it.
 func TestMessageCannotReachOutsideTheSpool(t *testing.T) {
-	store := teststack.Bucket(t, "w-confine")
+	store := testBucket(t, "w-confine")
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret.txt")
 	secretBytes := []byte("the worker's private key")
@@ -271,7 +293,7 @@ func TestMessageCannotReachOutsideTheSpool(t *testing.T) {
 }
 
 func TestWorkerWithoutSpoolRefusesSpoolMessages(t *testing.T) {
-	store := teststack.Bucket(t, "w-nospool")
+	store := testBucket(t, "w-nospool")
 	c, dir, m := chunkMsg(t, "w-nospool", []byte("frame"), false)
 	w := newWorker(t, store, &teststack.Recorder{}, "")
 	err := w.Handle(context.Background(), m)
@@ -286,11 +308,11 @@ func TestWorkerWithoutSpoolRefusesSpoolMessages(t *testing.T) {
 // Chunks that travel inside the message need no spool: a bundle of two
 // parts lands as two objects and one event.
 func TestInlineBundleUploadsEveryPart(t *testing.T) {
-	store := teststack.Bucket(t, "w-inline")
+	store := testBucket(t, "w-inline")
 	rec := &teststack.Recorder{}
 	w := newWorker(t, store, rec, "")
 	a, b := []byte("first small file"), []byte("second")
-	c := message.Chunk{V: message.Version, TransferID: "tid2", Bucket: "w-inline", Codec: "none", Parts: []message.Part{
+	c := message.Chunk{V: message.Version, TransferID: "tid2", Bucket: "w-inline", Codec: "none", Key: testChunkKey, Parts: []message.Part{
 		{Object: "p/a", Final: true, File: 0, Path: "a", Chunks: 1, RawSize: int64(len(a)), WireSize: int64(len(a)), WireCRC32C: crc32c.Checksum(a),
 			Metadata: message.FinalMetadata("tid2", int64(len(a)), crc32c.Checksum(a), "none")},
 		{Object: "p/b", Final: true, File: 1, Path: "b", Chunks: 1, RawSize: int64(len(b)), WireSize: int64(len(b)), WireCRC32C: crc32c.Checksum(b),
@@ -314,8 +336,8 @@ func TestInlineBundleUploadsEveryPart(t *testing.T) {
 // permanently, writes nothing there and leaves its spool file alone; the
 // failed event names the bucket and the variable.
 func TestBucketNotAllowedFailsPermanently(t *testing.T) {
-	store := teststack.Bucket(t, "w-victim")
-	teststack.Bucket(t, "w-allowed")
+	store := testBucket(t, "w-victim")
+	testBucket(t, "w-allowed")
 	rec := &teststack.Recorder{}
 	c, dir, m := chunkMsg(t, "w-victim", []byte("frame for a bucket we may not touch"), false)
 	w, err := New(Options{Store: store, Events: rec, ID: "w1", MaxAttempts: 5, SpoolDir: dir,
@@ -377,7 +399,7 @@ func (s *countingStore) Upload(ctx context.Context, bucket, name string, r io.Re
 // bundle returns a chunk message of transfer tid carrying files as final
 // objects under p/, and one staging chunk (file len(files), chunk 2 of 4).
 func bundle(bucket, tid string, files ...[]byte) (message.Chunk, [][]byte) {
-	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: bucket, Codec: "none"}
+	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: bucket, Codec: "none", Key: testChunkKey}
 	for i, b := range files {
 		c.Parts = append(c.Parts, message.Part{Object: fmt.Sprintf("p/f%d", i), Final: true, File: i, Path: fmt.Sprintf("f%d", i), Chunks: 1,
 			RawSize: int64(len(b)), WireSize: int64(len(b)), WireCRC32C: crc32c.Checksum(b),
@@ -394,7 +416,7 @@ func bundle(bucket, tid string, files ...[]byte) (message.Chunk, [][]byte) {
 // nothing.
 func TestUploadReadsAttrsOnlyAfterAPreconditionFailure(t *testing.T) {
 	bucket := "w-precond"
-	store := &countingStore{objectStore: teststack.Bucket(t, bucket)}
+	store := &countingStore{objectStore: testBucket(t, bucket)}
 	rec := &teststack.Recorder{}
 	w := newWorker(t, store, rec, "")
 	c, payload := bundle(bucket, "tid3", []byte("one"), []byte("two two"))
@@ -427,7 +449,7 @@ func TestUploadReadsAttrsOnlyAfterAPreconditionFailure(t *testing.T) {
 // byte-identical, announced by one event listing every part.
 func TestBundleFromSpoolUploadsEveryPartInOneEvent(t *testing.T) {
 	bucket := "w-bundle"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	rec := &teststack.Recorder{}
 	dir := t.TempDir()
 	w := newWorker(t, store, rec, dir)
@@ -463,7 +485,7 @@ func TestBundleFromSpoolUploadsEveryPartInOneEvent(t *testing.T) {
 // file, and none of the bundle's objects is written.
 func TestBundleWithACorruptPartWritesNothing(t *testing.T) {
 	bucket := "w-bundle-corrupt"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	rec := &teststack.Recorder{}
 	w := newWorker(t, store, rec, "")
 	c, payload := bundle(bucket, "tid5", []byte("fine"), []byte("flipped"), []byte("also fine"))
@@ -486,7 +508,7 @@ func TestBundleWithACorruptPartWritesNothing(t *testing.T) {
 // clearly; the existing object is untouched and no object is partial.
 func TestBundleWithAnExistingDestinationFailsClearly(t *testing.T) {
 	bucket := "w-bundle-exists"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	if _, err := store.PutSmall(context.Background(), bucket, "p/f1", []byte("precious"), false, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +543,7 @@ func TestBundleWithAnExistingDestinationFailsClearly(t *testing.T) {
 // and its error names the transfer whose object it is.
 func TestAWorkerNeverReplacesAnotherTransfersFinalObject(t *testing.T) {
 	bucket := "w-forged"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	ctx := context.Background()
 	victim := []byte("the victim's bytes")
 	if _, err := store.Upload(ctx, bucket, "p/f0", bytes.NewReader(victim), gcs.UploadOptions{Size: int64(len(victim)), CRC32C: crc32c.Checksum(victim),
@@ -546,11 +568,86 @@ func TestAWorkerNeverReplacesAnotherTransfersFinalObject(t *testing.T) {
 	}
 }
 
+// Issue 42 §3: a chunk message is a claim, the transfer's key object the
+// proof. A well-formed message for another transfer (every submitter may
+// publish chunks) that lacks the chunk key its producer wrote, or names a
+// transfer that has no key object, writes no object, final or staging,
+// and leaves the spool file it names alone. A key object of an older
+// producer (no chunk key) proves its transfer's chunks; a new run's key
+// object, written after the worker read the old one, proves the new run's.
+func TestAChunkMessageWithoutItsTransfersKeyWritesNothing(t *testing.T) {
+	bucket := "w-unproven"
+	store := testBucket(t, bucket)
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := newWorker(t, store, &teststack.Recorder{}, dir)
+	other := strings.Repeat("0badc0de", 8)
+	for _, c := range []struct {
+		name, tid, key, why string
+	}{
+		{"no key", "tid1", "", "its key is not the one the key object"},
+		{"another key", "tid1", other, "its key is not the one the key object"},
+		{"no key object", "tnokey", testChunkKey, "transfer tnokey has no key object gs://w-unproven/.ferry-keys/tnokey"},
+	} {
+		msg, payload := bundle(bucket, c.tid, []byte("forged bytes"))
+		msg.Key = c.key
+		err := w.Handle(ctx, queue.Message{ID: "m", Data: message.EncodeChunk(msg, payload)})
+		if !errors.Is(err, queue.ErrPermanent) || !strings.Contains(err.Error(), "not proven by the transfer's chunk key") || !strings.Contains(err.Error(), c.why) {
+			t.Fatalf("%s: %v, want it refused unproven: %s", c.name, err, c.why)
+		}
+		for _, p := range msg.Parts {
+			if _, err := store.Attrs(ctx, bucket, p.Object); !errors.Is(err, gcs.ErrNotFound) {
+				t.Fatalf("%s: gs://%s/%s written (%v)", c.name, bucket, p.Object, err)
+			}
+		}
+		// In spool mode too: the file it names stays.
+		sm, _, _ := chunkMsg(t, bucket, []byte("frame"), true)
+		sm.TransferID, sm.Key, sm.Spool = c.tid, c.key, c.tid+"-000000-00003"
+		sm.Parts[0].Metadata = message.FinalMetadata(c.tid, 10, 1, "zstd")
+		spool := filepath.Join(dir, sm.Spool)
+		if err := os.WriteFile(spool, []byte("frame"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Handle(ctx, queue.Message{ID: "s", Data: message.EncodeChunk(sm, nil)}); !errors.Is(err, errUnproven) {
+			t.Fatalf("%s, spooled: %v, want it unproven", c.name, err)
+		}
+		if _, err := os.Stat(spool); err != nil {
+			t.Fatalf("%s: the spool file it named: %v", c.name, err)
+		}
+		if _, err := store.Attrs(ctx, bucket, sm.Parts[0].Object); !errors.Is(err, gcs.ErrNotFound) {
+			t.Fatalf("%s: gs://%s/%s written (%v)", c.name, bucket, sm.Parts[0].Object, err)
+		}
+	}
+	// A new run of tid1 writes a new key object: its chunks are proven,
+	// though the worker read the old one.
+	next := strings.Repeat("5eed0002", 8)
+	k := message.Keys{V: message.Version, TransferID: "tid1", SHA256: []string{message.KeyHash(next)}, Chunks: message.KeyHash(next)}
+	if _, err := store.PutSmall(ctx, bucket, message.KeyObject("tid1"), message.Encode(k), false, "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	msg, payload := bundle(bucket, "tid1", []byte("the new run's bytes"))
+	msg.Key = next
+	if err := w.Handle(ctx, queue.Message{ID: "n", Data: message.EncodeChunk(msg, payload)}); err != nil {
+		t.Fatalf("the new run's chunk: %v", err)
+	}
+	// An older producer's key object lists no chunk key: its chunks,
+	// which carry none, are taken.
+	old := message.Keys{V: message.Version, TransferID: "tid2", SHA256: []string{message.KeyHash(next)}}
+	if _, err := store.PutSmall(ctx, bucket, message.KeyObject("tid2"), message.Encode(old), false, "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	msg, payload = bundle(bucket, "tid2", []byte("an older producer's bytes"))
+	msg.Key, msg.Parts[0].Object = "", "old/f0"
+	if err := w.Handle(ctx, queue.Message{ID: "o", Data: message.EncodeChunk(msg, payload)}); err != nil {
+		t.Fatalf("an older producer's chunk: %v", err)
+	}
+}
+
 // A staging object an earlier attempt left with other bytes is replaced;
 // a redelivery is a duplicate, not a second write.
 func TestStaleStagingIsReplacedOnce(t *testing.T) {
 	bucket := "w-overwrite"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	ctx := context.Background()
 	c, payload := bundle(bucket, "tid7", []byte("new content"))
 	// A stale staging object of this transfer with the part's size and
@@ -590,7 +687,7 @@ func TestStaleStagingIsReplacedOnce(t *testing.T) {
 // transfer, or lost) is retried, so that the transfer ends with the
 // producer's cause; the last delivery attempt fails the transfer.
 func TestMissingSpoolFileIsRetriedThenFailsTheTransfer(t *testing.T) {
-	store := teststack.Bucket(t, "w-missing")
+	store := testBucket(t, "w-missing")
 	rec := &teststack.Recorder{}
 	c, dir, m := chunkMsg(t, "w-missing", []byte("frame"), false)
 	if err := os.Remove(filepath.Join(dir, c.Spool)); err != nil {
@@ -634,7 +731,7 @@ func (s *keyStore) Upload(ctx context.Context, bucket, name string, r io.Reader,
 func TestEveryUploadCarriesTheKMSKey(t *testing.T) {
 	const key = "projects/p/locations/europe-west4/keyRings/ferry/cryptoKeys/objects"
 	bucket := "w-kms"
-	gs := teststack.Bucket(t, bucket)
+	gs := testBucket(t, bucket)
 	store := &keyStore{objectStore: gs}
 	w, err := New(Options{Store: store, Events: &teststack.Recorder{}, ID: "w1", MaxAttempts: 5, Buckets: config.Buckets{KMSKey: key}})
 	if err != nil {
@@ -669,7 +766,7 @@ func TestEveryUploadCarriesTheKMSKey(t *testing.T) {
 // transfer is refused, naming that transfer.
 func TestChunksOfAnEarlierRunAreDropped(t *testing.T) {
 	const bucket = "w-runs"
-	store := teststack.Bucket(t, bucket)
+	store := testBucket(t, bucket)
 	ctx := context.Background()
 	setRun := func(run string) {
 		t.Helper()
