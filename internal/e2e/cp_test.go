@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +18,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -387,6 +391,49 @@ func TestFerryCpConvertsLatin1WithNullMarkers(t *testing.T) {
 	must(t, err)
 	if want := "café,prix\ndéjà,1.50\n,\nnaïve,\n"; string(got) != want {
 		t.Fatalf("restored %q, want %q", got, want)
+	}
+}
+
+// Issue 42 §4: restore compares each object with its transfer's listing.
+// One replaced after the transfer ended ok, by a writer that copied its
+// ferry metadata (a ferry object in every other respect), is named, with
+// the generation and CRC32C the listing recorded, and not restored; the
+// others are.
+func TestRestoreNamesAnObjectReplacedAfterItsTransferEnded(t *testing.T) {
+	t.Parallel()
+	c := newCpRun(t, "")
+	dir := t.TempDir()
+	for i := range 3 {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), bytes.Repeat([]byte{byte('a' + i)}, 1000), 0o644))
+	}
+	if d := c.ok("--codec", "none", dir, "gs://"+c.bucket+"/t"); d.Status != message.StatusOK {
+		t.Fatalf("cp: %+v", d)
+	}
+	ctx := context.Background()
+	name := "t/" + filepath.Base(dir) + "/f1.txt"
+	a, err := c.store.Attrs(ctx, c.bucket, name)
+	must(t, err)
+	forged := bytes.Repeat([]byte("z"), 1000)
+	meta := maps.Clone(a.Metadata)
+	meta[message.MetaRawCRC32C] = fmt.Sprintf("%08x", crc32c.Checksum(forged)) // restore's own checks pass
+	if _, err := c.store.Upload(ctx, c.bucket, name, bytes.NewReader(forged), gcs.UploadOptions{Size: 1000, CRC32C: crc32c.Checksum(forged), Metadata: meta}); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runBinary(t, c.env(), "restore", "gs://"+c.bucket+"/t/", out)
+	if code == 0 || !strings.Contains(stderr, "gs://"+c.bucket+"/"+name+": generation") || !strings.Contains(stderr, "not the object its transfer's listing recorded") ||
+		!strings.Contains(stdout+stderr, "restored 2 of 3 objects") {
+		t.Fatalf("restore: exit %d\n%s\n%s\nwant the replaced object named, the others restored", code, stdout, stderr)
+	}
+	base := filepath.Join(out, filepath.Base(dir))
+	if _, err := os.Stat(filepath.Join(base, "f1.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the replaced object was restored: %v", err)
+	}
+	for _, i := range []int{0, 2} {
+		got, err := os.ReadFile(filepath.Join(base, fmt.Sprintf("f%d.txt", i)))
+		if err != nil || !bytes.Equal(got, bytes.Repeat([]byte{byte('a' + i)}, 1000)) {
+			t.Fatalf("f%d.txt: %v", i, err)
+		}
 	}
 }
 

@@ -192,6 +192,13 @@ var mutants = []mutant{
 		pkg:  "internal/worker", test: "TestAChunkMessageWithoutItsTransfersKeyWritesNothing",
 	},
 	{
+		name: "restore names an object its transfer's listing recorded otherwise",
+		file: "internal/restore/listing.go",
+		from: "if (c.cur.Generation != 0 && c.cur.Generation != a.Generation) || c.cur.CRC32C != a.CRC32C || c.cur.Size != a.Size {",
+		to:   "if false {",
+		pkg:  "internal/e2e", test: "TestRestoreNamesAnObjectReplacedAfterItsTransferEnded",
+	},
+	{
 		name: "a staged overwrite checks every object it replaces before it replaces any",
 		file: "internal/merger/finish.go",
 		from: "if a == nil || a.Generation == f.Replaces || f.AppendsTo() != 0 ||",

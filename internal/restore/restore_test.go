@@ -621,8 +621,9 @@ func TestInterruptedRestoreResumes(t *testing.T) {
 	o := options()
 	o.Attempts = 1
 	o.Concurrency = 1 // in order, so that the ranges before the failure are done
-	// The network goes away after the tail and 4 ranges.
-	cs := &countingStore{Store: s, failAfter: 5}
+	// The network goes away after the look for its transfer's listing
+	// (it has none), the tail and 4 ranges.
+	cs := &countingStore{Store: s, failAfter: 6}
 	_, err := newRestorer(t, cs, o).Run(ctx, "gs://"+bucket+"/big.csv.zst", dest+"/")
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("first run: %v, want the injected failure", err)

@@ -137,6 +137,13 @@ func (r *Restorer) single(ctx context.Context, bucket string, a gcs.Attrs, dest 
 	if fi, err := os.Stat(dest); strings.HasSuffix(dest, "/") || err == nil && fi.IsDir() {
 		dir, rel = dest, outputRel(path.Base(a.Name), "", k)
 	}
+	lst := newListings(r.store, bucket)
+	err := lst.check(ctx, a)
+	lst.closeAll()
+	if err != nil {
+		s.add(Result{Object: "gs://" + bucket + "/" + a.Name}, err) // not restored
+		return s.err()
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -163,12 +170,18 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 		defer r.listing.Store(false)
 		lctx, cancel := context.WithTimeout(gctx, 15*r.o.Timeout)
 		defer cancel()
+		lst := newListings(r.store, bucket)
+		defer lst.closeAll()
 		return r.store.List(lctx, bucket, list, func(a gcs.Attrs) error {
 			if isFerryInternal(a.Name) || strings.HasSuffix(a.Name, "/") && a.Size == 0 {
 				return nil // ferry's own objects; folder placeholders
 			}
 			r.listed.Add(1)
 			s.found(1)
+			if err := lst.check(lctx, a); err != nil {
+				s.add(Result{Object: "gs://" + bucket + "/" + a.Name}, err) // not restored
+				return nil
+			}
 			select {
 			case jobs <- a:
 				return nil
