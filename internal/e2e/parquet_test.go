@@ -51,7 +51,9 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, ".prices.csv.ferry-csv"), []byte("a file of its own\n"), 0o644))
 
 	env := s.env("FERRY_BUCKETS=" + s.bucket)
-	code, stdout, stderr := runBinary(t, env, "producer", "submit", "--dry-run", "--convert", "parquet", "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
+	// The TSV quotes its newline: said with --quote '"' (a TSV's quotes
+	// are characters by default, as most TSV writers mean them).
+	code, stdout, stderr := runBinary(t, env, "producer", "submit", "--dry-run", "--convert", "parquet", "--quote", `"`, "--chunk-size", "1MiB", dir, "gs://"+s.bucket+"/land")
 	if code != 0 || !strings.Contains(stdout, "Parquet parts of schema: date DATE, symbol STRING") || !strings.Contains(stdout, "open NUMERIC(18, 6)") ||
 		!strings.Contains(stdout, "land/export/prices.csv/part-00000.parquet") {
 		t.Fatalf("dry run: exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
@@ -59,6 +61,7 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 
 	cv, err := plan.ParseConvert("parquet", nil, nil, "")
 	must(t, err)
+	must(t, plan.SetText(cv, "", nil, `"`))
 	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land",
 		ChunkSize: 1 << 20, Method: "e2e-parquet", Convert: cv})
 	if err != nil || done.Status != message.StatusOK {
@@ -180,6 +183,7 @@ func TestABadRecordLeavesNoPartBehind(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte(strings.Join(lines, "")), 0o644))
 	cv, err := plan.ParseConvert("parquet", nil, nil, "")
 	must(t, err)
+	must(t, plan.SetText(cv, "", nil, `"`))
 	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land",
 		ChunkSize: 1 << 20, Method: "e2e-parquet", Convert: cv})
 	want := fmt.Sprintf("b.csv: line %d, column 1 (date)", bad)
