@@ -97,22 +97,17 @@ func (l *listings) openCursor(ctx context.Context, tid string) *cursor {
 // next reads the listing's next object; a skipped file's line, which
 // follow the objects, or the end, ends it.
 func (c *cursor) next() {
-	for !c.done {
-		if !c.sc.Scan() {
-			c.close()
-			return
-		}
-		var e message.ListingEntry
-		if json.Unmarshal(c.sc.Bytes(), &e) != nil || e.Skipped != "" {
-			c.close()
-			return
-		}
-		if e.Name <= c.cur.Name {
-			c.close() // not in name order: compared no further
-			return
-		}
-		c.cur = e
+	if c.done {
 		return
+	}
+	var e message.ListingEntry
+	switch {
+	case !c.sc.Scan(), json.Unmarshal(c.sc.Bytes(), &e) != nil, e.Skipped != "":
+		c.close()
+	case e.Name <= c.cur.Name:
+		c.close() // not in name order: compared no further
+	default:
+		c.cur = e
 	}
 }
 
