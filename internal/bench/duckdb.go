@@ -43,17 +43,23 @@ func (b *Bench) duckdbMethod(f File) method {
 			if err != nil {
 				return Run{}, err
 			}
-			r, err := measure(ctx, e, "duckdb", argv, nil)
-			if err != nil {
-				return r, err
-			}
-			st, err := os.Stat(out)
-			if err != nil {
-				return r, err
-			}
-			r.Files, r.Bytes, r.Wire, r.CompressMS = 1, f.Size, st.Size(), r.Wall.Milliseconds()
-			return r, nil
+			return localTool(ctx, e, "duckdb", argv, f, out)
 		}}
+}
+
+// localTool runs argv, a local tool that turns f into the file out (no
+// upload), and returns the run with out's size as what it stores.
+func localTool(ctx context.Context, e *env, name string, argv []string, f File, out string) (Run, error) {
+	r, err := measure(ctx, e, name, argv, nil)
+	if err != nil {
+		return r, err
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return r, err
+	}
+	r.Files, r.Bytes, r.Wire, r.CompressMS = 1, f.Size, st.Size(), r.Wall.Milliseconds()
+	return r, nil
 }
 
 // sqlString is s as a SQL string literal.

@@ -315,15 +315,10 @@ func (b *Bench) zstdCeiling(name string, f File) method {
 	return method{name: name, role: Ceiling, codec: "zstd-cli", level: 3, setting: "zstd -3 -T2 FILE -o FILE.zst (no upload)",
 		run: func(ctx context.Context, e *env) (Run, error) {
 			out := filepath.Join(e.dir, "cli.zst")
-			r, err := measure(ctx, e, "zstd", []string{"zstd", "-3", "-T2", "-q", "-f", "-o", out, f.Path}, nil)
+			r, err := localTool(ctx, e, "zstd", []string{"zstd", "-3", "-T2", "-q", "-f", "-o", out, f.Path}, f, out)
 			if err != nil {
 				return r, err
 			}
-			st, err := os.Stat(out)
-			if err != nil {
-				return r, err
-			}
-			r.Files, r.Bytes, r.Wire, r.CompressMS = 1, f.Size, st.Size(), r.Wall.Milliseconds()
 			dec, derr := decompress(ctx, e, "zstd", out)
 			r.DecompressMS = dec.Milliseconds()
 			return r, derr

@@ -138,8 +138,10 @@ func (r *Restorer) single(ctx context.Context, bucket string, a gcs.Attrs, dest 
 		dir, rel = dest, outputRel(path.Base(a.Name), "", k)
 	}
 	lst := newListings(r.store, bucket)
-	err := lst.check(ctx, a)
+	lctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+	err := lst.check(lctx, a)
 	lst.closeAll()
+	cancel()
 	if err != nil {
 		s.add(Result{Object: "gs://" + bucket + "/" + a.Name}, err) // not restored
 		return s.err()
