@@ -274,6 +274,9 @@ type Producer struct {
 	KeyDir       string        `env:"FERRY_KEY_DIR" help:"where producer submit keeps each transfer's end key (mode 0600) and producer cancel finds it; empty: $XDG_STATE_HOME/ferry/keys, else ~/.local/state/ferry/keys"`
 	SubmitWait   string        `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
 	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
+	// TransferTimeout is the merger's: a lease whose transfer made no
+	// progress for this long is stale.
+	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"the merger's: a transfer with no progress for this long is ended; its destination lease no longer holds off another transfer"`
 }
 
 // Validate names the variable at fault.
@@ -287,6 +290,9 @@ func (p *Producer) Validate() error {
 	}
 	if err := CheckChunkSize(p.ChunkSize); err != nil {
 		return fmt.Errorf("FERRY_CHUNK_SIZE: %w", err)
+	}
+	if p.TransferTimeout < time.Minute {
+		return fmt.Errorf("FERRY_TRANSFER_TIMEOUT=%s: want at least 1m", p.TransferTimeout)
 	}
 	if p.SubmitWait != "subscription" && p.SubmitWait != "marker" {
 		return fmt.Errorf("FERRY_SUBMIT_WAIT=%.32q: want subscription or marker", p.SubmitWait)

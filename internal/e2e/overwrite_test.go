@@ -116,11 +116,11 @@ func (h *hook) Publish(ctx context.Context, data []byte, attrs map[string]string
 }
 
 // Two --overwrite transfers of different bytes to one prefix, interleaved
-// (a nightly job that overran into the next night's): T1 lists the
-// destination and is held before its first chunk; T2 runs whole and ends
-// ok; then T1 goes on. T1 must not replace what T2 wrote after T1 looked:
-// it fails, naming the object that changed and T2, and T2's ok stays true,
-// every object its bytes.
+// (a nightly job that overran into the next night's), when T1's lease no
+// longer holds T2 off: T1 lists the destination and is held before its
+// first chunk; T2 runs whole and ends ok; then T1 goes on. T1 must not
+// replace what T2 wrote after T1 looked: it fails, naming the object that
+// changed and T2, and T2's ok stays true, every object its bytes.
 func TestAnOlderOverwriteNeverReplacesANewerOnesObjects(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	dir1, dir2 := filepath.Join(t.TempDir(), "night"), filepath.Join(t.TempDir(), "night")
@@ -141,6 +141,10 @@ func TestAnOlderOverwriteNeverReplacesANewerOnesObjects(t *testing.T) {
 	overwriteTree(t, dir1, 9, 2000)
 	wait1 := s.transferWith(p1, req1)
 	<-waiting // T1 has listed what it replaces
+	// T1's lease would have T2 refused (TestTheSameCommandTwiceAtOnce…);
+	// without it (T1 quiet past FERRY_TRANSFER_TIMEOUT, or a producer
+	// from before leases) the generations T1 found still guard T2's ok.
+	must(t, s.store.Delete(context.Background(), s.bucket, message.LeaseObject(s.leaseHolder())))
 	overwriteTree(t, dir2, 9, 3000)
 	d2, err := s.transfer(req2)
 	if err != nil || d2.Status != message.StatusOK {

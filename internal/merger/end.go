@@ -134,6 +134,12 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 	if listed {
 		done.Listing = "gs://" + t.bucket + "/" + message.ListingObject(done.TransferID)
 	}
+	// The destination is free before anyone hears of the end: a batch
+	// system that sends its next transfer on the done event is not refused
+	// for this one's lease.
+	if err := m.o.Store.Delete(ctx, t.bucket, message.LeaseObject(done.TransferID)); err != nil && !errors.Is(err, gcs.ErrNotFound) {
+		return fmt.Errorf("remove lease: %w", err)
+	}
 	body := message.Encode(done)
 	if err := m.o.Done.Publish(ctx, body, map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {
 		return fmt.Errorf("publish done event: %w", err)

@@ -192,6 +192,20 @@ var mutants = []mutant{
 		pkg:  "internal/worker", test: "TestAChunkMessageWithoutItsTransfersKeyWritesNothing",
 	},
 	{
+		name: "a transfer is refused while another writes the same objects",
+		file: "internal/producer/lease.go",
+		from: "		if live {",
+		to:   "		if live && false {",
+		pkg:  "internal/e2e", test: "TestTheSameCommandTwiceAtOnceEndsOneOKAndRefusesTheOther",
+	},
+	{
+		name: "the merger frees a transfer's destination when it ends",
+		file: "internal/merger/end.go",
+		from: "if err := m.o.Store.Delete(ctx, t.bucket, message.LeaseObject(done.TransferID)); err != nil && !errors.Is(err, gcs.ErrNotFound) {",
+		to:   "if err := error(nil); err != nil {",
+		pkg:  "internal/e2e", test: "TestTheSameCommandTwiceAtOnceEndsOneOKAndRefusesTheOther",
+	},
+	{
 		name: "restore names an object its transfer's listing recorded otherwise",
 		file: "internal/restore/listing.go",
 		from: "if (c.cur.Generation != 0 && c.cur.Generation != a.Generation) || c.cur.CRC32C != a.CRC32C || c.cur.Size != a.Size {",

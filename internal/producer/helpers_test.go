@@ -189,3 +189,4 @@ func heapGrowth(t *testing.T, submit func() (*message.Manifest, error)) (*messag
 	}
 	return man, grew
 }
+func (nopStore) Delete(context.Context, string, string) error { return nil }

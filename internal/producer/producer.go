@@ -130,6 +130,7 @@ type objectStore interface {
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
+	Delete(ctx context.Context, bucket, name string) error
 	// NewRangeReader reads an object's last bytes: an append's seek table.
 	NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error)
 }
@@ -222,6 +223,9 @@ type Options struct {
 	// it before removing the spool files it announced (see fail).
 	// Default 10s.
 	FailGrace time.Duration
+	// TransferTimeout is FERRY_TRANSFER_TIMEOUT: a lease whose transfer
+	// shows no progress for this long is stale (see lease.go). Default 6h.
+	TransferTimeout time.Duration
 	// Started, when set, is called once per transfer when it has really
 	// started: every check passed, before the first chunk is read.
 	Started func(transferID string)
@@ -263,6 +267,9 @@ func (o *Options) applyDefaults() {
 	if o.Publishers <= 0 {
 		o.Publishers = 16
 	}
+	if o.TransferTimeout <= 0 {
+		o.TransferTimeout = 6 * time.Hour
+	}
 	if o.FailGrace <= 0 {
 		o.FailGrace = 10 * time.Second
 	}
@@ -288,7 +295,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 		Transport: cfg.Spool.Transport, MessageMax: int64(cfg.MessageMax), MaxChunks: cfg.MaxChunks,
 		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
 		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
-		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads,
+		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads, TransferTimeout: cfg.TransferTimeout,
 	}
 }
 
@@ -432,6 +439,7 @@ type census struct {
 	files    int
 	bytes    int64
 	maxChunk int64
+	scope    scopeOf // what the final objects' names share: the lease's
 }
 
 // prepare plans req and checks it against this producer's configuration
@@ -482,6 +490,7 @@ func (p *Producer) count(pl *plan.Plan) (census, error) {
 	err := pl.Walk(func(f plan.File) error {
 		c.files++
 		c.bytes += f.Size
+		c.scope.add(f.Object)
 		if f.Stream != nil {
 			c.maxChunk = max(c.maxChunk, f.Stream.Max)
 		} else {
@@ -522,10 +531,18 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	m := newManifest(req, pl, tid, started, p.o.ID)
 	m.FerryVer = p.o.Version
 	m.Run = message.NewRun()
-	// The key object first: an end event the producer publishes (sealed,
+	// The lease before anything else: a transfer refused because another
+	// writes the same objects leaves nothing behind.
+	if c.scope.any {
+		if err := p.lease(ctx, pl.Dest.Bucket, tid, pl.Dest.String(), c.scope.prefix); err != nil {
+			return nil, err
+		}
+	}
+	// The key object next: an end event the producer publishes (sealed,
 	// failed) proves itself with the key, and so does its submitter's
 	// cancel.
 	if err := p.writeKeys(ctx, pl.Dest.Bucket, m, req); err != nil {
+		p.release(ctx, pl.Dest.Bucket, tid)
 		return nil, err
 	}
 	// The run is written before any chunk is published: from then on the
@@ -533,6 +550,7 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	// request sent again) are dropped by the workers, and their reports
 	// ignored by the merger.
 	if _, err := p.o.Store.PutSmall(ctx, pl.Dest.Bucket, message.RunObject(tid), []byte(m.Run), false, "text/plain"); err != nil {
+		p.release(ctx, pl.Dest.Bucket, tid)
 		return nil, fmt.Errorf("transfer %s: writing its run to gs://%s/%s: %w", tid, pl.Dest.Bucket, message.RunObject(tid), err)
 	}
 	if p.o.Started != nil {

@@ -1,0 +1,48 @@
+package message
+
+import (
+	"fmt"
+	"strings"
+)
+
+// LeaseRoot is the prefix of destination leases, one per running transfer.
+// "_leases" is no transfer id (ValidTransferID), so nothing that walks the
+// staging root takes it for a transfer, and the staging lifecycle rule is
+// the backstop for a lease a crash left behind.
+const LeaseRoot = StagingRoot + "_leases/"
+
+// LeaseObject is the lease of a transfer.
+func LeaseObject(transferID string) string { return LeaseRoot + transferID }
+
+// Lease is a running transfer's claim on the final objects it writes: every
+// one of them starts with Scope (the longest prefix their names share). A
+// producer writes its lease before the transfer's key object, then lists
+// the others: of two live leases whose scopes overlap, the one written
+// first goes on, the other is refused and sends nothing. The merger
+// removes a transfer's lease when the transfer ends, before its done event.
+type Lease struct {
+	V           int    `json:"v"`
+	TransferID  string `json:"transfer_id"`
+	Destination string `json:"destination"` // gs://bucket/prefix as requested, for the refusal's text
+	Scope       string `json:"scope"`
+}
+
+func (l *Lease) version() int { return l.V }
+
+// Check rejects a lease ferry could not have written under name.
+func (l *Lease) Check(name string) error {
+	if !ValidTransferID(l.TransferID) || LeaseObject(l.TransferID) != name {
+		return fmt.Errorf("lease %.80q names transfer %.64q", name, l.TransferID)
+	}
+	if len(l.Scope) > 1024 || len(l.Destination) > 2048 {
+		return fmt.Errorf("lease of transfer %s: scope or destination too long", l.TransferID)
+	}
+	return nil
+}
+
+// Overlaps reports whether an object name could start with both scopes:
+// one is a prefix of the other. Scopes are plain string prefixes, so
+// "data/a.csv" and "data/b.csv" never overlap, "data/" and "data/x" do.
+func (l *Lease) Overlaps(scope string) bool {
+	return strings.HasPrefix(l.Scope, scope) || strings.HasPrefix(scope, l.Scope)
+}

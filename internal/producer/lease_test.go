@@ -1,0 +1,65 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+)
+
+// Two transfers to one destination started at the same moment, many
+// times over: each writes its lease and lists the others, and however
+// their steps interleave, exactly one goes on and the other is refused
+// naming it (no merger runs here, so no lease is freed in between).
+func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
+	const bucket = "p-lease"
+	gs := teststack.Bucket(t, bucket)
+	dir := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(dir, 0o755))
+	genFile(t, filepath.Join(dir, "a.csv"), 5_000)
+	genFile(t, filepath.Join(dir, "b.csv"), 6_000)
+	for round := range 20 {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		ids := make([]string, 2)
+		for i := range 2 {
+			p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
+			ids[i] = NewTransferID("")
+			req := Request{TransferID: ids[i], Sources: []string{dir}, Destination: "gs://" + bucket + "/r", Codec: codec.Zstd, ChunkSize: 64 << 10}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = p.Submit(context.Background(), req)
+			}()
+		}
+		wg.Wait()
+		var input *InputError
+		switch {
+		case errs[0] == nil && errors.As(errs[1], &input) && strings.Contains(errs[1].Error(), "transfer "+ids[0]+" is writing there"):
+		case errs[1] == nil && errors.As(errs[0], &input) && strings.Contains(errs[0].Error(), "transfer "+ids[1]+" is writing there"):
+		default:
+			t.Fatalf("round %d: %s: %v; %s: %v; want one ok and the other refused naming it", round, ids[0], errs[0], ids[1], errs[1])
+		}
+		var leases []string
+		must(t, gs.List(context.Background(), bucket, message.LeaseRoot, func(a gcs.Attrs) error {
+			leases = append(leases, a.Name)
+			return nil
+		}))
+		winner := ids[0]
+		if errs[0] != nil {
+			winner = ids[1]
+		}
+		if len(leases) != 1 || leases[0] != message.LeaseObject(winner) {
+			t.Fatalf("round %d: leases %v, want only %s's: the refused transfer leaves none", round, leases, winner)
+		}
+		must(t, gs.Delete(context.Background(), bucket, leases[0]))
+	}
+}
