@@ -64,6 +64,9 @@ elsewhere a line a minute goes to stderr. Ctrl-C stops reading, cancels the
 transfer (its staging objects are removed), says so and exits 1. After a
 crash (kill -9, a reboot), run the same command again: it takes up the
 transfer the first run started, finishes it and removes what that run left.
+While one transfer writes under a destination, another that could write the
+same objects (the same command again, a directory above or below) is refused
+before it sends anything, naming the one that runs.
 
 The flags are producer submit's (docs/usage.md): filters (--exclude,
 --include, --files-from), --dry-run, -n, --skip-unchanged (a file that grew

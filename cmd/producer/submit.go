@@ -89,6 +89,11 @@ with BigQuery's error and leaves the parts in place. The dataset must be in
 FERRY_BQ_LOAD_DATASETS; a merger without FERRY_BQ_DATASET writes the job
 request to FERRY_LOADS_FILE instead of running it.
 
+While one transfer writes under a destination, another that could write the
+same objects (the same command again, a directory above or below, one of its
+files) is refused before it sends anything, naming the one that runs; other
+prefixes, and other names in one directory, run side by side.
+
 Prints the transfer id on stdout once the transfer has started. With --wait it
 blocks until the transfer's done event and exits 0 only if the transfer
 succeeded. --timeout bounds the whole command: connecting, reading and

@@ -89,6 +89,7 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	if err != nil {
 		return err
 	}
+	defer j.unlock()
 	if tid := j.resume(ctx, store, dest.Bucket, log); tid != "" {
 		o.Request.TransferID = tid
 	}

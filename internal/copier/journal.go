@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/google/renameio/v2"
 
@@ -24,8 +25,15 @@ import (
 // destination. The same command run after a crash finds it and takes the
 // transfer up again, so that what the first run staged is finished or
 // removed by the second, never left behind.
+//
+// A running cp holds a lock on it (flock, which the kernel drops when the
+// process dies, kill -9 included): a second cp of the same command while
+// the first runs keeps no journal and takes nothing up; it starts a
+// transfer of its own, which the first one's destination lease refuses,
+// naming it.
 type journal struct {
-	path string // "": no journal (standard input, an idempotency key)
+	path string   // "": no journal (standard input, an idempotency key, another cp running it)
+	lock *os.File // held while this process runs the command
 }
 
 // openJournal returns the journal of req's command.
@@ -47,7 +55,19 @@ func openJournal(state string, req producer.Request) (*journal, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("ferry cp's journal directory: %w", err)
 	}
-	return &journal{path: filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:32])}, nil
+	path := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:32])
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("ferry cp's journal: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return &journal{}, nil // the same command runs in another process
+		}
+		return nil, fmt.Errorf("ferry cp's journal: locking %s: %w", path+".lock", err)
+	}
+	return &journal{path: path, lock: lock}, nil
 }
 
 // resume returns the transfer an earlier run of the same command started
@@ -87,5 +107,13 @@ func (j *journal) write(tid string) error {
 func (j *journal) remove() {
 	if j.path != "" {
 		_ = os.Remove(j.path)
+		_ = os.Remove(j.path + ".lock") // held still: a cp that opens it now finds it locked
+	}
+}
+
+// unlock lets the next cp of the command take it up.
+func (j *journal) unlock() {
+	if j.lock != nil {
+		_ = j.lock.Close()
 	}
 }

@@ -206,7 +206,7 @@ func TestFerryCpCtrlCLeavesNothingStaged(t *testing.T) {
 	writeCSV(t, big, 60<<20, 11)
 	p := c.start("--max-rate", "2MB", big, "gs://"+c.bucket+"/int")
 	teststack.Until(t, 2*time.Minute, "a chunk staged", func() bool {
-		return len(c.under(message.StagingRoot)) > 3 // key, run, and a chunk
+		return len(c.under(message.StagingRoot)) > 3 // lease, run, and chunks
 	})
 	must(t, p.cmd.Process.Signal(syscall.SIGINT))
 	if code := p.wait(2 * time.Minute); code != 1 {
@@ -255,6 +255,45 @@ func TestFerryCpKilledThenRunAgainEndsOK(t *testing.T) {
 	c.restoreEqual("k9", big, tree)
 	if left := c.staged(); len(left) != 0 {
 		t.Errorf("staging objects left: %v", left)
+	}
+}
+
+// Issue 42 §2: the same ferry cp twice at once, by the same user. The
+// second neither takes up the first's transfer (its journal is locked
+// while the first runs) nor fights it for the objects: it is refused,
+// naming the first, and exits 1 having written nothing; the first ends ok.
+func TestFerryCpTheSameCommandTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newCpRun(t, "")
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.csv")
+	writeCSV(t, big, 24<<20, 17)
+	tree := filepath.Join(dir, "tree")
+	smallTree(t, tree, 20)
+	dest := "gs://" + c.bucket + "/twice"
+	p1 := c.start("--json", "--max-rate", "4MB", big, tree, dest)
+	teststack.Until(t, 2*time.Minute, "the first cp's lease", func() bool { return len(c.under(message.LeaseRoot)) == 1 })
+	t1 := strings.TrimPrefix(c.under(message.LeaseRoot)[0], message.LeaseRoot)
+
+	p2 := c.start(big, tree, dest)
+	code := p2.wait(2 * time.Minute)
+	out2 := p2.out.String()
+	if code != 1 || !strings.Contains(out2, "transfer "+t1+" is writing there") || strings.Contains(out2, "taking up the transfer") {
+		t.Fatalf("the second cp exited %d, want 1 naming the first's transfer %s:\n%s", code, t1, tail(out2, 3000))
+	}
+	if n := len(c.under(message.KeyRoot)); n != 1 {
+		t.Errorf("%d key objects, want the first cp's only: the second wrote nothing", n)
+	}
+
+	if code := p1.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("the first cp exited %d:\n%s", code, tail(p1.out.String(), 4000))
+	}
+	if d := doneOf(t, p1.out.String()); d.Status != message.StatusOK || d.TransferID != t1 {
+		t.Fatalf("the first cp: %+v", d)
+	}
+	c.restoreEqual("twice", big, tree)
+	if left := c.staged(); len(left) != 0 {
+		t.Errorf("staging objects (or leases) left: %v", left)
 	}
 }
 
