@@ -206,6 +206,13 @@ var mutants = []mutant{
 		pkg:  "internal/e2e", test: "TestTheSameCommandTwiceAtOnceEndsOneOKAndRefusesTheOther",
 	},
 	{
+		name: "restore makes a directory at a temporary name only while no file is written there",
+		file: "internal/restore/temps.go",
+		from: "for t.busy(root, reserved) {",
+		to:   "for false {",
+		pkg:  "internal/restore", test: "TestCraftedNamesNeverShareATemporaryFile",
+	},
+	{
 		name: "restore names an object its transfer's listing recorded otherwise",
 		file: "internal/restore/listing.go",
 		from: "if (c.cur.Generation != 0 && c.cur.Generation != a.Generation) || c.cur.CRC32C != a.CRC32C || c.cur.Size != a.Size {",

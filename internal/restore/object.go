@@ -122,21 +122,20 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 	}
 	res.RawSize, res.RawCRC32C = w.size, w.crc
 
-	tmp := tempIn(root, rel)
 	same, err := existing(root, rel, w, r.o.Overwrite)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", obj, err)
 	}
+	if err := r.temps.mkdirAll(root, path.Dir(rel)); err != nil {
+		return res, fmt.Errorf("%s: %w", obj, err)
+	}
+	tmp, release := r.temps.claim(root, rel)
+	defer release()
 	if same {
 		res.Skipped = true
 		_ = root.Remove(tmp)
 		_ = root.Remove(tmp + logSuffix)
 		return res, nil
-	}
-	if dir := path.Dir(rel); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return res, fmt.Errorf("%s: %w", obj, err)
-		}
 	}
 	if err := r.room(root, tmp, w.size); err != nil {
 		_ = root.Remove(tmp)
@@ -239,7 +238,10 @@ func statfsFree(dir string) (int64, error) {
 // directory, a symbolic link) always is.
 func existing(root *os.Root, rel string, w want, overwrite bool) (bool, error) {
 	fi, err := root.Lstat(rel)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		// Nothing there; with ENOTDIR, a file where a directory of rel
+		// would be: a temporary file an interrupted restore left at that
+		// name (temps.mkdirAll removes it), or an error when made.
 		return false, nil
 	}
 	if err != nil {

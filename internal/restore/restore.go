@@ -159,6 +159,8 @@ type Restorer struct {
 	// noteOnce and noteText keep the first note (see note).
 	noteOnce sync.Once
 	noteText atomic.Pointer[string]
+	// temps are the temporary files being written (see temps.go).
+	temps *temps
 }
 
 // New returns a Restorer reading from store.
@@ -174,7 +176,7 @@ func New(store Store, o Options) (*Restorer, error) {
 		bufSize:   min(perSlot/2, o.RangeSize),
 		window:    uint64(min(perSlot/2, 1<<30)),
 		start:     time.Now(),
-		freeSpace: statfsFree, euid: os.Geteuid,
+		freeSpace: statfsFree, euid: os.Geteuid, temps: newTemps(),
 	}
 	return r, nil
 }

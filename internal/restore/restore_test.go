@@ -702,23 +702,38 @@ func TestCraftedNamesNeverShareATemporaryFile(t *testing.T) {
 	}
 
 	// A tree the producer accepts: a directory .q.ferry-part/ beside a
-	// file q, whose temporary name it is. Both come back.
+	// file q, whose temporary name it is. Both come back, restored at
+	// once: x's directory may be wanted while q writes its temporary
+	// file, or q may choose its name while x's directory is being made.
+	// Many such directories, so that restores meet in every order; and
+	// one where an interrupted restore left q's temporary file.
 	s3, bucket3 := newBucket(t)
-	tree := map[string][]byte{"d/q": csv(300<<10, 3), "d/.q.ferry-part/x": []byte("inside"), "d/.q.1.ferry-part/y": []byte("and this")}
+	tree := map[string][]byte{}
+	for i := range 24 {
+		d, q := fmt.Sprintf("d%02d/", i), "q"
+		if i%2 == 1 {
+			q = "-q" // listed before its directories, not after
+		}
+		tree[d+q] = csv(256<<10, uint64(i))
+		tree[d+"."+q+".ferry-part/x"] = []byte("inside " + d)
+		tree[d+"."+q+".1.ferry-part/y"] = []byte("and this")
+	}
 	for n, b := range tree {
 		if _, err := s3.PutSmall(ctx, bucket3, "r/"+n, b, false, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dest3 := t.TempDir()
-	// One object at a time: restored at once, x's directory can appear
-	// after q chose its temporary name, or q's temporary file before x's
-	// directory (a race restore does not yet close; see the notes).
-	o3 := options()
-	o3.Concurrency = 1
+	if err := os.MkdirAll(filepath.Join(dest3, "d02"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dest3, "d02", ".q.ferry-part"), []byte("left by an interrupted run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o3 := options() // 4 objects at once
 	for run := range 2 { // the second run finds it all restored
-		if got, err := newRestorer(t, s3, o3).Run(ctx, "gs://"+bucket3+"/r", dest3); err != nil || got.Restored+got.Skipped != 3 {
-			t.Fatalf("run %d: %v, summary %+v; want all 3 restored", run, err, got)
+		if got, err := newRestorer(t, s3, o3).Run(ctx, "gs://"+bucket3+"/r", dest3); err != nil || got.Restored+got.Skipped != int64(len(tree)) {
+			t.Fatalf("run %d: %v, summary %+v; want all %d restored", run, err, got, len(tree))
 		}
 	}
 	assertTree(t, dest3, tree)
