@@ -730,7 +730,7 @@ func TestCraftedNamesNeverShareATemporaryFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dest3, "d02", ".q.ferry-part"), []byte("left by an interrupted run"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o3 := options() // 4 objects at once
+	o3 := options()      // 4 objects at once
 	for run := range 2 { // the second run finds it all restored
 		if got, err := newRestorer(t, s3, o3).Run(ctx, "gs://"+bucket3+"/r", dest3); err != nil || got.Restored+got.Skipped != int64(len(tree)) {
 			t.Fatalf("run %d: %v, summary %+v; want all %d restored", run, err, got, len(tree))
