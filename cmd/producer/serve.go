@@ -44,7 +44,7 @@ func serve(ctx context.Context) error {
 	o.Version, o.MaxRate = version, int64(cfg.MaxRate)
 	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},
-		SourceRoots: cfg.SourceRoots, Buckets: cfg.Buckets.Allowed, Log: log,
+		SourceRoots: cfg.SourceRoots, Buckets: cfg.Buckets.Allowed, IDSecret: cfg.IDSecret, Log: log,
 	})
 	go watchStalls(ctx, srv, svc.Health, cfg.RequestStall, log)
 	svc.Health.SetReady(true)

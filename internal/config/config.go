@@ -274,6 +274,7 @@ type Producer struct {
 	KeyDir       string        `env:"FERRY_KEY_DIR" help:"where producer submit keeps each transfer's end key (mode 0600) and producer cancel finds it; empty: $XDG_STATE_HOME/ferry/keys, else ~/.local/state/ferry/keys"`
 	SubmitWait   string        `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
 	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
+	IDSecret string `env:"FERRY_IDEMPOTENCY_SECRET" help:"with it, the transfer id of an --idempotency-key is an HMAC under this secret, which nobody without it can compute (and so create that transfer's key object first); at least 32 characters, shared by every producer and submitter that must agree on a key's transfer; setting or changing it gives every key a new transfer id"`
 	// TransferTimeout is the merger's: a lease whose transfer made no
 	// progress for this long is stale.
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"the merger's: a transfer with no progress for this long is ended; its destination lease no longer holds off another transfer"`
@@ -293,6 +294,9 @@ func (p *Producer) Validate() error {
 	}
 	if p.TransferTimeout < time.Minute {
 		return fmt.Errorf("FERRY_TRANSFER_TIMEOUT=%s: want at least 1m", p.TransferTimeout)
+	}
+	if p.IDSecret != "" && len(p.IDSecret) < 32 {
+		return fmt.Errorf("FERRY_IDEMPOTENCY_SECRET: %d characters, want at least 32", len(p.IDSecret))
 	}
 	if p.SubmitWait != "subscription" && p.SubmitWait != "marker" {
 		return fmt.Errorf("FERRY_SUBMIT_WAIT=%.32q: want subscription or marker", p.SubmitWait)

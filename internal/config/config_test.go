@@ -192,6 +192,11 @@ func TestConfigErrorsAreConfigErrors(t *testing.T) {
 			t.Errorf("%s=%s: %v, want a configuration error naming it", k, v, err)
 		}
 	}
+	// A secret too short to keep ids unguessable, named without its value.
+	err := Load(context.Background(), &Producer{}, envconfig.MapLookuper(map[string]string{"FERRY_IDEMPOTENCY_SECRET": "hunter2"}))
+	if !IsError(err) || !strings.Contains(err.Error(), "FERRY_IDEMPOTENCY_SECRET") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a 7-character FERRY_IDEMPOTENCY_SECRET: %v, want a configuration error naming the variable, not its value", err)
+	}
 }
 
 // TestChunkSizeLimitsAreOneCheck: the bounds FERRY_CHUNK_SIZE has are the

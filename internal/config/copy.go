@@ -32,6 +32,7 @@ type Copy struct {
 	MaxRate     Bytes  `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this process may send; 0: no limit"`
 	Method      string `env:"FERRY_METHOD, default=ferry" help:"method name written to the benchmark row"`
 	KeyDir      string `env:"FERRY_KEY_DIR" help:"where each transfer's end key is kept (mode 0600); empty: $XDG_STATE_HOME/ferry/keys, else ~/.local/state/ferry/keys"`
+	IDSecret    string `env:"FERRY_IDEMPOTENCY_SECRET" help:"with it, the transfer id of an --idempotency-key is an HMAC under this secret, which nobody without it can compute; at least 32 characters"`
 
 	Memory  Bytes `env:"FERRY_CP_MEMORY, default=256MiB" help:"ferry cp: the one budget of the process: chunks being read and compressed (half), waiting for an uploader, being uploaded, and the merger's events; memory does not grow with file size or file count"`
 	Uploads int   `env:"FERRY_CP_UPLOADS, default=16" help:"ferry cp: chunk messages uploaded at once (--uploads)"`
@@ -77,7 +78,7 @@ func (c *Copy) Producer() Producer {
 		ChunkSize: c.ChunkSize, MaxChunks: c.MaxChunks, Codec: c.Codec, Level: c.Level, Concurrency: c.Compressors,
 		MemoryLimit: c.Memory / 2, InlineMax: 0, SpoolMax: 64 << 20, MessageMax: c.MessageMax(), BundleMax: min(c.BundleMax, c.MessageMax()/2),
 		MaxRate: c.MaxRate, Method: c.Method, Requests: 1, RequestStall: 10 * time.Minute, KeyDir: c.KeyDir, SubmitWait: "subscription",
-		TransferTimeout: c.TransferTimeout,
+		TransferTimeout: c.TransferTimeout, IDSecret: c.IDSecret,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -94,5 +95,53 @@ func TestForgedEndEventsOnTheControlTopicChangeNothing(t *testing.T) {
 	must(t, message.Decode(b, &k))
 	if got.TransferID != id2 || !k.Opens(got.Key) || len(k.SHA256) != 2 {
 		t.Fatalf("cancel event %+v and key object %+v: want the operator's key listed beside the submitter's", got, k)
+	}
+}
+
+// Issue 42 §3: the transfer id of --idempotency-key K is k + a prefix of
+// sha256(K), which anyone can compute; a submitter may create key objects
+// (it writes its own), so one that knows K creates the key object of K's
+// transfer first, with a key of its own, and ends it failed before it
+// ever ran. With FERRY_IDEMPOTENCY_SECRET the id is an HMAC only holders
+// of the secret can compute: the same plant ends a transfer nobody runs,
+// and the real one ends ok.
+func TestAPlantedKeyObjectCannotEndAKeyedTransfer(t *testing.T) {
+	s := newStack(t, stackOptions{workers: 1, inlineMax: 4 << 10})
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "nightly.csv")
+	writeCSV(t, src, 200_000, 9)
+	const key = "nightly-2026-12-05"
+	guessed := producer.NewTransferID(key)
+
+	forger := message.NewEndKey()
+	k := message.Keys{V: message.Version, TransferID: guessed, SHA256: []string{message.KeyHash(forger)}}
+	if _, err := s.store.PutSmall(ctx, s.bucket, message.KeyObject(guessed), message.Encode(k), true, "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: guessed, Bucket: s.bucket, Key: forger,
+		Error: "forged: your nightly failed", At: time.Now().UTC()}
+	must(t, s.q.Publisher(s.ps.ControlTopic).Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": guessed, "type": ev.Type}))
+	teststack.Until(t, time.Minute, "the forged end of the guessed transfer", func() bool {
+		_, err := s.store.Attrs(ctx, s.bucket, message.DoneMarker(guessed))
+		return err == nil // the plant works on the id anyone computes
+	})
+
+	env := s.env("FERRY_IDEMPOTENCY_SECRET=" + strings.Repeat("s3cr3t-", 6))
+	code, stdout, stderr := runBinary(t, env, "producer", "submit", "--wait", "--json", "--idempotency-key", key, src, "gs://"+s.bucket+"/nightly")
+	if code != 0 || strings.Contains(stdout+stderr, "forged") {
+		t.Fatalf("submit with the secret: exit %d, stdout %s, stderr %s; want ok, untouched by the plant", code, stdout, stderr)
+	}
+	d := doneOf(t, stdout)
+	if d.Status != message.StatusOK || d.TransferID == guessed || !strings.HasPrefix(d.TransferID, "h") {
+		t.Fatalf("done %+v: want ok under a keyed id, not %s", d, guessed)
+	}
+	if _, err := s.store.Attrs(ctx, s.bucket, "nightly/nightly.csv.zst"); err != nil {
+		t.Fatal(err)
+	}
+	// The same key and secret name the same transfer: asked again, it is
+	// answered from its done marker, not run again.
+	code, stdout, _ = runBinary(t, env, "producer", "submit", "--wait", "--json", "--idempotency-key", key, src, "gs://"+s.bucket+"/nightly")
+	if again := doneOf(t, stdout); code != 0 || again.TransferID != d.TransferID {
+		t.Fatalf("the same key again: exit %d, %s; want transfer %s's done event", code, stdout, d.TransferID)
 	}
 }

@@ -63,3 +63,19 @@ func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
 		must(t, gs.Delete(context.Background(), bucket, leases[0]))
 	}
 }
+
+// A key's id under a secret is the same for the same secret and key, is
+// another for another secret, and is never the id anyone computes from
+// the key alone.
+func TestAKeyedTransferIDNeedsTheSecret(t *testing.T) {
+	a, b := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	id := KeyedTransferID(a, "nightly")
+	switch {
+	case id != KeyedTransferID(a, "nightly"):
+		t.Errorf("the same secret and key gave %s and %s", id, KeyedTransferID(a, "nightly"))
+	case id == KeyedTransferID(b, "nightly"), id == NewTransferID("nightly"), id == KeyedTransferID(a, "nightly2"):
+		t.Errorf("%s is also another secret's, key's or the unkeyed id", id)
+	case !message.ValidTransferID(id) || !strings.HasPrefix(id, "h") || !strings.HasPrefix(NewTransferID("nightly"), "k"):
+		t.Errorf("ids %s and %s", id, NewTransferID("nightly"))
+	}
+}

@@ -17,6 +17,7 @@ package producer
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -112,9 +113,25 @@ func (r Request) spec() plan.Spec {
 
 // NewTransferID returns the id of a transfer: derived from the idempotency key
 // when there is one, so the same key always names the same transfer, else
-// time-ordered and random.
+// time-ordered and random. Anyone who knows a key can compute its id; see
+// KeyedTransferID.
 func NewTransferID(idempotencyKey string) string {
+	return KeyedTransferID("", idempotencyKey)
+}
+
+// KeyedTransferID is NewTransferID under secret (FERRY_IDEMPOTENCY_SECRET):
+// with one, a key's id is an HMAC-SHA256 of the key, which nobody without
+// the secret can compute. A submitter may create key objects (it writes
+// its own), so one who can compute another's id can create that
+// transfer's key object first, with a key of its own that then ends the
+// transfer (issue 42 §3). An empty secret gives NewTransferID's ids.
+func KeyedTransferID(secret, idempotencyKey string) string {
 	if idempotencyKey != "" {
+		if secret != "" {
+			mac := hmac.New(sha256.New, []byte(secret))
+			mac.Write([]byte(idempotencyKey))
+			return "h" + hex.EncodeToString(mac.Sum(nil)[:10])
+		}
 		sum := sha256.Sum256([]byte(idempotencyKey))
 		return "k" + hex.EncodeToString(sum[:10])
 	}
@@ -223,6 +240,8 @@ type Options struct {
 	// it before removing the spool files it announced (see fail).
 	// Default 10s.
 	FailGrace time.Duration
+	// IDSecret is FERRY_IDEMPOTENCY_SECRET (see KeyedTransferID).
+	IDSecret string
 	// TransferTimeout is FERRY_TRANSFER_TIMEOUT: a lease whose transfer
 	// shows no progress for this long is stale (see lease.go). Default 6h.
 	TransferTimeout time.Duration
@@ -296,6 +315,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
 		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
 		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads, TransferTimeout: cfg.TransferTimeout,
+		IDSecret: cfg.IDSecret,
 	}
 }
 
@@ -468,7 +488,7 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 		return nil, &InputError{err}
 	}
 	if req.TransferID == "" {
-		req.TransferID = NewTransferID(req.IdempotencyKey)
+		req.TransferID = KeyedTransferID(p.o.IDSecret, req.IdempotencyKey)
 	}
 	if err := p.o.Store.BucketExists(ctx, pl.Dest.Bucket); err != nil {
 		err = fmt.Errorf("destination %s: %w", pl.Dest, err)

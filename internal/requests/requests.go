@@ -57,7 +57,9 @@ type Options struct {
 	// Buckets, when set, are the only buckets requests may write to
 	// (FERRY_BUCKETS).
 	Buckets []string
-	Log     *slog.Logger
+	// IDSecret is FERRY_IDEMPOTENCY_SECRET (producer.KeyedTransferID).
+	IDSecret string
+	Log      *slog.Logger
 }
 
 // Server runs transfer requests. It is safe for concurrent use.
@@ -141,7 +143,7 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 		key = "pubsub-message:" + m.ID
 	}
 	req := producer.Request{
-		TransferID: producer.NewTransferID(key), Sources: r.Sources, Destination: r.Destination,
+		TransferID: producer.KeyedTransferID(s.o.IDSecret, key), Sources: r.Sources, Destination: r.Destination,
 		Codec: codec.Codec(r.Codec), Level: r.Level, ChunkSize: r.ChunkSize, Method: r.Method,
 		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
 		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum, NoAppend: r.NoAppend,
