@@ -213,6 +213,13 @@ var mutants = []mutant{
 		pkg:  "internal/restore", test: "TestCraftedNamesNeverShareATemporaryFile",
 	},
 	{
+		name: "restore reports a file restored only as it reads back",
+		file: "internal/restore/object.go",
+		from: "if n != w.size || crc != w.crc {",
+		to:   "if false {",
+		pkg:  "internal/restore", test: "TestAFileIsRestoredOnlyAsItIsReadBack",
+	},
+	{
 		name: "restore names an object its transfer's listing recorded otherwise",
 		file: "internal/restore/listing.go",
 		from: "if (c.cur.Generation != 0 && c.cur.Generation != a.Generation) || c.cur.CRC32C != a.CRC32C || c.cur.Size != a.Size {",

@@ -8,3 +8,7 @@ func SetFreeSpace(r *Restorer, free int64) {
 
 // SetEUID makes r restore as if it ran as effective user euid.
 func SetEUID(r *Restorer, euid int) { r.euid = func() int { return euid } }
+
+// SetWritten has r call fn with each temporary file's path once its bytes
+// are downloaded, before they are read back.
+func SetWritten(r *Restorer, fn func(path string)) { r.written = fn }

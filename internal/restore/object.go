@@ -152,6 +152,14 @@ func (r *Restorer) Object(ctx context.Context, root *os.Root, rel, bucket string
 		}
 		return res, err
 	}
+	if r.written != nil {
+		r.written(filepath.Join(root.Name(), filepath.FromSlash(tmp)))
+	}
+	if err := prove(root, tmp, obj, w); err != nil {
+		_ = root.Remove(tmp)
+		_ = root.Remove(tmp + logSuffix)
+		return res, err
+	}
 	px := posixOf(a.Metadata)
 	if err := r.attributes(root, tmp, obj, px); err != nil {
 		return res, err
@@ -251,19 +259,12 @@ func existing(root *os.Root, rel string, w want, overwrite bool) (bool, error) {
 	if !fi.Mode().IsRegular() {
 		return false, fmt.Errorf("%s exists and is not a regular file (%s); it is never replaced", out, fi.Mode().Type())
 	}
-	var crc uint32
 	if fi.Size() == w.size {
-		f, err := root.Open(rel)
-		if err != nil {
-			return false, err
-		}
-		h := crc32c.New()
-		_, err = io.Copy(h, f)
-		f.Close()
+		_, crc, err := fileCRC(root, rel)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", out, err)
 		}
-		if crc = h.Sum32(); crc == w.crc {
+		if crc == w.crc {
 			return true, nil
 		}
 	}
@@ -272,6 +273,33 @@ func existing(root *os.Root, rel string, w want, overwrite bool) (bool, error) {
 	}
 	return false, fmt.Errorf("%w: %s (%d bytes) is not this object's %d bytes; --overwrite replaces it",
 		ErrExists, out, fi.Size(), w.size)
+}
+
+// fileCRC reads name in root whole: its size and CRC32C.
+func fileCRC(root *os.Root, name string) (int64, uint32, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	h := crc32c.New()
+	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
+	return n, h.Sum32(), err
+}
+
+// prove reads tmp back as it lies on disk before it is given its name: the
+// downloads' checksums cover the bytes as they were written, and this the
+// file that is renamed, whatever else wrote to it in between.
+func prove(root *os.Root, tmp, obj string, w want) error {
+	n, crc, err := fileCRC(root, tmp)
+	if err != nil {
+		return fmt.Errorf("%s: reading back %s: %w", obj, tmp, err)
+	}
+	if n != w.size || crc != w.crc {
+		return fmt.Errorf("%s: %w: the file written, read back, is %d bytes with crc32c %08x, the object restores to %d bytes with %08x (did another process write to %s?)",
+			obj, ErrCorrupt, n, crc, w.size, w.crc, tmp)
+	}
+	return nil
 }
 
 // fetch writes the object's restored bytes to tmp and proves them. keep

@@ -161,6 +161,9 @@ type Restorer struct {
 	noteText atomic.Pointer[string]
 	// temps are the temporary files being written (see temps.go).
 	temps *temps
+	// written, when set, is called with a temporary file's path once
+	// its bytes are downloaded (tests write to it as another process).
+	written func(path string)
 }
 
 // New returns a Restorer reading from store.

@@ -759,3 +759,45 @@ func TestTwoObjectsOfOneNameLeaveNeither(t *testing.T) {
 		assertTree(t, dest, map[string][]byte{"b": b})
 	}
 }
+
+// Issue 42 §4: a file is reported restored only once its bytes are read
+// back where they lie: another process that writes to the temporary file
+// after the download (here, one byte) fails the object, and nothing is
+// left under its name or beside it.
+func TestAFileIsRestoredOnlyAsItIsReadBack(t *testing.T) {
+	s, bucket := newBucket(t)
+	ctx := context.Background()
+	b := csv(300<<10, 5)
+	if _, err := s.PutSmall(ctx, bucket, "p/a.csv", b, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, meddle := range []bool{false, true} {
+		dest := t.TempDir()
+		r := newRestorer(t, s, options())
+		restore.SetWritten(r, func(p string) {
+			if !meddle {
+				return
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteAt([]byte{'#'}, 1000)
+				f.Close()
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		got, err := r.Run(ctx, "gs://"+bucket+"/p", dest)
+		if !meddle {
+			if err != nil || got.Restored != 1 {
+				t.Fatalf("%v %+v", err, got)
+			}
+			assertTree(t, dest, map[string][]byte{"a.csv": b})
+			continue
+		}
+		if !errors.Is(err, restore.ErrCorrupt) || got.Restored != 0 || got.Failed != 1 || !strings.Contains(err.Error(), "read back") {
+			t.Fatalf("a temporary file changed after its download: %v, summary %+v; want it failed, read back", err, got)
+		}
+		assertTree(t, dest, map[string][]byte{})
+	}
+}
