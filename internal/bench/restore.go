@@ -29,6 +29,9 @@ func (b *Bench) restore(ctx context.Context) error {
 		return err
 	}
 	logDir := filepath.Join(b.cfg.RunDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil { // workload 5 alone: no other made it
+		return err
+	}
 	stackLog, err := os.Create(filepath.Join(logDir, "restore-localstack.log"))
 	if err != nil {
 		return err

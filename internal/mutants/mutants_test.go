@@ -220,6 +220,13 @@ var mutants = []mutant{
 		pkg:  "internal/restore", test: "TestAFileIsRestoredOnlyAsItIsReadBack",
 	},
 	{
+		name: "an idempotency key's transfer id under a secret is the secret's",
+		file: "internal/producer/producer.go",
+		from: "		if secret != \"\" {",
+		to:   "		if false {",
+		pkg:  "internal/e2e", test: "TestAPlantedKeyObjectCannotEndAKeyedTransfer",
+	},
+	{
 		name: "restore names an object its transfer's listing recorded otherwise",
 		file: "internal/restore/listing.go",
 		from: "if (c.cur.Generation != 0 && c.cur.Generation != a.Generation) || c.cur.CRC32C != a.CRC32C || c.cur.Size != a.Size {",
