@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -282,10 +283,16 @@ func fileCRC(root *os.Root, name string) (int64, uint32, error) {
 		return 0, 0, err
 	}
 	defer f.Close()
+	buf := readBufs.Get().(*[]byte)
+	defer readBufs.Put(buf)
 	h := crc32c.New()
-	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf) // not os.File's WriteTo, which brings its own buffer
 	return n, h.Sum32(), err
 }
+
+// readBufs hold fileCRC's buffers: thousands of small files read back
+// allocate none.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // prove reads tmp back as it lies on disk before it is given its name: the
 // downloads' checksums cover the bytes as they were written, and this the
