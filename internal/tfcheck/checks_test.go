@@ -45,8 +45,10 @@ var binaries = map[string]func() any{
 var unsetOnPurpose = map[string]map[string]string{
 	"worker": {"FERRY_WORKER_ID": "the host name and process id are the name wanted"},
 	"submitter": {"FERRY_SOURCE_ROOTS": "submit reads what its user can", "FERRY_SPOOL_DIR": "FERRY_TRANSPORT=pubsub: no spool",
-		"FERRY_KEY_DIR": "end keys go to the submitting user's own state directory"},
-	"producer": {"FERRY_KEY_DIR": "producer serve keeps end keys in memory; its requesters send end_key_sha256"},
+		"FERRY_KEY_DIR":            "end keys go to the submitting user's own state directory",
+		"FERRY_IDEMPOTENCY_SECRET": "a team's own secret, kept beside its credentials, never in an output every submitter reads (deploying.md)"},
+	"producer": {"FERRY_KEY_DIR": "producer serve keeps end keys in memory; its requesters send end_key_sha256",
+		"FERRY_IDEMPOTENCY_SECRET": "set by the operator beside the service's credentials if its requesters use one; a secret does not belong in instance metadata"},
 	"*": {
 		"PUBSUB_EMULATOR_HOST":  "the local emulators' variables: unset, the clients reach Google Cloud",
 		"STORAGE_EMULATOR_HOST": "the local emulators' variables: unset, the clients reach Google Cloud",
