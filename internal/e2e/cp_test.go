@@ -227,16 +227,24 @@ func TestFerryCpCtrlCLeavesNothingStaged(t *testing.T) {
 	}
 }
 
+// bigAndTree writes a CSV of size bytes (seed) and a tree of files small
+// files side by side in a new directory: a cp slow enough to act on
+// while it runs.
+func bigAndTree(t *testing.T, size, seed int64, files int) (big, tree string) {
+	t.Helper()
+	dir := t.TempDir()
+	big, tree = filepath.Join(dir, "big.csv"), filepath.Join(dir, "tree")
+	writeCSV(t, big, size, seed)
+	smallTree(t, tree, files)
+	return big, tree
+}
+
 // kill -9 in the middle, then the same command again: it takes the same
 // transfer up, ends ok with every object identical and leaves no staging.
 func TestFerryCpKilledThenRunAgainEndsOK(t *testing.T) {
 	t.Parallel()
 	c := newCpRun(t, "")
-	dir := t.TempDir()
-	big := filepath.Join(dir, "big.csv")
-	writeCSV(t, big, 40<<20, 13)
-	tree := filepath.Join(dir, "tree")
-	smallTree(t, tree, 40)
+	big, tree := bigAndTree(t, 40<<20, 13, 40)
 	dest := "gs://" + c.bucket + "/k9"
 	p := c.start("--max-rate", "2MB", big, tree, dest)
 	teststack.Until(t, 2*time.Minute, "a chunk staged", func() bool { return len(c.under(message.StagingRoot)) > 3 })
@@ -265,11 +273,7 @@ func TestFerryCpKilledThenRunAgainEndsOK(t *testing.T) {
 func TestFerryCpTheSameCommandTwiceAtOnce(t *testing.T) {
 	t.Parallel()
 	c := newCpRun(t, "")
-	dir := t.TempDir()
-	big := filepath.Join(dir, "big.csv")
-	writeCSV(t, big, 24<<20, 17)
-	tree := filepath.Join(dir, "tree")
-	smallTree(t, tree, 20)
+	big, tree := bigAndTree(t, 24<<20, 17, 20)
 	dest := "gs://" + c.bucket + "/twice"
 	p1 := c.start("--json", "--max-rate", "4MB", big, tree, dest)
 	teststack.Until(t, 2*time.Minute, "the first cp's lease", func() bool { return len(c.under(message.LeaseRoot)) == 1 })

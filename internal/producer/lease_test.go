@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -77,5 +78,27 @@ func TestAKeyedTransferIDNeedsTheSecret(t *testing.T) {
 		t.Errorf("%s is also another secret's, key's or the unkeyed id", id)
 	case !message.ValidTransferID(id) || !strings.HasPrefix(id, "h") || !strings.HasPrefix(NewTransferID("nightly"), "k"):
 		t.Errorf("ids %s and %s", id, NewTransferID("nightly"))
+	}
+}
+
+// A converted file's lease covers the directory of its parts, where
+// --bad-rows may also write rejects.ndjson: a transfer that writes only
+// that object's neighbours is held off too.
+func TestAConvertedFilesLeaseCoversItsRejects(t *testing.T) {
+	const bucket = "p-lease-convert"
+	gs := teststack.Bucket(t, bucket)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "prices.csv")
+	must(t, os.WriteFile(src, []byte("id,price\n1,2.50\n2,3.75\n"), 0o644))
+	p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
+	m, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/t/", Codec: codec.Zstd,
+		ChunkSize: 64 << 10, Convert: &plan.Convert{BadRows: 3}})
+	must(t, err)
+	b, err := gs.ReadAll(context.Background(), bucket, message.LeaseObject(m.TransferID))
+	must(t, err)
+	var l message.Lease
+	must(t, message.Decode(b, &l))
+	if l.Scope != "t/prices.csv/" {
+		t.Fatalf("lease scope %q, want t/prices.csv/: its parts and its rejects object", l.Scope)
 	}
 }

@@ -511,6 +511,9 @@ func (p *Producer) count(pl *plan.Plan) (census, error) {
 		c.files++
 		c.bytes += f.Size
 		c.scope.add(f.Object)
+		if f.Part != nil { // --bad-rows may leave rejects.ndjson beside the parts
+			c.scope.add(message.RejectsObject(f.Object))
+		}
 		if f.Stream != nil {
 			c.maxChunk = max(c.maxChunk, f.Stream.Max)
 		} else {
