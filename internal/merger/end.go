@@ -258,7 +258,7 @@ func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string) (
 	n := 0
 	err := m.o.Store.List(ctx, bucket, prefix, func(a gcs.Attrs) error {
 		if a.Metadata[message.MetaTransfer] != tid || a.Metadata[message.MetaReplaced] != "" ||
-			strings.HasPrefix(a.Name, message.StagingRoot) || strings.HasPrefix(a.Name, message.DoneRoot) {
+			message.ReservedRoot(a.Name) != "" {
 			return nil
 		}
 		n++

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -81,8 +80,8 @@ func checkFile(f *message.File, i int, tid string, staged bool) error {
 	if err := message.CheckObjectName(f.Object); err != nil {
 		return err
 	}
-	if strings.HasPrefix(f.Object, message.StagingRoot) || strings.HasPrefix(f.Object, message.DoneRoot) {
-		return fmt.Errorf("final object %.64q is under ferry's own prefixes", f.Object)
+	if root := message.ReservedRoot(f.Object); root != "" {
+		return fmt.Errorf("final object %.64q is under ferry's own prefix %s", f.Object, root)
 	}
 	if f.Posix != nil && f.Posix.Mode > 0o777 {
 		return fmt.Errorf("posix mode %o: want permission bits only (at most 777)", f.Posix.Mode)

@@ -385,3 +385,18 @@ func TestManifestOutOfObjectOrderIsRefused(t *testing.T) {
 		t.Fatalf("done events %+v", d)
 	}
 }
+
+// TestAManifestMayNotNameAFinalObjectUnderFerrysOwnPrefixes walks
+// message's one list of reserved roots: a manifest whose file's final
+// object lies under any of them (another transfer's key object, say) is
+// never composed.
+func TestAManifestMayNotNameAFinalObjectUnderFerrysOwnPrefixes(t *testing.T) {
+	for _, root := range message.ReservedRoots() {
+		f := &message.File{Path: "victim", Object: root + "victim", Size: 1, WireSize: 1}
+		f.Chunks = []message.ChunkInfo{{Object: f.Object, WireSize: 1, RawSize: 1}}
+		err := checkFile(f, 0, "t1", false)
+		if err == nil || !strings.Contains(err.Error(), root) {
+			t.Errorf("checkFile of a final object %s = %v, want an error naming %s", f.Object, err, root)
+		}
+	}
+}

@@ -402,7 +402,7 @@ func checkEvent(ev *message.Event) error {
 		if ev.Type != message.EventFailed {
 			return fmt.Errorf("%s event with a prefix", ev.Type)
 		}
-		if err := message.CheckObjectName(ev.Prefix); err != nil || strings.HasPrefix(ev.Prefix+"/", message.StagingRoot) || strings.HasPrefix(ev.Prefix+"/", message.DoneRoot) {
+		if err := message.CheckObjectName(ev.Prefix); err != nil || message.ReservedPrefix(ev.Prefix) != "" {
 			return fmt.Errorf("prefix %.64q is not a destination prefix", ev.Prefix)
 		}
 	}

@@ -200,8 +200,8 @@ func (p *Part) check(tid string) error {
 		return err
 	}
 	if p.Final {
-		if strings.HasPrefix(p.Object, StagingRoot) || strings.HasPrefix(p.Object, DoneRoot) {
-			return fmt.Errorf("final object %.64q is under ferry's own prefixes", p.Object)
+		if root := ReservedRoot(p.Object); root != "" {
+			return fmt.Errorf("final object %.64q is under ferry's own prefix %s", p.Object, root)
 		}
 		return nil
 	}

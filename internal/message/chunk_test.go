@@ -58,10 +58,10 @@ func TestDecodeChunkRefuses(t *testing.T) {
 		{"staging object of another transfer", func(c *Chunk) { c.Parts[0].Object = ChunkObject("t2", 1, 2) }, "staging object"},
 		{"final object in staging", func(c *Chunk) {
 			c.Parts[0].Final, c.Parts[0].Chunks, c.Parts[0].Index, c.Parts[0].Object = true, 1, 0, ".ferry/t9/manifest.json"
-		}, "ferry's own prefixes"},
+		}, "ferry's own prefix"},
 		{"final object over a done marker", func(c *Chunk) {
 			c.Parts[0].Final, c.Parts[0].Chunks, c.Parts[0].Index, c.Parts[0].Object = true, 1, 0, DoneMarker("t9")
-		}, "ferry's own prefixes"},
+		}, "ferry's own prefix"},
 		{"index out of range", func(c *Chunk) { c.Parts[0].Index = 5 }, "out of range"},
 		{"negative size", func(c *Chunk) { c.Parts[0].RawSize = -1 }, "sizes out of range"},
 		{"payload shorter than the parts", func(c *Chunk) { c.Parts[0].WireSize = 4 }, "payload 3"},

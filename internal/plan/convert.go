@@ -359,7 +359,7 @@ func (c *Convert) parts(sf SourceFile, dest Destination, target int64, fn func(F
 			Part: &Part{Range: r, Index: i, Count: len(src.Parts), FileSize: sf.Size, Schema: src.Schema, Comma: src.Comma, Compression: c.Compression,
 				BadRows: c.BadRows, Constants: keys, Inferred: src.Inferred, Text: src.Text}}
 		f.Size = r.Size
-		if err := checkName(f.Object); err != nil {
+		if err := checkFinal(f.Object); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)
 		}
 		if err := fn(f); err != nil {

@@ -50,13 +50,24 @@ func ParseDestination(s string) (Destination, error) {
 				return Destination{}, fmt.Errorf("destination %q: prefix may not contain %q", s, seg)
 			}
 		}
-		for _, root := range []string{message.StagingRoot, message.DoneRoot} {
-			if strings.HasPrefix(prefix+"/", root) {
-				return Destination{}, fmt.Errorf("destination %q: %s is ferry's own prefix", s, root)
-			}
+		if root := message.ReservedPrefix(prefix); root != "" {
+			return Destination{}, fmt.Errorf("destination %q: %s is ferry's own prefix; choose a prefix outside %v", s, root, message.ReservedRoots())
 		}
 	}
 	return Destination{Bucket: bucket, Prefix: prefix}, nil
+}
+
+// checkFinal holds a final object's name to checkName and keeps it out of
+// ferry's own prefixes (a tree at the bucket's root with a directory named
+// .ferry-keys, say).
+func checkFinal(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if root := message.ReservedRoot(name); root != "" {
+		return fmt.Errorf("%q lies under %s, ferry's own prefix", name, root)
+	}
+	return nil
 }
 
 // checkName rejects what GCS rejects or readers trip over: invalid UTF-8,

@@ -252,7 +252,7 @@ func (p *Plan) Walk(fn func(File) error, skip func(Skipped)) error {
 			return cv.parts(sf, p.Dest, target, fn)
 		}
 		obj := p.Dest.Object(sf.Rel, ext)
-		if err := checkName(obj); err != nil {
+		if err := checkFinal(obj); err != nil {
 			return fmt.Errorf("source %s: object name: %w", sf.Path, err)
 		}
 		size, err := ChunkSize(sf.Size, p.spec.ChunkSize, p.Codec, p.limits)

@@ -287,3 +287,33 @@ func TestStdinIsOneStreamNamedByTheDestination(t *testing.T) {
 		}
 	}
 }
+
+// TestNoDestinationOrObjectUnderFerrysOwnPrefixes walks message's one list
+// of reserved roots: a destination inside any of them is refused naming
+// it, and so is a tree sent to the bucket's root whose directory would put
+// its objects there.
+func TestNoDestinationOrObjectUnderFerrysOwnPrefixes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.csv")
+	must(t, os.WriteFile(file, []byte("x"), 0o644))
+	for _, root := range message.ReservedRoots() {
+		t.Run(root, func(t *testing.T) {
+			for _, dest := range []string{"gs://bkt/" + strings.TrimSuffix(root, "/"), "gs://bkt/" + root + "victim"} {
+				_, err := New(Spec{Sources: []string{file}, Destination: dest, ChunkSize: 1 << 20}, Limits{})
+				if err == nil || !strings.Contains(err.Error(), root) {
+					t.Errorf("New to %s = %v, want an error naming %s", dest, err, root)
+				}
+			}
+			tree := filepath.Join(t.TempDir(), strings.TrimSuffix(root, "/"))
+			must(t, os.MkdirAll(tree, 0o755))
+			must(t, os.WriteFile(filepath.Join(tree, "victim"), []byte("x"), 0o644))
+			p, err := New(Spec{Sources: []string{tree}, Destination: "gs://bkt", ChunkSize: 1 << 20, Codec: codec.None}, Limits{})
+			if err == nil {
+				err = p.Walk(func(File) error { return nil }, func(Skipped) {})
+			}
+			if err == nil || !strings.Contains(err.Error(), root) {
+				t.Errorf("a tree %s sent to gs://bkt = %v, want an error naming %s", tree, err, root)
+			}
+		})
+	}
+}

@@ -78,7 +78,7 @@ func streamPlan(s Spec, l Limits, c codec.Codec, level int) (*Plan, error) {
 	dir, name := path.Split(dest.Prefix)
 	dest.Prefix = strings.TrimSuffix(dir, "/")
 	obj := dest.Object(name, c.Ext())
-	if err := checkName(obj); err != nil {
+	if err := checkFinal(obj); err != nil {
 		return nil, fmt.Errorf("destination %q: object name: %w", s.Destination, err)
 	}
 	st := &Stream{Max: MaxChunkSize, MaxChunks: l.maxChunks()}

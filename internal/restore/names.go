@@ -8,21 +8,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/names"
 )
 
-// Ferry's own prefixes in a bucket: staging objects and done markers are
-// never restored.
-var ferryPrefixes = []string{".ferry/", ".ferry-done/"}
-
-func isFerryInternal(name string) bool {
-	for _, p := range ferryPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
+// isFerryInternal: ferry's own prefixes in a bucket (staging, done
+// markers, key objects: message.ReservedRoots) are never restored.
+func isFerryInternal(name string) bool { return message.ReservedRoot(name) != "" }
 
 // partSuffix and logSuffix name an interrupted restore's leftovers.
 const (
