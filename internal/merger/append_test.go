@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -179,5 +180,37 @@ func appendRefused(t *testing.T, class bool, want string) {
 	got, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
 	if err != nil || !bytes.Equal(got, before) {
 		t.Fatalf("the held object is now %d bytes (%v), want it as it was", len(got), err)
+	}
+}
+
+// A transfer cancelled after its append was composed (cp killed right
+// after the compose, then Ctrl-C on the rerun) keeps the file's object:
+// the earlier transfers' bytes are in it and nowhere else. It stays whole,
+// and the done event counts and names it.
+func TestACancelledAppendKeepsTheObjectItGrew(t *testing.T) {
+	s, _ := appendStaged(t)
+	f := s.man.Files[0]
+	dying := &teststack.Recorder{Err: errors.New("the merger dies here")}
+	m := New(Options{Store: s.store, Done: dying, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	for j := 1; j < 3; j++ {
+		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+	}
+	s.seal()
+	if err := handle(t, m, s.event(message.EventSealed)); err == nil {
+		t.Fatal("the end went through without its done event")
+	}
+	done := &teststack.Recorder{}
+	next := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	ev := s.event(message.EventCancel)
+	ev.Key = s.endKey()
+	must(t, next.HandleControl(context.Background(), queue.Message{ID: "c", Data: message.Encode(ev)}))
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusCancelled || d[0].Kept != 1 || len(d[0].Objects) != 1 ||
+		d[0].Objects[0].Name != "gs://"+s.bucket+"/"+f.Object || !strings.Contains(d[0].Error, "1 objects it had replaced or appended to stay") {
+		t.Fatalf("done events %+v, want cancelled keeping and naming gs://%s/%s", d, s.bucket, f.Object)
+	}
+	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	if err != nil || !bytes.Equal(b, bytes.Join(s.wire[0], nil)) || crc32c.Checksum(b) != f.WireCRC32 {
+		t.Fatalf("the appended object after the cancel: %d bytes, %v; want the whole file of %d bytes", len(b), err, f.WireSize)
 	}
 }

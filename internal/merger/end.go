@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,29 +47,38 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 	if !known && t.prefix != "" {
 		prefix, known = t.prefix+"/", true
 	}
-	if known {
-		n, err := m.removeFinals(ctx, t.bucket, prefix, t.id)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			log.Info("removed the final objects the transfer had written", "objects", n)
-		}
-	}
 	done, err := m.newDone(ctx, t, man, status, cause)
 	if err != nil {
 		return err
-	}
-	if status == message.StatusFailed {
-		log.Error("transfer failed", "err", cause)
-	} else {
-		log.Info("transfer "+status, "reason", cause)
 	}
 	sum, err := newSummary()
 	if err != nil {
 		return err
 	}
 	defer sum.close()
+	if known {
+		n, err := m.removeFinals(ctx, t.bucket, prefix, t.id, func(a gcs.Attrs) error {
+			return keep(&done, sum, t.bucket, a)
+		})
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Info("removed the final objects the transfer had created", "objects", n)
+		}
+	}
+	if done.Kept > 0 {
+		said := fmt.Sprintf("%d objects it had replaced or appended to stay, whole (their old bytes are in them and nowhere else): the done event and its listing name them", done.Kept)
+		if done.Error != "" {
+			said = done.Error + "; " + said
+		}
+		done.Error = message.Truncate(said, message.MaxErrorBytes)
+	}
+	if status == message.StatusFailed {
+		log.Error("transfer failed", "err", done.Error, "objects_kept", done.Kept)
+	} else {
+		log.Info("transfer "+status, "reason", done.Error, "objects_kept", done.Kept)
+	}
 	// What workers stored of files of several chunks before the end.
 	for k, s := range t.present {
 		if f, err := pg.file(ctx, k.file); err == nil && f != nil && k.index < len(f.Chunks) {
@@ -244,22 +254,40 @@ func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event
 	return true
 }
 
+// keep names object a, which a failed or cancelled transfer leaves, in its
+// done event (the first message.MaxDoneInline) and its listing.
+func keep(done *message.Done, sum *summary, bucket string, a gcs.Attrs) error {
+	raw, _ := strconv.ParseInt(a.Metadata[message.MetaRawSize], 10, 64)
+	rawCRC, _ := strconv.ParseUint(a.Metadata[message.MetaRawCRC32C], 16, 32)
+	o := message.DoneObject{Name: "gs://" + bucket + "/" + a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation,
+		RawSize: raw, RawCRC32C: uint32(rawCRC)}
+	done.Kept++
+	if len(done.Objects) < message.MaxDoneInline {
+		done.Objects = append(done.Objects, o)
+	}
+	return sum.listing.Add(message.ListingEntry{DoneObject: o})
+}
+
 // removeFinals deletes every object under prefix whose ferry-transfer
 // metadata names tid, at the generation the listing showed, as the listing
 // goes (no list of them is held):
 // a version written since, by another transfer or a person, is never
 // touched. A failed or cancelled transfer leaves nothing half-done, and a
-// re-run does not meet its own earlier attempt's objects. An object a
-// staged overwrite composed over one it found (message.MetaReplaced) stays:
-// what it replaced is gone, and the new object is whole and checked. It
-// returns how many it removed.
-func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string) (int, error) {
+// re-run does not meet its own earlier attempt's objects. An object that
+// holds more than this transfer created (message.KeptOnFailure: a staged
+// overwrite composed it over one it found, or an append composed onto
+// one) stays, passed to kept: what it replaced or grew is in it and
+// nowhere else, and it is whole (a compose of checked chunks). It returns
+// how many it removed.
+func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string, kept func(gcs.Attrs) error) (int, error) {
 	g, gctx := m.group(ctx)
 	n := 0
 	err := m.o.Store.List(ctx, bucket, prefix, func(a gcs.Attrs) error {
-		if a.Metadata[message.MetaTransfer] != tid || a.Metadata[message.MetaReplaced] != "" ||
-			message.ReservedRoot(a.Name) != "" {
+		if a.Metadata[message.MetaTransfer] != tid || message.ReservedRoot(a.Name) != "" {
 			return nil
+		}
+		if message.KeptOnFailure(a.Metadata) {
+			return kept(a)
 		}
 		n++
 		g.Go(func() error { // waits while the limit's calls are in flight

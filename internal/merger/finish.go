@@ -290,11 +290,20 @@ func (e *wrongFinal) Error() string {
 }
 
 // badFinal fails a transfer whose composed object is not the one predicted,
-// and removes that object: nothing wrong stays under a final name.
+// and removes that object: nothing wrong stays under a final name. An
+// object an append or an overwrite composed (message.KeptOnFailure) is the
+// exception: what it grew or replaced is in it and nowhere else, so it
+// stays, and the done event names it.
 func (m *Merger) badFinal(ctx context.Context, t *transfer, w *wrongFinal, log *slog.Logger) error {
 	man, f, a := t.manifest, w.f, w.a
-	if err := m.o.Store.Delete(ctx, man.Bucket, f.Object); err != nil {
-		return err
+	if !message.KeptOnFailure(a.Metadata) {
+		del := func() error { return m.o.Store.Delete(ctx, man.Bucket, f.Object) }
+		if a.Generation != 0 {
+			del = func() error { return m.o.Store.DeleteGeneration(ctx, man.Bucket, f.Object, a.Generation) }
+		}
+		if err := del(); err != nil && !errors.Is(err, gcs.ErrPrecondition) {
+			return err
+		}
 	}
 	return m.end(ctx, t, message.StatusFailed, fmt.Errorf("file %s: final object gs://%s/%s has %d bytes with crc32c %08x, predicted %d bytes with crc32c %08x: %w",
 		f.Path, man.Bucket, f.Object, a.Size, a.CRC32C, f.WireSize, f.WireCRC32, gcs.ErrChecksum), log)
@@ -502,12 +511,14 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 		// chunks go with the staging, not with the compose (the object
 		// is a source, and must stay).
 		opt.IfAbsent, opt.IfGeneration, opt.DeleteSources = false, gen, false
+		opt.Metadata[message.MetaAppended] = strconv.FormatInt(gen, 10)
 	} else if man.Staged {
 		// Replaces only what the producer found, and says so.
 		opt.IfAbsent, opt.IfGeneration = tr.replaces == 0, tr.replaces
 		if tr.meta != nil {
 			opt.Metadata, opt.ContentType = maps.Clone(tr.meta), tr.contentType
 			delete(opt.Metadata, message.MetaReplaced)
+			delete(opt.Metadata, message.MetaAppended)
 		}
 		if tr.replaces != 0 {
 			opt.Metadata[message.MetaReplaced] = strconv.FormatInt(tr.replaces, 10)

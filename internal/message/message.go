@@ -320,6 +320,11 @@ type Done struct {
 	Files     int   `json:"files"`
 	Bytes     int64 `json:"bytes"`
 	WireBytes int64 `json:"wire_bytes"`
+	// Kept counts the objects a transfer that did not end ok leaves: each
+	// replaced an object or grew one by an append, so its clean-up may
+	// not delete it (message.KeptOnFailure). Objects and the listing name
+	// them.
+	Kept int `json:"objects_kept,omitempty"`
 	// Objects are the first MaxDoneInline final objects (in manifest
 	// order); Listing, when set, is gs://BUCKET/OBJECT of the NDJSON
 	// object that names every one of them and every skipped file (one

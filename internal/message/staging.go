@@ -118,7 +118,19 @@ const (
 	// replaced (Manifest.Staged): a failed transfer's clean-up keeps such
 	// an object, since what it replaced is gone.
 	MetaReplaced = "ferry-replaced"
+	// MetaAppended is the generation of the object an append composed
+	// onto (File.AppendsTo): its earlier bytes are in the new object and
+	// nowhere else, so a failed transfer's clean-up keeps it too.
+	MetaAppended = "ferry-appended"
 )
+
+// KeptOnFailure reports whether an object with metadata md holds more
+// than its transfer created from nothing (it replaced an object, or an
+// append composed onto one), so that no failure, cancel or timeout may
+// delete it.
+func KeptOnFailure(md map[string]string) bool {
+	return md[MetaReplaced] != "" || md[MetaAppended] != ""
+}
 
 // ParquetContentType is the media type of Apache Parquet files.
 const ParquetContentType = "application/vnd.apache.parquet"

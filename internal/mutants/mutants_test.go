@@ -24,6 +24,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "an append marks the object it grew, so no failure deletes it (issue 51)",
+		file: "internal/merger/finish.go",
+		from: "opt.Metadata[message.MetaAppended] = strconv.FormatInt(gen, 10)",
+		to:   "_ = gen",
+		pkg:  "internal/merger", test: "TestACancelledAppendKeepsTheObjectItGrew",
+	},
+	{
+		name: "a destination under .ferry-keys/ is refused (issue 51)",
+		file: "internal/message/reserved.go",
+		from: "var reservedRoots = [...]string{StagingRoot, DoneRoot, KeyRoot}",
+		to:   "var reservedRoots = [...]string{StagingRoot, DoneRoot}",
+		pkg:  "internal/plan", test: "TestNoDestinationOrObjectUnderFerrysOwnPrefixes",
+	},
+	{
 		name: "an inferred column's rules hold after the sample (issue 43)",
 		file: "internal/table/convert.go",
 		from: "if c.o.Inferred && (leadingZero(v) || v[0] == '+') {",
