@@ -35,7 +35,7 @@ var mutants = []mutant{
 		file: "internal/message/reserved.go",
 		from: "var reservedRoots = [...]string{StagingRoot, DoneRoot, KeyRoot}",
 		to:   "var reservedRoots = [...]string{StagingRoot, DoneRoot}",
-		pkg:  "internal/plan", test: "TestNoDestinationOrObjectUnderFerrysOwnPrefixes",
+		pkg:  "internal/message", test: "TestEveryReservedRootIsRefusedAsAFinalObject",
 	},
 	{
 		name: "an inferred column's rules hold after the sample (issue 43)",
