@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -131,11 +132,8 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 	}
 	defer func() { _ = rows.Close() }()
 	chunks, rowsErr := result.Lines[result.ChunkRow](rows)
-	if err := m.o.Sink.Write(ctx, Row(done, man, len(sum.workers), m.o.Version), chunks); err != nil {
-		return fmt.Errorf("write benchmark row: %w", err)
-	}
-	if err := rowsErr(); err != nil {
-		return fmt.Errorf("write benchmark row: %w", err)
+	if err := m.writeRow(ctx, Row(done, man, len(sum.workers), m.o.Version), chunks, rowsErr); err != nil {
+		done.RowError = message.Truncate(err.Error(), message.MaxErrorBytes)
 	}
 	listed, err := m.writeListing(ctx, t, t.pages, sum)
 	if err != nil {
@@ -164,6 +162,45 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 	t.status, t.kept = done.Status, done.Files > 0
 	metrics.Transfers.WithLabelValues(done.Status).Inc()
 	return nil
+}
+
+// Row writes are tried rowAttempts times, rowBackoff apart and doubling,
+// before the transfer ends without its row.
+const (
+	rowAttempts = 3
+	rowBackoff  = 500 * time.Millisecond
+)
+
+// writeRow stores a transfer's benchmark row. A row is a record of the
+// transfer, not part of it: a sink that cannot take it (the results file's
+// disk full, BigQuery's staging refused) is tried a few times, then logged,
+// counted and returned, and the caller goes on to end the transfer. It never
+// holds back or deletes the objects the row describes. chunks may be read
+// once only, so a retry sends the row without them.
+func (m *Merger) writeRow(ctx context.Context, r result.Row, chunks iter.Seq[result.ChunkRow], chunksErr func() error) error {
+	var err error
+	wait := rowBackoff
+	for attempt := 1; attempt <= rowAttempts; attempt++ {
+		if err = m.o.Sink.Write(ctx, r, chunks); err == nil && chunksErr != nil {
+			err = chunksErr()
+		}
+		if err == nil {
+			return nil
+		}
+		chunks, chunksErr = nil, nil
+		if attempt == rowAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("write benchmark row: %w (%v)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	metrics.RowErrors.Inc()
+	m.log.Error("the benchmark row could not be written; the transfer ends without it", "transfer_id", r.TransferID, "status", r.Status, "err", err)
+	return fmt.Errorf("write benchmark row: %w", err)
 }
 
 // put writes a small object of the merger's own.
@@ -196,8 +233,8 @@ func (m *Merger) refuse(ctx context.Context, ev message.Event, cause error) erro
 		return err
 	}
 	done.StartedAt = done.FinishedAt
-	if err := m.o.Sink.Write(ctx, Row(done, man, 0, m.o.Version), nil); err != nil {
-		return fmt.Errorf("write benchmark row: %w", err)
+	if err := m.writeRow(ctx, Row(done, man, 0, m.o.Version), nil, nil); err != nil {
+		done.RowError = message.Truncate(err.Error(), message.MaxErrorBytes)
 	}
 	if err := m.o.Done.Publish(ctx, message.Encode(done), map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {
 		return fmt.Errorf("publish done event: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"os/exec"
 	"strings"
 	"testing"
@@ -398,5 +399,37 @@ func TestAManifestMayNotNameAFinalObjectUnderFerrysOwnPrefixes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), root) {
 			t.Errorf("checkFile of a final object %s = %v, want an error naming %s", f.Object, err, root)
 		}
+	}
+}
+
+// fullSink refuses every row, as a results file on a full disk does.
+type fullSink struct{ tries int }
+
+func (s *fullSink) Write(context.Context, result.Row, iter.Seq[result.ChunkRow]) error {
+	s.tries++
+	return errors.New("write .run/results.ndjson: no space left on device")
+}
+
+// A row is a record of the transfer, not part of it: a sink that refuses
+// it every time ends the transfer ok all the same, its objects whole and
+// in place, the done event saying why there is no row.
+func TestATransferWhoseRowCannotBeWrittenEndsOKWithItsObjects(t *testing.T) {
+	s := newStaged(t, "m-norow", "none", 1, 3)
+	done := &teststack.Recorder{}
+	sink := &fullSink{}
+	m := New(Options{Store: s.store, Done: done, Sink: sink, Version: "test"})
+	s.finish(t, m)
+	d := dones(t, done)
+	if len(d) != 1 || d[0].Status != message.StatusOK || !strings.Contains(d[0].RowError, "no space left on device") || sink.tries != rowAttempts {
+		t.Fatalf("done events %+v after %d tries of the row, want ok with a row_error after %d", d, sink.tries, rowAttempts)
+	}
+	for _, f := range s.man.Files {
+		b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+		if err != nil || crc32c.Checksum(b) != f.WireCRC32 {
+			t.Errorf("file %s: object %s: %d bytes, %v; want it whole", f.Path, f.Object, len(b), err)
+		}
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Errorf("staging left: %v", left)
 	}
 }

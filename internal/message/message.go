@@ -325,6 +325,10 @@ type Done struct {
 	// not delete it (message.KeptOnFailure). Objects and the listing name
 	// them.
 	Kept int `json:"objects_kept,omitempty"`
+	// RowError says why the transfer's benchmark row could not be
+	// written: a row is a record of the transfer, so the transfer ends
+	// (ok, if it did) without it.
+	RowError string `json:"row_error,omitempty"`
 	// Objects are the first MaxDoneInline final objects (in manifest
 	// order); Listing, when set, is gs://BUCKET/OBJECT of the NDJSON
 	// object that names every one of them and every skipped file (one

@@ -54,6 +54,9 @@ var (
 	// Transfers counts finished transfers, by status (ok, failed).
 	Transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_transfers_total",
 		Help: "Transfers finished by the merger, by status (ok, failed)."}, []string{"status"})
+	// RowErrors counts transfers that ended without their benchmark row:
+	// the sink refused it every time it was tried.
+	RowErrors = counter("ferry_row_errors_total", "Transfers that ended without their benchmark row: the results file or BigQuery's staging refused it.")
 	// Throttled counts calls GCS answered 429 or 503 (slow down).
 	Throttled = counter("ferry_gcs_throttled_total", "Calls to GCS answered 429 or 503: it asked for fewer writes.")
 	// WriteRateLimit is the calls a second this process allows itself
@@ -73,7 +76,7 @@ func counter(name, help string) prometheus.Counter {
 
 func init() {
 	Registry.MustRegister(BytesRead, BytesCompressed, ChunksPublished, BytesUploaded, Uploads, Redeliveries,
-		UploadSeconds, InFlight, Composes, Transfers, Unproven, Throttled, WriteRateLimit,
+		UploadSeconds, InFlight, Composes, Transfers, Unproven, Throttled, WriteRateLimit, RowErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "duplicate", "failed", "retry"} {
 		Uploads.WithLabelValues(r)

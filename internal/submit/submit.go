@@ -281,6 +281,9 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 		b, _ := json.MarshalIndent(done, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	}
+	if done.RowError != "" {
+		fmt.Fprintf(stderr, "warning: transfer %s has no benchmark row: %s\n", done.TransferID, Printable(done.RowError))
+	}
 	if done.Status != message.StatusOK {
 		return &EndedError{Done: done}
 	}
