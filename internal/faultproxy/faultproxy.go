@@ -46,6 +46,15 @@ const (
 	// rateLimitExceeded, as GCS does to writes above a bucket's rate,
 	// without forwarding.
 	Status429
+	// ResetAfterForward forwards the request and lets the server carry it
+	// out, then closes the client's connection abruptly instead of
+	// answering: the call took effect, and the client cannot know it.
+	ResetAfterForward
+	// Status503AfterForward forwards the request and lets the server carry
+	// it out, then answers 503 instead of the server's answer, as GCS
+	// sometimes does: a retry meets the effect (a 412, or a 404 of sources
+	// a compose deleted).
+	Status503AfterForward
 )
 
 func (f Fault) String() string {
@@ -60,6 +69,10 @@ func (f Fault) String() string {
 		return "slow"
 	case Status429:
 		return "429"
+	case ResetAfterForward:
+		return "reset after forwarding"
+	case Status503AfterForward:
+		return "503 after forwarding"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -112,6 +125,9 @@ type Counts struct {
 	Status503    int
 	Slow         int
 	Status429    int
+	// Forwarded counts the requests carried out whose answer was then
+	// lost (ResetAfterForward) or replaced (Status503AfterForward).
+	Forwarded int
 	// Up and Down are the request and response body bytes forwarded.
 	Up, Down Flow
 }
@@ -142,7 +158,7 @@ func (f *Flow) add(n int, at time.Time) {
 }
 
 // Faults is the number of faults injected.
-func (c Counts) Faults() int { return c.Reset + c.Status503 + c.Slow + c.Status429 }
+func (c Counts) Faults() int { return c.Reset + c.Status503 + c.Slow + c.Status429 + c.Forwarded }
 
 // Proxy is a running fault-injecting proxy.
 type Proxy struct {
@@ -351,15 +367,20 @@ func (p *Proxy) decide(r *http.Request) Fault {
 		p.counts.Slow++
 	case Status429:
 		p.counts.Status429++
+	case ResetAfterForward, Status503AfterForward:
+		p.counts.Forwarded++
 	}
-	if f == None || f == Slow {
+	if f == None || f == Slow || f == ResetAfterForward || f == Status503AfterForward {
 		p.passed[time.Now().Unix()]++
 	}
 	return f
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	switch p.decide(r) {
+	switch f := p.decide(r); f {
+	case ResetAfterForward, Status503AfterForward:
+		p.forwardThenFail(w, r, f)
+		return
 	case Reset:
 		p.reset(w, r)
 		return
@@ -386,6 +407,36 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.rp.ServeHTTP(w, r)
 }
+
+// forwardThenFail sends r to the server and reads its whole answer, so the
+// call is carried out, then resets the client's connection or answers 503
+// in its place.
+func (p *Proxy) forwardThenFail(w http.ResponseWriter, r *http.Request, f Fault) {
+	rec := &discard{header: http.Header{}}
+	p.rp.ServeHTTP(rec, r)
+	if f == Status503AfterForward {
+		answer(w, r, http.StatusServiceUnavailable, "global", "backendError", "Service Unavailable (injected by faultproxy after the call was carried out)")
+		return
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// discard is a ResponseWriter that keeps nothing: the server's answer to a
+// call whose answer the client never gets.
+type discard struct {
+	header http.Header
+}
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
 
 // answer drains r's body and answers with a GCS-style JSON error.
 func answer(w http.ResponseWriter, r *http.Request, code int, domain, reason, msg string) {

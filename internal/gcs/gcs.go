@@ -35,7 +35,9 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/iobuf"
+	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/reach"
+	"github.com/google/uuid"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -302,6 +304,12 @@ type UploadOptions struct {
 	// and waits out a 429 itself (a worker, which counts them for its
 	// chunk event); else the Store does (see paced.go).
 	CallerPaces bool
+
+	// token and attempt: a plain upload under a precondition sends one
+	// idempotency token for all its tries, and the try's number, as the
+	// library does.
+	token   string
+	attempt int
 }
 
 // uploadTimeout bounds an upload of n bytes.
@@ -325,15 +333,31 @@ func (s *Store) Upload(ctx context.Context, bucket, name string, r io.Reader, op
 	if opt.Size <= PlainMax {
 		upload = s.uploadPlain
 	}
+	if opt.IfAbsent || opt.IfGeneration != 0 {
+		opt.token = uuid.NewString()
+	}
+	opt.attempt = 1
 	if opt.CallerPaces {
 		return upload(ctx, bucket, name, r, opt)
 	}
 	var a Attrs
+	opt.attempt = 0
+	unsure := false // a try may have been carried out unanswered
 	err := s.paced(ctx, bucket, true, r, func() error {
 		var err error
+		opt.attempt++
 		a, err = upload(ctx, bucket, name, r, opt)
+		unsure = unsure || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrThrottled) && !errors.Is(err, ErrRateLimited)
 		return err
 	})
+	if unsure && errors.Is(err, ErrPrecondition) {
+		// An earlier try wrote the object and its answer was lost; the
+		// retry's precondition then fails on it. The object is this
+		// call's when it holds exactly these bytes.
+		if b, aerr := s.Attrs(ctx, bucket, name); aerr == nil && b.Size == opt.Size && b.CRC32C == opt.CRC32C {
+			return b, nil
+		}
+	}
 	return a, err
 }
 
@@ -358,9 +382,10 @@ func (s *Store) uploadWriter(ctx context.Context, bucket, name string, r io.Read
 	w.KMSKeyName = s.kms(opt.KMSKey)
 	n, err := iobuf.Copy(stalled.writer(w), r)
 	if err != nil {
+		err = s.fail(ctx, where, err) // before the cancel, which would make it the caller's
 		cancel()
 		_ = w.Close()
-		return Attrs{}, s.fail(ctx, where, err)
+		return Attrs{}, err
 	}
 	// All sent; the answer (GCS checking a large object) is bounded by
 	// the upload's deadline.
@@ -384,13 +409,32 @@ func (s *Store) PutSmall(ctx context.Context, bucket, name string, data []byte, 
 }
 
 // ReadAll reads a whole object into memory; use it for small objects only.
+// A read that breaks off (a connection reset mid-answer) is read again from
+// the start, as an open that got no answer is.
 func (s *Store) ReadAll(ctx context.Context, bucket, name string) ([]byte, error) {
+	wait := dropBackoffMin
+	for try := 0; ; try++ {
+		b, opened, err := s.readAll(ctx, bucket, name)
+		// An open that got no answer was sent again already (paced).
+		if err == nil || !opened || !errors.Is(err, ErrUnreachable) || timedOut(err) || try == maxDropRetries || ctx.Err() != nil {
+			return b, err
+		}
+		metrics.Dropped.Inc()
+		if !sleep(ctx, wait) {
+			return b, err
+		}
+		wait *= 2
+	}
+}
+
+func (s *Store) readAll(ctx context.Context, bucket, name string) ([]byte, bool, error) {
 	r, err := s.NewReader(ctx, bucket, name)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer r.Close()
-	return io.ReadAll(r)
+	b, err := io.ReadAll(r)
+	return b, true, err
 }
 
 // NewReader opens an object for reading. Reading fails once no byte has come
@@ -747,7 +791,16 @@ func retained(ge *googleapi.Error) bool {
 
 // withTimeout is ctx bounded by d, with a cause that says so.
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, fmt.Errorf("no answer within %v", d))
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w within %v", errNoAnswer, d))
+}
+
+// errNoAnswer is the cause of a call ended by its own deadline.
+var errNoAnswer = errors.New("no answer")
+
+// timedOut reports whether err is a call that got no answer before its own
+// deadline or stall watch ended it, as opposed to a connection that broke.
+func timedOut(err error) bool {
+	return errors.Is(err, errNoAnswer) || errors.Is(err, errStalled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // errStalled is the cause of a call ended by its stall watch.

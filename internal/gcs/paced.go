@@ -110,10 +110,23 @@ const (
 	pacedBackoffMax = 5 * time.Second
 )
 
+// A call that is safe to send again and got no answer (a connection reset
+// or closed mid-answer, a refused connection) is sent again up to
+// maxDropRetries times, dropBackoffMin apart and doubling, as the client
+// library's retry policy does for idempotent calls: one dropped connection
+// fails nothing. A try that ran out its own deadline goes once more only,
+// so that a GCS that stays silent is named within two deadlines.
+const (
+	maxDropRetries = 3
+	dropBackoffMin = 200 * time.Millisecond
+)
+
 // paced runs call, one request to bucket, at the pace GCS allows. safe503
-// says whether the request may go again after a 503 (see above). body,
-// when not nil, is rewound before every try after the first; a body that
-// cannot be rewound makes the call's push-back the caller's to wait out.
+// says whether the request may go again after a 503 (see above) or after
+// it got no answer: a read, a listing, a delete, or a write under a
+// precondition or whose repeat stores the same bytes. body, when not nil,
+// is rewound before every try after the first; a body that cannot be
+// rewound makes the call's push-back the caller's to wait out.
 func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.Reader, call func() error) error {
 	pc := s.Pacer(bucket)
 	var start int64
@@ -124,7 +137,14 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 			seeker = nil
 		}
 	}
-	wait := pacedBackoffMin
+	rewind := func() bool {
+		if seeker == nil {
+			return body == nil
+		}
+		_, err := seeker.Seek(start, io.SeekStart)
+		return err == nil
+	}
+	wait, dropWait, drops, timeouts := pacedBackoffMin, dropBackoffMin, 0, 0
 	for {
 		if err := pc.Wait(ctx); err != nil {
 			if pc.Limit() == 0 {
@@ -133,6 +153,20 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 			return fmt.Errorf("gs://%s: waiting for a turn (GCS asked for fewer writes): %w", bucket, err)
 		}
 		err := call()
+		if errors.Is(err, ErrUnreachable) && safe503 && drops < maxDropRetries && ctx.Err() == nil && (!timedOut(err) || timeouts == 0) {
+			// No answer: the call may or may not have been carried
+			// out, and sending it again is safe.
+			drops++
+			if timedOut(err) {
+				timeouts++
+			}
+			metrics.Dropped.Inc()
+			if !rewind() || !sleep(ctx, dropWait) {
+				return err
+			}
+			dropWait *= 2
+			continue
+		}
 		if !errors.Is(err, ErrThrottled) {
 			if err == nil {
 				pc.Done()
@@ -143,24 +177,27 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 		metrics.Throttled.Inc()
 		pc.PushedBack() // OnCut logs and sets the metric
 		again := errors.Is(err, ErrRateLimited) || safe503
-		if !again || (body != nil && seeker == nil) || ctx.Err() != nil {
+		if !again || ctx.Err() != nil || !rewind() {
 			return err
-		}
-		if seeker != nil {
-			if _, serr := seeker.Seek(start, io.SeekStart); serr != nil {
-				return err
-			}
 		}
 		if n, ok := ctx.Value(pacedKey{}).(*int); ok {
 			*n++
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return err
 		}
 		wait = min(2*wait, pacedBackoffMax)
+	}
+}
+
+// sleep waits d, or less if ctx ends first; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

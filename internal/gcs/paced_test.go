@@ -177,3 +177,61 @@ func TestA503IsSentAgainOnlyWhereThatIsSafe(t *testing.T) {
 		t.Fatalf("an unconditional compose after a 503: %v, want ErrThrottled (not sent again)", err)
 	}
 }
+
+// Every idempotent call survives a dropped connection: reads, listings,
+// deletes, and writes under a precondition or that store the same bytes
+// again are sent again, whether the connection broke before the call was
+// carried out (reset mid-request) or after (the answer lost): a write
+// under DoesNotExist whose retry meets its own object is settled by
+// reading it back.
+func TestEveryCallRidesOutADroppedConnection(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []faultproxy.Fault{faultproxy.Reset, faultproxy.ResetAfterForward} {
+		t.Run(fault.String(), func(t *testing.T) {
+			bucket := "dropped-" + strings.ReplaceAll(fault.String(), " ", "-")
+			s, pushed := pushBackProxy(t, bucket, fault)
+			ctx := context.Background()
+			must := func(what string, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%s after a dropped connection (%s): %v", what, fault, err)
+				}
+			}
+			must("bucket check", s.BucketExists(ctx, bucket))
+			page := []byte(`{"page":0}`)
+			_, err := s.PutSmall(ctx, bucket, "manifest-page", page, false, "application/json")
+			must("an unconditional small write", err)
+			lease := []byte(`{"lease":"t1"}`)
+			a, err := s.PutSmall(ctx, bucket, "lease", lease, true, "application/json")
+			must("a small write under DoesNotExist (a lease, a key object)", err)
+			if a.Size != int64(len(lease)) || a.CRC32C != crc32c.Checksum(lease) {
+				t.Fatalf("the lease: %d bytes with crc32c %08x", a.Size, a.CRC32C)
+			}
+			big := bytes.Repeat([]byte("ferry "), gcs.PlainMax/6+100)
+			_, err = s.Upload(ctx, bucket, "listing", bytes.NewReader(big), gcs.UploadOptions{Size: int64(len(big)), CRC32C: crc32c.Checksum(big)})
+			must("a large upload", err)
+			a, err = s.Attrs(ctx, bucket, "manifest-page")
+			must("attrs", err)
+			got, err := s.ReadAll(ctx, bucket, "listing")
+			must("a read", err)
+			if !bytes.Equal(got, big) {
+				t.Fatalf("read %d bytes back, wrote %d", len(got), len(big))
+			}
+			var names []string
+			must("a listing", s.List(ctx, bucket, "", func(a gcs.Attrs) error { names = append(names, a.Name); return nil }))
+			if strings.Join(names, ",") != "lease,listing,manifest-page" {
+				t.Fatalf("listing gave %v", names)
+			}
+			must("a delete", s.Delete(ctx, bucket, "lease"))
+			must("a delete of a generation", s.DeleteGeneration(ctx, bucket, "manifest-page", a.Generation))
+			want := []string{"bucket", "upload manifest-page", "upload lease", "upload listing", "attrs", "read", "list", "delete"}
+			if fault == faultproxy.ResetAfterForward {
+				// The lease's retry met its own object and read it back.
+				want = []string{"bucket", "upload manifest-page", "upload lease", "attrs", "upload listing", "read", "list", "delete"}
+			}
+			if got := strings.Join(pushed(), ","); got != strings.Join(want, ",") {
+				t.Errorf("kinds whose connection was dropped: %s, want %s", got, strings.Join(want, ","))
+			}
+		})
+	}
+}

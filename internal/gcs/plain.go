@@ -139,10 +139,13 @@ func (s *Store) uploadPlain(ctx context.Context, bucket, name string, r io.Reade
 	req.Header.Set("User-Agent", userAgent)
 	if opt.IfAbsent || opt.IfGeneration != 0 {
 		// A call under a precondition may be sent again: GCS knows it
-		// by its token, as the library's.
-		token := uuid.NewString()
+		// by its token, the same for every try, as the library's.
+		token, attempt := opt.token, max(opt.attempt, 1)
+		if token == "" {
+			token = uuid.NewString()
+		}
 		req.Header.Set("X-Goog-Gcs-Idempotency-Token", token)
-		req.Header.Set("X-Goog-Api-Client", "gccl-invocation-id/"+token+" gccl-attempt-count/1 "+apiClient)
+		req.Header.Set("X-Goog-Api-Client", "gccl-invocation-id/"+token+" gccl-attempt-count/"+strconv.Itoa(attempt)+" "+apiClient)
 	} else {
 		req.Header.Set("X-Goog-Api-Client", apiClient)
 	}

@@ -54,6 +54,9 @@ var (
 	// Transfers counts finished transfers, by status (ok, failed).
 	Transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_transfers_total",
 		Help: "Transfers finished by the merger, by status (ok, failed)."}, []string{"status"})
+	// Dropped counts calls to GCS that got no answer (a connection reset,
+	// refused or timed out) and were sent again, being safe to.
+	Dropped = counter("ferry_gcs_dropped_total", "Calls to GCS that got no answer (reset, refused, timed out) and were sent again, being safe to repeat.")
 	// RowErrors counts transfers that ended without their benchmark row:
 	// the sink refused it every time it was tried.
 	RowErrors = counter("ferry_row_errors_total", "Transfers that ended without their benchmark row: the results file or BigQuery's staging refused it.")
@@ -76,7 +79,7 @@ func counter(name, help string) prometheus.Counter {
 
 func init() {
 	Registry.MustRegister(BytesRead, BytesCompressed, ChunksPublished, BytesUploaded, Uploads, Redeliveries,
-		UploadSeconds, InFlight, Composes, Transfers, Unproven, Throttled, WriteRateLimit, RowErrors,
+		UploadSeconds, InFlight, Composes, Transfers, Unproven, Throttled, WriteRateLimit, RowErrors, Dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "duplicate", "failed", "retry"} {
 		Uploads.WithLabelValues(r)
