@@ -526,13 +526,19 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 	}
 	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, opt)
 	countCompose(err)
-	if errors.Is(err, gcs.ErrPrecondition) {
+	if errors.Is(err, gcs.ErrPrecondition) || errors.Is(err, gcs.ErrNotFound) {
 		// It appeared meanwhile: composed by another merger of this
-		// transfer, or written by someone else.
+		// transfer, by an earlier try of this compose whose answer was
+		// lost or a 503 (its retry then meets its own object, or finds
+		// the sources it deleted gone), or written by someone else. The
+		// destination's size, CRC32C and transfer settle which.
 		b, aerr := m.o.Store.Attrs(ctx, man.Bucket, f.Object)
 		if aerr == nil && b.Size == f.WireSize && b.CRC32C == f.WireCRC32 && b.Metadata[message.MetaTransfer] == t.id {
 			tr.done, tr.attrs = true, b
 			return nil
+		}
+		if errors.Is(err, gcs.ErrNotFound) {
+			return fmt.Errorf("file %s: %w", f.Path, err) // a source is gone: finish looks again
 		}
 		if man.Staged && f.AppendsTo() == 0 && aerr == nil {
 			return queue.Permanent(replacedSince(f, man.Bucket, b, "what was composed before stays"))

@@ -433,3 +433,48 @@ func TestATransferWhoseRowCannotBeWrittenEndsOKWithItsObjects(t *testing.T) {
 		t.Errorf("staging left: %v", left)
 	}
 }
+
+// answeredLost carries out the final compose of name, deleting its sources
+// as GCS does, then answers it as lost (GCS's 503 after the effect); the
+// Store's retry of such a compose finds its sources gone (404), which is
+// what the merger then sees.
+type answeredLost struct {
+	objectStore
+	name string
+	hit  int
+}
+
+func (s *answeredLost) Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error) {
+	if dst != s.name || !opt.DeleteSources {
+		return s.objectStore.Compose(ctx, bucket, dst, srcs, opt)
+	}
+	s.hit++
+	if _, err := s.objectStore.Compose(ctx, bucket, dst, srcs, opt); err != nil {
+		return gcs.Attrs{}, err
+	}
+	for _, src := range srcs {
+		_ = s.objectStore.Delete(ctx, bucket, src)
+	}
+	return gcs.Attrs{}, fmt.Errorf("compose gs://%s/%s: retried after a 503: %w", bucket, dst, gcs.ErrNotFound)
+}
+
+// A compose that GCS carried out and answered 503, whose retry got 404 (it
+// had deleted its sources), is settled by reading the destination: its size,
+// CRC32C and transfer show it composed, and the transfer ends ok at once
+// instead of waiting for a sweep that would fail it and delete the object.
+func TestAComposeCarriedOutButAnswered503EndsOK(t *testing.T) {
+	s := newStaged(t, "m-lost", "none", 3)
+	f := s.man.Files[0]
+	store := &answeredLost{objectStore: s.store, name: f.Object}
+	done := &teststack.Recorder{}
+	m := New(Options{Store: store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
+	s.finish(t, m)
+	d := dones(t, done)
+	if store.hit != 1 || len(d) != 1 || d[0].Status != message.StatusOK || d[0].Files != 1 {
+		t.Fatalf("composes of the final object %d, done events %+v; want one compose and the transfer ok", store.hit, d)
+	}
+	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
+	if err != nil || crc32c.Checksum(b) != f.WireCRC32 {
+		t.Fatalf("final object: %d bytes, %v", len(b), err)
+	}
+}

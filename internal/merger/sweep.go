@@ -62,7 +62,10 @@ func (m *Merger) recheckOne(ctx context.Context, t *transfer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := m.o.now()
-	if t.finished || t.manifest == nil || !t.scanned || t.have >= t.need ||
+	// An unscanned transfer is looked at too: a compose that found a
+	// source gone resets it to be scanned again, and it may get no other
+	// event.
+	if t.finished || t.manifest == nil || t.scanned && t.have >= t.need ||
 		now.Sub(t.lastEvent) < m.o.RecheckEvery || now.Sub(t.lastScan) < max(t.recheckWait, m.o.RecheckEvery) {
 		return
 	}
@@ -73,6 +76,9 @@ func (m *Merger) recheckOne(ctx context.Context, t *transfer) {
 	}
 	before := t.have
 	err := m.scan(ctx, t)
+	if err == nil {
+		t.scanned, t.reported = true, nil
+	}
 	if err == nil && t.have == t.need {
 		log.Info("a second look found every chunk: finishing", "chunks", t.need)
 		err = m.finish(ctx, t, log)

@@ -24,6 +24,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a compose whose retry met 404 is settled by reading its destination (issue 51)",
+		file: "internal/merger/finish.go",
+		from: "if errors.Is(err, gcs.ErrPrecondition) || errors.Is(err, gcs.ErrNotFound) {",
+		to:   "if errors.Is(err, gcs.ErrPrecondition) {",
+		pkg:  "internal/merger", test: "TestAComposeCarriedOutButAnswered503EndsOK",
+	},
+	{
+		name: "a row that cannot be written does not hold the transfer (issue 51)",
+		file: "internal/merger/end.go",
+		from: "done.RowError = message.Truncate(err.Error(), message.MaxErrorBytes)\n\t}\n\tlisted",
+		to:   "return err\n\t}\n\tlisted",
+		pkg:  "internal/merger", test: "TestATransferWhoseRowCannotBeWrittenEndsOKWithItsObjects",
+	},
+	{
 		name: "an append marks the object it grew, so no failure deletes it (issue 51)",
 		file: "internal/merger/finish.go",
 		from: "opt.Metadata[message.MetaAppended] = strconv.FormatInt(gen, 10)",
