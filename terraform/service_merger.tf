@@ -29,6 +29,9 @@ locals {
       FERRY_RESULTS_BUCKET   = google_storage_bucket.data.name
       FERRY_TRANSFER_TIMEOUT = var.transfer_timeout
       FERRY_DONE_RETENTION   = "${var.done_retention_days * 24}h"
+      # The events and control subscriptions' dead-letter threshold: on
+      # that delivery an event that still fails ends its transfer.
+      FERRY_MERGER_MAX_DELIVERY_ATTEMPTS = local.subscriptions.events.max_delivery_attempts
       # BigQuery allows 1,500 load jobs per table a day, and every merger
       # runs a loader: at most one load per table each 2 minutes per merger
       # keeps all of them under 720 a day.

@@ -409,6 +409,7 @@ type Merger struct {
 	TableBatchMax      int           `env:"FERRY_BQ_TABLE_BATCH, default=100" help:"most transfers one shared load job takes; a full batch loads at once"`
 	ComposeConcurrency int           `env:"FERRY_COMPOSE_CONCURRENCY, default=8" help:"compose and Attrs calls one finishing transfer has in flight at once (one limit shared by both)"`
 	Concurrency        int           `env:"FERRY_MERGER_CONCURRENCY, default=16" help:"events handled at once"`
+	MaxAttempts        int           `env:"FERRY_MERGER_MAX_DELIVERY_ATTEMPTS, default=10" help:"the events and control subscriptions' dead-letter threshold; on that delivery an event that still fails ends its transfer failed with its error instead of leaving it to wait for FERRY_TRANSFER_TIMEOUT"`
 	Memory             Bytes         `env:"FERRY_MERGER_MEMORY, default=128MiB" help:"bound on event bytes held at once (a quarter for each of the two subscriptions' flow control) and, with a stated overhead, the Go runtime's memory limit; listings, rows and done listings are paged or spooled, so nothing else grows with a transfer"`
 
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"a transfer with no progress for this long ends failed, with its staging removed (a producer that died and was never resubmitted)"`
@@ -428,6 +429,9 @@ func (m *Merger) Validate() error {
 	}
 	if m.Memory < 16<<20 {
 		return fmt.Errorf("FERRY_MERGER_MEMORY=%d: want at least 16MiB", m.Memory)
+	}
+	if m.MaxAttempts < 5 || m.MaxAttempts > 100 {
+		return fmt.Errorf("FERRY_MERGER_MAX_DELIVERY_ATTEMPTS=%d: want 5 to 100, as Pub/Sub dead-letter policies allow", m.MaxAttempts)
 	}
 	if m.TableBatchWindow < 0 || m.TableBatchWindow > time.Hour {
 		return fmt.Errorf("FERRY_BQ_TABLE_BATCH_WINDOW=%s: want 0 (no batching) to 1h", m.TableBatchWindow)

@@ -88,7 +88,7 @@ func (c *Copy) Worker() Worker {
 	return Worker{
 		PubSub: inProcess, Emulators: c.Emulators, Buckets: c.Buckets, Log: c.Log,
 		Spool:       Spool{Transport: TransportPubSub, Dir: os.TempDir()},
-		Concurrency: c.Uploads, MaxOutstanding: c.Memory / 4, MaxAttempts: 5, ShutdownGrace: 30 * time.Second, MaxRate: c.MaxRate,
+		Concurrency: c.Uploads, MaxOutstanding: c.Memory / 4, MaxAttempts: copyAttempts, ShutdownGrace: 30 * time.Second, MaxRate: c.MaxRate,
 	}
 }
 
@@ -98,11 +98,16 @@ func (c *Copy) Worker() Worker {
 //
 // Merger is the merger's part: a sixteenth of the budget (at least its
 // 16 MiB) for events, and one load job per transfer.
+// copyAttempts is the dead-letter threshold of cp's in-process
+// subscriptions: the fewest Pub/Sub allows, so that a message that cannot
+// succeed ends its transfer soon.
+const copyAttempts = 5
+
 func (c *Copy) Merger(state string) Merger {
 	m := Merger{
 		PubSub: inProcess, Emulators: c.Emulators, Buckets: c.Buckets, Log: c.Log, BigQuery: c.BigQuery, Loads: c.Loads,
 		ResultsFile: c.ResultsFile, LoadsFile: c.LoadsFile, TableBatchWindow: 0, TableBatchMax: 100,
-		ComposeConcurrency: 8, Concurrency: 16, Memory: max(16<<20, c.Memory/16),
+		ComposeConcurrency: 8, Concurrency: 16, Memory: max(16<<20, c.Memory/16), MaxAttempts: copyAttempts,
 		TransferTimeout: c.TransferTimeout, DoneRetention: 720 * time.Hour, Grace: time.Minute,
 	}
 	m.PubSub.Project = c.Project

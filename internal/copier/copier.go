@@ -122,6 +122,16 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 		return fleet.Worker(fctx, wcfg, clients, log.With("worker", wcfg.ID), o.Version, func() {})
 	})
 	serve("merger", func() error { return fleet.Merger(fctx, mcfg, clients, log, o.Version, func() {}) })
+	for _, dl := range deadLetters(pcfg.PubSub) {
+		serve("dead-letter watch", func() error {
+			return q.Receive(fctx, dl+deadLetterWatch, queue.ReceiveSettings{MaxMessages: 1}, func(_ context.Context, m queue.Message) error {
+				if m.Attributes["ferry_error"] == "" { // a permanent failure is its handler's to report
+					stopSubmit(fmt.Errorf("a message of the transfer ran out of its %d deliveries and went to the in-process dead-letter topic %s: the warnings above say why", wcfg.MaxAttempts, dl))
+				}
+				return nil
+			})
+		})
+	}
 	defer func() {
 		stopFleet()
 		if err := fleetRun.Wait(); err != nil {
@@ -168,6 +178,16 @@ func quietOnTerminal(level string, _ submit.Options) string {
 	return level
 }
 
+// deadLetterWatch is the suffix of the subscription cp reads each
+// dead-letter topic through: a message that lands there can never end the
+// transfer, so cp stops waiting for it and says so.
+const deadLetterWatch = "-watch"
+
+// deadLetters are the dead-letter topics of cp's in-process subscriptions.
+func deadLetters(ps config.PubSub) []string {
+	return []string{ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter}
+}
+
 // topology creates the in-process topics and subscriptions, dead-letter
 // topics included, as terraform does for the fleet.
 func topology(ctx context.Context, q *queue.Client, ps config.PubSub, attempts int) error {
@@ -182,6 +202,11 @@ func topology(ctx context.Context, q *queue.Client, ps config.PubSub, attempts i
 		{ID: ps.ControlSubscription, Topic: ps.ControlTopic, DeadLetterTopic: ps.ControlDeadLetter, MaxAttempts: attempts},
 	} {
 		if err := q.EnsureSubscription(ctx, s); err != nil {
+			return err
+		}
+	}
+	for _, dl := range deadLetters(ps) {
+		if err := q.EnsureSubscription(ctx, queue.Subscription{ID: dl + deadLetterWatch, Topic: dl}); err != nil {
 			return err
 		}
 	}
@@ -220,7 +245,11 @@ func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store
 			stopped, interruptGrace, err, bucket, message.StagingPrefix(tid))
 	}
 	j.remove()
-	fmt.Fprintf(stderr, "transfer %s ended %s: its staging objects are removed; nothing partial is left under the destination\n", tid, done.Status)
+	kept := ""
+	if done.Kept > 0 {
+		kept = fmt.Sprintf("; %d objects it had replaced or appended to stay, whole (--json names them)", done.Kept)
+	}
+	fmt.Fprintf(stderr, "transfer %s ended %s: its staging objects are removed and nothing partial is left under the destination%s\n", tid, done.Status, kept)
 	if errors.Is(cause, errInterrupted) {
 		return stopped
 	}

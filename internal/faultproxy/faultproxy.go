@@ -55,6 +55,10 @@ const (
 	// sometimes does: a retry meets the effect (a 412, or a 404 of sources
 	// a compose deleted).
 	Status503AfterForward
+	// Status500 drains the request body and answers 500 backendError,
+	// without forwarding: an error that is neither a push-back nor a
+	// dropped connection, which the caller's retries must bound.
+	Status500
 )
 
 func (f Fault) String() string {
@@ -73,6 +77,8 @@ func (f Fault) String() string {
 		return "reset after forwarding"
 	case Status503AfterForward:
 		return "503 after forwarding"
+	case Status500:
+		return "500"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -125,6 +131,7 @@ type Counts struct {
 	Status503    int
 	Slow         int
 	Status429    int
+	Status500    int
 	// Forwarded counts the requests carried out whose answer was then
 	// lost (ResetAfterForward) or replaced (Status503AfterForward).
 	Forwarded int
@@ -158,7 +165,9 @@ func (f *Flow) add(n int, at time.Time) {
 }
 
 // Faults is the number of faults injected.
-func (c Counts) Faults() int { return c.Reset + c.Status503 + c.Slow + c.Status429 + c.Forwarded }
+func (c Counts) Faults() int {
+	return c.Reset + c.Status503 + c.Slow + c.Status429 + c.Status500 + c.Forwarded
+}
 
 // Proxy is a running fault-injecting proxy.
 type Proxy struct {
@@ -369,6 +378,8 @@ func (p *Proxy) decide(r *http.Request) Fault {
 		p.counts.Status429++
 	case ResetAfterForward, Status503AfterForward:
 		p.counts.Forwarded++
+	case Status500:
+		p.counts.Status500++
 	}
 	if f == None || f == Slow || f == ResetAfterForward || f == Status503AfterForward {
 		p.passed[time.Now().Unix()]++
@@ -386,6 +397,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case Status503:
 		answer(w, r, http.StatusServiceUnavailable, "global", "backendError", "Service Unavailable (injected by faultproxy)")
+		return
+	case Status500:
+		answer(w, r, http.StatusInternalServerError, "global", "backendError", "Internal Error (injected by faultproxy)")
 		return
 	case Status429:
 		answer(w, r, http.StatusTooManyRequests, "usageLimits", "rateLimitExceeded",

@@ -66,7 +66,7 @@ func Merger(ctx context.Context, cfg config.Merger, c *setup.Clients, log *slog.
 		Store: store, Done: q.Publisher(cfg.PubSub.DoneTopic), Sink: sink, Tables: tables, Loads: cfg.Loads,
 		TableBatchWindow: cfg.TableBatchWindow, TableBatchMax: cfg.TableBatchMax,
 		ComposeConcurrency: cfg.ComposeConcurrency, Version: version, Buckets: cfg.Buckets, Log: log,
-		TransferTimeout: cfg.TransferTimeout, DoneRetention: cfg.DoneRetention,
+		TransferTimeout: cfg.TransferTimeout, DoneRetention: cfg.DoneRetention, MaxAttempts: cfg.MaxAttempts,
 	})
 	// Receiving, the sweeps (stalled transfers, old done markers) and the
 	// BigQuery loader are one group: each stops with the process, and an

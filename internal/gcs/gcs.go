@@ -172,7 +172,16 @@ func New(ctx context.Context, opts ...option.ClientOption) (*Store, error) {
 	return newStore(ctx, c, endpoint, opts)
 }
 
+// libraryAttempts bounds the tries the client library makes of one
+// idempotent call that GCS answers with an error it retries (a 500, a 503,
+// a 429): about 7 s of its backoff. Past that the call's error comes back
+// to the Store, which paces 429s and 503s itself (paced.go), and to its
+// caller, so that an error GCS keeps answering fails the call in seconds,
+// not at the call's deadline as "no answer".
+const libraryAttempts = 4
+
 func newStore(ctx context.Context, c *storage.Client, endpoint string, opts []option.ClientOption) (*Store, error) {
+	c.SetRetry(storage.WithMaxAttempts(libraryAttempts))
 	raw, err := rawgcs.NewService(ctx, opts...)
 	if err != nil {
 		_ = c.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/pacer"
+	"google.golang.org/api/googleapi"
 )
 
 // Pacing: a bucket takes about 1,000 object writes a second at first and
@@ -153,7 +154,7 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 			return fmt.Errorf("gs://%s: waiting for a turn (GCS asked for fewer writes): %w", bucket, err)
 		}
 		err := call()
-		if errors.Is(err, ErrUnreachable) && safe503 && drops < maxDropRetries && ctx.Err() == nil && (!timedOut(err) || timeouts == 0) {
+		if errors.Is(err, ErrUnreachable) && !gotAnswer(err) && safe503 && drops < maxDropRetries && ctx.Err() == nil && (!timedOut(err) || timeouts == 0) {
 			// No answer: the call may or may not have been carried
 			// out, and sending it again is safe.
 			drops++
@@ -188,6 +189,14 @@ func (s *Store) paced(ctx context.Context, bucket string, safe503 bool, body io.
 		}
 		wait = min(2*wait, pacedBackoffMax)
 	}
+}
+
+// gotAnswer reports whether err, though its call ran out its time, holds
+// an answer of GCS's (the client library's retries of an error it kept
+// getting): sending it again would get the same answer.
+func gotAnswer(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge)
 }
 
 // sleep waits d, or less if ctx ends first; it reports whether d passed.

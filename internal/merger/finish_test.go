@@ -18,6 +18,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
@@ -476,5 +477,44 @@ func TestAComposeCarriedOutButAnswered503EndsOK(t *testing.T) {
 	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
 	if err != nil || crc32c.Checksum(b) != f.WireCRC32 {
 		t.Fatalf("final object: %d bytes, %v", len(b), err)
+	}
+}
+
+// failingCompose answers every compose with an error GCS keeps answering.
+type failingCompose struct{ objectStore }
+
+func (failingCompose) Compose(_ context.Context, bucket, dst string, _ []string, _ gcs.ComposeOptions) (gcs.Attrs, error) {
+	return gcs.Attrs{}, fmt.Errorf("compose gs://%s/%s: googleapi: Error 500: Internal Error, backendError", bucket, dst)
+}
+
+// An event whose handling fails on every delivery ends its transfer
+// failed, with its error, on the delivery that is the dead-letter threshold:
+// earlier ones are left to redelivery, and nothing waits for a message in
+// the dead-letter topic.
+func TestAnEventOnItsLastDeliveryEndsItsTransfer(t *testing.T) {
+	s := newStaged(t, "m-last", "none", 3)
+	done := &teststack.Recorder{}
+	m := New(Options{Store: failingCompose{s.store}, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", MaxAttempts: 5})
+	for _, ev := range s.uploadAll() {
+		must(t, handle(t, m, ev))
+	}
+	s.seal()
+	sealed := message.Encode(s.event(message.EventSealed))
+	for attempt := 1; attempt <= 5; attempt++ {
+		err := m.Handle(context.Background(), queue.Message{ID: "s", Data: sealed, DeliveryAttempt: attempt})
+		d := dones(t, done)
+		if attempt < 5 {
+			if err == nil || len(d) != 0 {
+				t.Fatalf("delivery %d: %v, done events %+v; want an error left to redelivery", attempt, err, d)
+			}
+			continue
+		}
+		if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, "gave up after 5 deliveries") ||
+			!strings.Contains(d[0].Error, "Error 500") {
+			t.Fatalf("delivery 5: %v, done events %+v; want the transfer failed with the compose's error", err, d)
+		}
+	}
+	if left := s.staging(); len(left) != 0 {
+		t.Errorf("staging left: %v", left)
 	}
 }

@@ -124,6 +124,12 @@ type Options struct {
 	// (the events of its missing chunks may have gone to another merger),
 	// then after twice as long, up to SweepEvery; default 5s.
 	RecheckEvery time.Duration
+	// MaxAttempts is the events and control subscriptions' dead-letter
+	// threshold (FERRY_MERGER_MAX_DELIVERY_ATTEMPTS): on that delivery an
+	// event whose handling still fails ends its transfer failed with its
+	// error, so that no transfer waits for a message that went to the
+	// dead-letter topic. 0: never.
+	MaxAttempts int
 	// CacheTransfers bounds the transfers held in memory; default 1024.
 	// An evicted transfer is rebuilt from GCS at its next event.
 	CacheTransfers int
@@ -295,7 +301,7 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 		return m.end(ctx, t, message.StatusCancelled, errors.New(cause), log)
 	case message.EventChunk:
 		if err := m.reported(ctx, t, ev); err != nil {
-			return m.failIfPermanent(ctx, t, err, log)
+			return m.failIfPermanent(ctx, t, m.giveUp(ctx, msg, err), log)
 		}
 		if m.noteProgress(ctx, t, ev, log) {
 			// Another merger may have ended the transfer since it was
@@ -306,7 +312,20 @@ func (m *Merger) handle(ctx context.Context, msg queue.Message, topic string) er
 			}
 		}
 	}
-	return m.failIfPermanent(ctx, t, m.advance(ctx, t, log), log)
+	return m.failIfPermanent(ctx, t, m.giveUp(ctx, msg, m.advance(ctx, t, log)), log)
+}
+
+// giveUp makes err, a failure to handle msg, permanent on the delivery
+// that is the subscription's dead-letter threshold (Options.MaxAttempts):
+// the message would go to the dead-letter topic, where nothing finishes
+// its transfer, so the transfer ends failed with the error instead. A
+// shutdown's cancelled context gives up nothing.
+func (m *Merger) giveUp(ctx context.Context, msg queue.Message, err error) error {
+	if err == nil || errors.Is(err, queue.ErrPermanent) || ctx.Err() != nil ||
+		m.o.MaxAttempts <= 0 || msg.DeliveryAttempt < m.o.MaxAttempts {
+		return err
+	}
+	return queue.Permanent(fmt.Errorf("gave up after %d deliveries of event %s: %w", msg.DeliveryAttempt, msg.ID, err))
 }
 
 // errUnproven: an end event whose key the transfer's key object does not

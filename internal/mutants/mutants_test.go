@@ -24,6 +24,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a call that got no answer is sent again (issue 51)",
+		file: "internal/gcs/paced.go",
+		from: "maxDropRetries = 3",
+		to:   "maxDropRetries = 0",
+		pkg:  "internal/gcs", test: "TestEveryCallRidesOutADroppedConnection",
+	},
+	{
+		name: "an event on its last delivery ends its transfer (issue 51)",
+		file: "internal/merger/merger.go",
+		from: "m.o.MaxAttempts <= 0 || msg.DeliveryAttempt < m.o.MaxAttempts {",
+		to:   "true {",
+		pkg:  "internal/merger", test: "TestAnEventOnItsLastDeliveryEndsItsTransfer",
+	},
+	{
 		name: "a compose whose retry met 404 is settled by reading its destination (issue 51)",
 		file: "internal/merger/finish.go",
 		from: "if errors.Is(err, gcs.ErrPrecondition) || errors.Is(err, gcs.ErrNotFound) {",

@@ -64,7 +64,7 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 	fs.StringVar(&f.method, "method", "", "method name recorded in the benchmark row (default FERRY_METHOD, ferry)")
 	fs.Var(f.labels, "label", "KEY=VALUE label for the benchmark row (repeatable)")
 	fs.StringVar(&f.key, "idempotency-key", "", "the same key always names the same transfer")
-	fs.BoolVar(&f.overwrite, "overwrite", false, "replace final objects that exist, once every file is stored: a failed overwrite replaces nothing")
+	fs.BoolVar(&f.overwrite, "overwrite", false, "replace final objects that exist, once every file is stored and each is still as found; if it fails after replacing some, those stay, whole, named in the done event")
 	fs.BoolVarP(&f.noClobber, "no-clobber", "n", false, "skip files whose final object exists, as gcloud storage cp -n")
 	fs.BoolVar(&f.skipUnchanged, "skip-unchanged", false, "skip files whose final object has the same size and mtime (from its metadata; no file is read) and replace those that changed, as rsync does")
 	fs.BoolVar(&f.noAppend, "no-append", false, "with --skip-unchanged, send a file that grew whole instead of its tail only")

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/message"
+)
+
+// gcsCall names the kind of a JSON API request: what one dropped
+// connection on each kind is counted by.
+func gcsCall(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case strings.Contains(p, "/upload/"):
+		if r.URL.Query().Get("ifGenerationMatch") != "" {
+			return "upload under a precondition"
+		}
+		return "upload"
+	case strings.HasSuffix(p, "/compose"):
+		return "compose"
+	case r.Method == http.MethodDelete:
+		return "delete"
+	case strings.HasSuffix(p, "/o"):
+		return "list"
+	case r.URL.Query().Get("alt") == "media" || strings.HasPrefix(p, "/download/"):
+		return "read"
+	case strings.Contains(p, "/o/"):
+		return "attrs"
+	}
+	return "bucket"
+}
+
+// dropOnce is a proxy that drops the connection of the first request of
+// every kind (gcsCall) with fault; dropped lists the kinds it hit.
+func dropOnce(t *testing.T, fault faultproxy.Fault) (*faultproxy.Proxy, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{Decide: func(_ int, r *http.Request) faultproxy.Fault {
+		k := gcsCall(r)
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[k] {
+			return faultproxy.None
+		}
+		seen[k] = true
+		return fault
+	}})
+	must(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	return proxy, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var kinds []string
+		for k := range seen {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		return kinds
+	}
+}
+
+// One dropped connection fails nothing: ferry cp through a proxy that drops
+// the first request of every kind (the lease, key and manifest writes under
+// a precondition, uploads, composes, listings, reads, deletes), before it
+// reaches GCS or after GCS carried it out, ends ok with every file restored
+// byte for byte and nothing staged.
+func TestFerryCpRidesOutADroppedConnectionOnEveryKindOfCall(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []faultproxy.Fault{faultproxy.Reset, faultproxy.ResetAfterForward} {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			proxy, dropped := dropOnce(t, fault)
+			c := newCpRun(t, strings.TrimPrefix(proxy.URL(), "http://"))
+			dir := t.TempDir()
+			tree := filepath.Join(dir, "tree")
+			smallTree(t, tree, 40)
+			big := filepath.Join(dir, "big.csv")
+			writeCSV(t, big, 6<<20, 7)
+			done := c.ok("--chunk-size", "1MiB", tree, big, "gs://"+c.bucket+"/dropped")
+			if done.Status != message.StatusOK || done.Files != 41 {
+				t.Fatalf("done %+v", done)
+			}
+			n := proxy.Counts()
+			kinds := dropped()
+			t.Logf("dropped the first %s of: %s (%+v)", fault, strings.Join(kinds, ", "), n)
+			for _, k := range []string{"upload under a precondition", "upload", "compose", "list", "read", "attrs", "delete"} {
+				if !slices.Contains(kinds, k) {
+					t.Errorf("no %s was dropped: the test proves nothing for it (dropped: %v)", k, kinds)
+				}
+			}
+			c.restoreEqual("dropped", tree, big)
+			if left := c.staged(); len(left) != 0 {
+				t.Errorf("staging objects left: %v", left)
+			}
+		})
+	}
+}
+
+// An event that can never be handled ends its transfer: GCS answers every
+// compose 500, so the in-process merger's handling of the sealed event
+// fails on every delivery; on the last one (the dead-letter threshold) the
+// transfer ends failed with that error, instead of cp waiting for
+// FERRY_TRANSFER_TIMEOUT.
+func TestFerryCpEndsATransferWhoseEventRunsOutOfDeliveries(t *testing.T) {
+	t.Parallel()
+	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{
+		Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/compose") }, Fault: faultproxy.Status500, First: 1 << 30})
+	must(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	c := newCpRun(t, strings.TrimPrefix(proxy.URL(), "http://"))
+	big := filepath.Join(t.TempDir(), "big.csv")
+	writeCSV(t, big, 3<<20, 11)
+	p := c.start("--chunk-size", "1MiB", big, "gs://"+c.bucket+"/never")
+	start := time.Now()
+	code := p.wait(5 * time.Minute)
+	out := p.out.String()
+	if code != 1 || !strings.Contains(out, "gave up after 5 deliveries") || !strings.Contains(out, "500") {
+		t.Fatalf("ferry cp exited %d after %v; want 1 naming the deliveries and GCS's 500:\n%s", code, time.Since(start), tail(out, 4000))
+	}
+	if n := proxy.Counts(); n.Status500 < 5 {
+		t.Fatalf("only %d composes were answered 500", n.Status500)
+	}
+	if left := c.under("never/"); len(left) != 0 {
+		t.Errorf("objects left under the destination: %v", left)
+	}
+	if left := c.staged(); len(left) != 0 {
+		t.Errorf("staging objects left: %v", left)
+	}
+}
