@@ -641,11 +641,19 @@ func (p *Producer) writeKeys(ctx context.Context, bucket string, m *message.Mani
 }
 
 // requestDigest is the SHA-256 (hex) of what req asks for: its sources,
-// destination and every option that changes what is sent or how
-// (message.Keys.Request). Labels, the method and the keys are not in it:
-// they describe a request, not what it moves.
+// resolved to absolute paths (the same relative source typed in two
+// directories names two sets of files), destination and every option that
+// changes what is sent or how (message.Keys.Request). Labels, the method
+// and the keys are not in it: they describe a request, not what it moves.
 func requestDigest(req Request) string {
 	sel := req.Selection
+	sources := make([]string, len(req.Sources))
+	for i, s := range req.Sources {
+		sources[i] = s
+		if abs, err := filepath.Abs(s); err == nil && !plan.IsStdin([]string{s}) && !filepath.IsAbs(s) {
+			sources[i] = abs
+		}
+	}
 	b, err := json.Marshal(struct {
 		Sources                                                 []string
 		Destination                                             string
@@ -659,7 +667,7 @@ func requestDigest(req Request) string {
 		FilesFrom                                               []string
 		Convert                                                 *plan.Convert
 		Load                                                    *message.Load
-	}{req.Sources, req.Destination, req.Codec, req.Level, req.ChunkSize, req.Overwrite || req.SkipUnchanged, req.NoClobber, req.SkipUnchanged,
+	}{sources, req.Destination, req.Codec, req.Level, req.ChunkSize, req.Overwrite || req.SkipUnchanged, req.NoClobber, req.SkipUnchanged,
 		req.Checksum, req.NoAppend, sel.Symlinks, sel.SkipUnreadable, sel.Filters, sel.FilesFrom, req.Convert, req.Load})
 	if err != nil {
 		return "" // not expected (every field encodes): no digest, no check

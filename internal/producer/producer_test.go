@@ -358,6 +358,12 @@ func TestRequestDigestCoversEveryOption(t *testing.T) {
 		func(r *Request) { r.Convert = &plan.Convert{BadRows: 3} },
 		func(r *Request) { r.Load = &message.Load{Table: "p.d.t"} },
 	}
+	rel := Request{Sources: []string{"d"}, Destination: "gs://b/p"}
+	here := requestDigest(rel)
+	t.Chdir(t.TempDir())
+	if requestDigest(rel) == here {
+		t.Error("the relative source d typed in two directories has one digest: one submitter's files would be taken for the other's")
+	}
 	seen := map[string]int{requestDigest(base): -1}
 	if requestDigest(base) == "" {
 		t.Fatal("no digest for a request with a progress callback")

@@ -118,8 +118,12 @@ func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
 	}
 	a := *s.cur
 	// What an overwrite finds is what it may replace: the merger
-	// composes onto this generation only (message.File.Replaces).
-	f.Replaces = a.Generation
+	// composes onto this generation only (message.File.Replaces). A
+	// manifest that does not stage its overwrite (-n) replaces nothing,
+	// and records nothing to replace.
+	if s.req.Overwrite || s.req.SkipUnchanged {
+		f.Replaces = a.Generation
+	}
 	if !s.req.NoClobber && !s.req.SkipUnchanged {
 		return "", nil // --overwrite: every file is sent
 	}

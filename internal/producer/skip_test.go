@@ -123,6 +123,13 @@ func TestSkipTrustsOnlyObjectsOfTransfersThatEndedOK(t *testing.T) {
 			if want := []string{"tree/cancelled", "tree/failed", "tree/running"}; !slices.Equal(sent, want) {
 				t.Errorf("would send %q, want %q (objects of transfers that are running or did not end ok)", sent, want)
 			}
+			// -n stages nothing, so it records nothing to replace: a
+			// manifest that did would be refused whole by the merger.
+			for _, f := range dry.Plan.Files {
+				if staged := flag == "skip-unchanged"; (f.Replaces != 0) != staged {
+					t.Errorf("%s: %s records replacing generation %d", flag, f.Rel, f.Replaces)
+				}
+			}
 			// Beside each writer's done marker, read once: t-old's run
 			// and manifest looked for, t-running's run found. Never
 			// per object.
