@@ -106,6 +106,9 @@ type Attrs struct {
 	// ComponentCount is how many objects a composite was composed of (GCS
 	// reports it for composites only; 0 otherwise).
 	ComponentCount int64
+	// noncurrent: a listing showed this generation as no longer live
+	// (its deletion time is set).
+	noncurrent bool
 	// KMSKey is the Cloud KMS key that encrypts the object, with its
 	// version (…/cryptoKeyVersions/N) as GCS reports it; empty when the
 	// bucket's default encryption applies (and on fake-gcs-server, which
@@ -597,25 +600,66 @@ func (s *Store) composeRaw(ctx context.Context, bucket, dst string, srcs []strin
 	return a, nil
 }
 
-// List calls fn for every object under prefix, in name order. It fails once
-// no entry has come for 15 s. A page GCS pushes back (429, 503) is asked
-// for again at its turn, from after the last object fn was given.
+// List calls fn for every object under prefix, in name order, once per
+// name, with its live generation: a listing that also shows noncurrent
+// versions (a versioned bucket, a stand-in that lists them) gives fn the
+// newest generation of each name only (see latest). It fails once no entry
+// has come for 15 s. A page GCS pushes back (429, 503) is asked for again
+// at its turn, from after the last object fn was given.
 func (s *Store) List(ctx context.Context, bucket, prefix string, fn func(Attrs) error) error {
 	var last string
 	var fnErr error
+	give := func(a Attrs) error {
+		if fnErr = fn(a); fnErr != nil {
+			return fnErr
+		}
+		last = a.Name
+		return nil
+	}
 	err := s.paced(ctx, bucket, true, nil, func() error {
-		return s.list(ctx, bucket, prefix, last, func(a Attrs) error {
-			if fnErr = fn(a); fnErr != nil {
-				return fnErr
-			}
-			last = a.Name
-			return nil
-		})
+		next, flush := latest(give)
+		if err := s.list(ctx, bucket, prefix, last, next); err != nil {
+			return err
+		}
+		return flush()
 	})
 	if fnErr != nil {
 		return fnErr
 	}
 	return err
+}
+
+// latest passes on to fn, of the entries given to next in name order, the
+// newest generation of each name and none marked deleted (a noncurrent
+// version), holding one entry back until the name changes; flush gives the
+// last one.
+func latest(fn func(Attrs) error) (next func(Attrs) error, flush func() error) {
+	var held *Attrs
+	next = func(a Attrs) error {
+		if held != nil && held.Name != a.Name {
+			h := *held
+			held = nil
+			if err := fn(h); err != nil {
+				return err
+			}
+		}
+		if a.noncurrent {
+			return nil
+		}
+		if held == nil || a.Generation > held.Generation {
+			held = &a
+		}
+		return nil
+	}
+	flush = func() error {
+		if held == nil {
+			return nil
+		}
+		h := *held
+		held = nil
+		return fn(h)
+	}
+	return next, flush
 }
 
 // list is one try of List, from after the object named after ("": from
@@ -643,7 +687,9 @@ func (s *Store) list(ctx context.Context, bucket, prefix, after string, fn func(
 			return s.fail(ctx, where, err)
 		}
 		stalled.pause()
-		err = fn(fromAttrs(a))
+		at := fromAttrs(a)
+		at.noncurrent = !a.Deleted.IsZero()
+		err = fn(at)
 		stalled.kick()
 		if err != nil {
 			return err
