@@ -454,7 +454,7 @@ func (s *answeredLost) Compose(ctx context.Context, bucket, dst string, srcs []s
 		return gcs.Attrs{}, err
 	}
 	for _, src := range srcs {
-		_ = s.objectStore.Delete(ctx, bucket, src)
+		_ = s.Delete(ctx, bucket, src)
 	}
 	return gcs.Attrs{}, fmt.Errorf("compose gs://%s/%s: retried after a 503: %w", bucket, dst, gcs.ErrNotFound)
 }
