@@ -90,8 +90,20 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 		return err
 	}
 	defer j.unlock()
-	if tid := j.resume(ctx, store, dest.Bucket, log); tid != "" {
-		o.Request.TransferID = tid
+	prev := j.resume(ctx, store, dest.Bucket, o.Request)
+	switch {
+	case prev.done != nil:
+		// It ended after the earlier run last heard of it: its end is
+		// this command's answer, once its clean-up is finished.
+		if err := finishEnded(ctx, store, dest.Bucket, prev.tid); err != nil {
+			return err
+		}
+		j.remove()
+		fmt.Fprintf(o.Stderr, "transfer %s, which an earlier run of this command started, had ended %s; its staging objects are removed\n", prev.tid, prev.done.Status)
+		return submit.Report(o.Stdout, o.Stderr, *prev.done, o.JSON)
+	case prev.tid != "" && !prev.other:
+		log.Warn("taking up the transfer an earlier ferry cp of the same sources and destination started and did not finish", "transfer_id", prev.tid, "journal", j.path)
+		o.Request.TransferID = prev.tid
 	}
 	tid := o.Request.TransferID
 	if err := j.write(tid); err != nil {
@@ -138,6 +150,15 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 			log.Warn("the in-process fleet stopped with an error", "err", err)
 		}
 	}()
+	if prev.tid != "" && prev.other {
+		// The same sources and destination, sent with other options
+		// after the earlier run died: its transfer is cancelled (what it
+		// created removed, its lease freed) before this one starts,
+		// rather than left to hold the destination.
+		if err := cancelEarlier(ctx, store, q, pcfg, dest.Bucket, prev.tid, o.Stderr); err != nil {
+			return err
+		}
+	}
 	// cp's own watch on the done topic, so that an interrupted transfer's
 	// end is seen too.
 	w, err := waiter.New(ctx, q, pcfg.PubSub.DoneTopic, tid)
@@ -254,6 +275,40 @@ func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store
 		return stopped
 	}
 	return fmt.Errorf("%w (ended %s: %s)", stopped, done.Status, done.Error)
+}
+
+// cancelEarlier cancels transfer tid, which an earlier run of the same
+// sources and destination with other options started and did not finish,
+// with the end key that run saved, and waits for the in-process merger to
+// end it.
+func cancelEarlier(ctx context.Context, store *gcs.Store, q *queue.Client, pcfg config.Producer, bucket, tid string, stderr io.Writer) error {
+	key, err := endKey(pcfg.KeyDir, tid)
+	if err != nil {
+		return fmt.Errorf("transfer %s, which an earlier run of these sources and destination started, did not end, and its end key is gone (%v): cancel it with producer cancel, or wait for FERRY_TRANSFER_TIMEOUT", tid, err)
+	}
+	w, err := waiter.New(ctx, q, pcfg.PubSub.DoneTopic, tid)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, interruptGrace)
+	defer cancel()
+	_, err = transfers.Cancel(cctx, store, q.Publisher(pcfg.PubSub.ControlTopic), bucket, tid, key)
+	if errors.Is(err, transfers.ErrNotFound) || errors.Is(err, transfers.ErrEnded) {
+		return nil // nothing of it is in the bucket, or it ended meanwhile
+	}
+	if err != nil && !errors.Is(err, transfers.ErrEnded) {
+		return fmt.Errorf("cancelling transfer %s, which an earlier run of these sources and destination started with other options: %w", tid, err)
+	}
+	done, err := w.Wait(cctx)
+	if err != nil {
+		return fmt.Errorf("transfer %s, which an earlier run of these sources and destination started with other options, did not end within %s of its cancel: %w", tid, interruptGrace, err)
+	}
+	kept := ""
+	if done.Kept > 0 {
+		kept = fmt.Sprintf("; %d objects it had replaced or appended to stay", done.Kept)
+	}
+	fmt.Fprintf(stderr, "transfer %s, which an earlier run of these sources and destination started with other options and did not finish, is cancelled: what it had staged and created is removed%s\n", tid, kept)
+	return nil
 }
 
 // endKey is the end key submit saved for transfer tid.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,26 +69,68 @@ func openJournal(state string, req producer.Request) (*journal, error) {
 	return &journal{path: path, lock: lock}, nil
 }
 
-// resume returns the transfer an earlier run of the same command started
-// and did not see end, if its bucket holds no done marker of it: "" else.
-func (j *journal) resume(ctx context.Context, store *gcs.Store, bucket string, log *slog.Logger) string {
+// earlier is what the journal says of the transfer an earlier run of the
+// same command started and did not see end.
+type earlier struct {
+	tid string
+	// done is its done event, when its done marker says it ended (the
+	// earlier run died after the marker, before it heard of the end).
+	done *message.Done
+	// other: it was started by another request (the same sources and
+	// destination with other options), so it is not taken up.
+	other bool
+}
+
+// resume reads the journal: the transfer it names, checked against what its
+// bucket holds. A journal that names nothing valid, or a transfer whose key
+// object is not of this command's transfers, gives nothing (tid ""): it is
+// never acted on.
+func (j *journal) resume(ctx context.Context, store *gcs.Store, bucket string, req producer.Request) earlier {
 	if j.path == "" {
-		return ""
+		return earlier{}
 	}
 	b, err := os.ReadFile(j.path)
 	if err != nil {
-		return ""
+		return earlier{}
 	}
 	tid := strings.TrimSpace(string(b))
 	if !message.ValidTransferID(tid) {
-		return ""
+		return earlier{}
 	}
-	_, err = store.Attrs(ctx, bucket, message.DoneMarker(tid))
-	if !errors.Is(err, gcs.ErrNotFound) {
-		return "" // it ended (or GCS cannot say): a new transfer
+	kb, err := store.ReadAll(ctx, bucket, message.KeyObject(tid))
+	var k message.Keys
+	if err != nil || message.Decode(kb, &k) != nil || k.Check(tid) != nil {
+		return earlier{} // nothing of it was started, or not by ferry cp as far as GCS shows
 	}
-	log.Warn("taking up the transfer an earlier ferry cp of the same sources and destination started and did not finish", "transfer_id", tid, "journal", j.path)
-	return tid
+	e := earlier{tid: tid, other: k.Request != "" && k.Request != producer.RequestDigest(req)}
+	db, err := store.ReadAll(ctx, bucket, message.DoneMarker(tid))
+	var d message.Done
+	switch {
+	case err == nil && message.Decode(db, &d) == nil && d.TransferID == tid:
+		e.done = &d
+	case !errors.Is(err, gcs.ErrNotFound):
+		return earlier{} // GCS cannot say: a new transfer
+	}
+	return e
+}
+
+// finishEnded completes what an earlier run left of transfer tid, which
+// ended (its done marker exists): the staging objects the merger had not
+// yet removed when the run died.
+func finishEnded(ctx context.Context, store *gcs.Store, bucket, tid string) error {
+	var names []string
+	if err := store.List(ctx, bucket, message.StagingPrefix(tid), func(a gcs.Attrs) error {
+		names = append(names, a.Name)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("transfer %s: its staging objects: %w", tid, err)
+	}
+	for _, n := range names {
+		if err := store.Delete(ctx, bucket, n); err != nil {
+			return fmt.Errorf("transfer %s: %w", tid, err)
+		}
+	}
+	return nil
 }
 
 // write records tid as the command's transfer.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
 // gcsCall names the kind of a JSON API request: what one dropped
@@ -133,5 +134,36 @@ func TestFerryCpEndsATransferWhoseEventRunsOutOfDeliveries(t *testing.T) {
 	}
 	if left := c.staged(); len(left) != 0 {
 		t.Errorf("staging objects left: %v", left)
+	}
+}
+
+// kill -9 in the middle, then the same sources and destination with -n
+// added (another request, so the dead transfer is not taken up): the new
+// run cancels the dead one, which removes what it had created and frees
+// its lease, and ends ok itself, every object restored byte for byte and
+// nothing left staged or leased. Before, the dead run's objects and lease
+// were orphaned and every later run failed on them.
+func TestFerryCpKilledThenRunWithOtherFlagsCleansUpTheDeadRun(t *testing.T) {
+	t.Parallel()
+	c := newCpRun(t, "")
+	big, tree := bigAndTree(t, 40<<20, 17, 40)
+	dest := "gs://" + c.bucket + "/k9n"
+	p := c.start("--max-rate", "2MB", big, tree, dest)
+	teststack.Until(t, 2*time.Minute, "a chunk staged", func() bool { return len(c.under(message.StagingRoot)) > 3 })
+	p.kill9()
+	if len(c.staged()) == 0 {
+		t.Fatal("nothing staged when killed: the test proves nothing")
+	}
+	p2 := c.start("--json", "-n", big, tree, dest)
+	if code := p2.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("ferry cp -n run after the kill exited %d:\n%s", code, tail(p2.out.String(), 4000))
+	}
+	out := p2.out.String()
+	if done := doneOf(t, out); done.Status != message.StatusOK || !strings.Contains(out, "is cancelled: what it had staged and created is removed") {
+		t.Fatalf("done %+v; want ok after cancelling the dead run:\n%s", done, tail(out, 3000))
+	}
+	c.restoreEqual("k9n", big, tree)
+	if left := c.staged(); len(left) != 0 {
+		t.Errorf("staging objects or leases left: %v", left)
 	}
 }

@@ -48,6 +48,13 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 	if !known && t.prefix != "" {
 		prefix, known = t.prefix+"/", true
 	}
+	if !known {
+		// Not sealed, and no producer said where (one killed before it
+		// sealed): its lease names the scope every final object of it
+		// starts with. Only objects of this transfer are removed there,
+		// whoever wrote the lease.
+		prefix, known = m.leaseScope(ctx, t)
+	}
 	done, err := m.newDone(ctx, t, man, status, cause)
 	if err != nil {
 		return err
@@ -289,6 +296,17 @@ func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event
 	}
 	t.progressAt = now
 	return true
+}
+
+// leaseScope is the scope t's lease gives, if it has one.
+func (m *Merger) leaseScope(ctx context.Context, t *transfer) (string, bool) {
+	name := message.LeaseObject(t.id)
+	b, err := m.o.Store.ReadAll(ctx, t.bucket, name)
+	var l message.Lease
+	if err != nil || message.Decode(b, &l) != nil || l.Check(name) != nil {
+		return "", false
+	}
+	return l.Scope, true
 }
 
 // keep names object a, which a failed or cancelled transfer leaves, in its

@@ -645,7 +645,11 @@ func (p *Producer) writeKeys(ctx context.Context, bucket string, m *message.Mani
 // directories names two sets of files), destination and every option that
 // changes what is sent or how (message.Keys.Request). Labels, the method
 // and the keys are not in it: they describe a request, not what it moves.
-func requestDigest(req Request) string {
+func requestDigest(req Request) string { return RequestDigest(req) }
+
+// RequestDigest is what a transfer's key object records of the request
+// that started it (message.Keys.Request): see requestDigest.
+func RequestDigest(req Request) string {
 	sel := req.Selection
 	sources := make([]string, len(req.Sources))
 	for i, s := range req.Sources {
