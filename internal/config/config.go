@@ -278,6 +278,9 @@ type Producer struct {
 	// TransferTimeout is the merger's: a lease whose transfer made no
 	// progress for this long is stale.
 	TransferTimeout time.Duration `env:"FERRY_TRANSFER_TIMEOUT, default=6h" help:"the merger's: a transfer with no progress for this long is ended; its destination lease no longer holds off another transfer"`
+	// LeaseHolder is set by ferry cp, whose one process runs a transfer
+	// from start to end: see message.Lease.Holder.
+	LeaseHolder string
 }
 
 // Validate names the variable at fault.

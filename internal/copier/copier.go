@@ -57,6 +57,7 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 		return err
 	}
 	pcfg, wcfg, mcfg := cfg.Producer(), cfg.Worker(), cfg.Merger(state)
+	pcfg.LeaseHolder = producer.LeaseHolder()
 	pcfg.Log.Level = quietOnTerminal(cfg.Log.Level, o)
 	log := logging.New(o.Stderr, pcfg.Log.Level, cfg.Log.Format)
 

@@ -25,6 +25,10 @@ type Lease struct {
 	TransferID  string `json:"transfer_id"`
 	Destination string `json:"destination"` // gs://bucket/prefix as requested, for the refusal's text
 	Scope       string `json:"scope"`
+	// Holder, when set, is the one process that runs the transfer from
+	// start to end (ferry cp): "HOST PID". Once no such process runs on
+	// HOST, the lease holds nobody off, however recent it is.
+	Holder string `json:"holder,omitempty"`
 }
 
 func (l *Lease) version() int { return l.V }
@@ -34,7 +38,7 @@ func (l *Lease) Check(name string) error {
 	if !ValidTransferID(l.TransferID) || LeaseObject(l.TransferID) != name {
 		return fmt.Errorf("lease %.80q names transfer %.64q", name, l.TransferID)
 	}
-	if len(l.Scope) > 1024 || len(l.Destination) > 2048 {
+	if len(l.Scope) > 1024 || len(l.Destination) > 2048 || len(l.Holder) > 300 {
 		return fmt.Errorf("lease of transfer %s: scope or destination too long", l.TransferID)
 	}
 	return nil

@@ -24,6 +24,13 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a dead ferry cp's lease holds nobody off (issue 51)",
+		file: "internal/producer/lease.go",
+		from: "\t\tif holderGone(l.Holder) {",
+		to:   "\t\tif false {",
+		pkg:  "internal/producer", test: "TestALeaseOfAProcessThatIsGoneHoldsNothingOff",
+	},
+	{
 		name: "a call that got no answer is sent again (issue 51)",
 		file: "internal/gcs/paced.go",
 		from: "maxDropRetries = 3",

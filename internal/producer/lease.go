@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -48,7 +51,7 @@ var errLeaseSeen = errors.New("seen")
 // of tid is its own, and taken over.
 func (p *Producer) lease(ctx context.Context, bucket, tid, dest, scope string) error {
 	name := message.LeaseObject(tid)
-	body := message.Encode(message.Lease{V: message.Version, TransferID: tid, Destination: dest, Scope: scope})
+	body := message.Encode(message.Lease{V: message.Version, TransferID: tid, Destination: dest, Scope: scope, Holder: p.o.LeaseHolder})
 	mine, err := p.o.Store.PutSmall(ctx, bucket, name, body, true, "application/json")
 	if errors.Is(err, gcs.ErrPrecondition) {
 		mine, err = p.o.Store.PutSmall(ctx, bucket, name, body, false, "application/json")
@@ -100,6 +103,12 @@ func (p *Producer) firstLease(ctx context.Context, bucket, scope, mine string, c
 		if !l.Overlaps(scope) {
 			continue
 		}
+		if holderGone(l.Holder) {
+			// A ferry cp killed on this host: nothing will end its
+			// transfer but a run of the same command, or the sweep.
+			p.o.Log.Warn("a lease of a ferry cp that no longer runs; ignored", "lease", "gs://"+bucket+"/"+a.Name, "holder", l.Holder)
+			continue
+		}
 		live, err := p.live(ctx, bucket, l.TransferID, a.Created)
 		if err != nil {
 			return err
@@ -110,6 +119,28 @@ func (p *Producer) firstLease(ctx context.Context, bucket, scope, mine string, c
 		}
 	}
 	return nil
+}
+
+// LeaseHolder is the Lease.Holder of this process: "HOST PID".
+func LeaseHolder() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s %d", host, os.Getpid())
+}
+
+// holderGone reports whether holder (Lease.Holder) names a process of this
+// host that no longer runs. A holder of another host, or one that cannot be
+// checked, may still run.
+func holderGone(holder string) bool {
+	host, pid, ok := strings.Cut(holder, " ")
+	if !ok {
+		return false
+	}
+	me, err := os.Hostname()
+	n, perr := strconv.Atoi(pid)
+	if err != nil || host != me || perr != nil || n <= 0 || n == os.Getpid() {
+		return false
+	}
+	return !processRuns(n)
 }
 
 // destOf names what a scope covers.

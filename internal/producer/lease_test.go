@@ -3,7 +3,9 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -100,5 +102,36 @@ func TestAConvertedFilesLeaseCoversItsRejects(t *testing.T) {
 	must(t, message.Decode(b, &l))
 	if l.Scope != "t/prices.csv/" {
 		t.Fatalf("lease scope %q, want t/prices.csv/: its parts and its rejects object", l.Scope)
+	}
+}
+
+// A dead ferry cp's lease holds nobody off: a lease whose holder is a
+// process of this host that no longer runs is ignored, however recent;
+// the same lease held by a running process refuses the transfer.
+func TestALeaseOfAProcessThatIsGoneHoldsNothingOff(t *testing.T) {
+	const bucket = "p-lease-holder"
+	gs := teststack.Bucket(t, bucket)
+	dir := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(dir, 0o755))
+	genFile(t, filepath.Join(dir, "a.csv"), 5_000)
+	gone := exec.Command("true")
+	must(t, gone.Run())
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		holder  string
+		refused bool
+	}{{fmt.Sprintf("%s %d", host, gone.Process.Pid), false}, {LeaseHolder(), true}, {"another-host 1", true}} {
+		dead := NewTransferID("")
+		l := message.Lease{V: message.Version, TransferID: dead, Destination: "gs://" + bucket + "/h", Scope: "h/", Holder: tc.holder}
+		_, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(dead), message.Encode(l), true, "application/json")
+		must(t, err)
+		p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
+		req := Request{TransferID: NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
+		_, err = p.Submit(context.Background(), req)
+		if refused := err != nil && strings.Contains(err.Error(), "transfer "+dead+" is writing there"); refused != tc.refused {
+			t.Errorf("a lease held by %q: Submit = %v, want refused %v", tc.holder, err, tc.refused)
+		}
+		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
+		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(req.TransferID)))
 	}
 }

@@ -245,6 +245,9 @@ type Options struct {
 	// TransferTimeout is FERRY_TRANSFER_TIMEOUT: a lease whose transfer
 	// shows no progress for this long is stale (see lease.go). Default 6h.
 	TransferTimeout time.Duration
+	// LeaseHolder, when set, names the one process that runs each
+	// transfer to its end (message.Lease.Holder): ferry cp's.
+	LeaseHolder string
 	// Started, when set, is called once per transfer when it has really
 	// started: every check passed, before the first chunk is read.
 	Started func(transferID string)
@@ -315,7 +318,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
 		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
 		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads, TransferTimeout: cfg.TransferTimeout,
-		IDSecret: cfg.IDSecret,
+		IDSecret: cfg.IDSecret, LeaseHolder: cfg.LeaseHolder,
 	}
 }
 
