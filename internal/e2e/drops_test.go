@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -165,5 +167,39 @@ func TestFerryCpKilledThenRunWithOtherFlagsCleansUpTheDeadRun(t *testing.T) {
 	c.restoreEqual("k9n", big, tree)
 	if left := c.staged(); len(left) != 0 {
 		t.Errorf("staging objects or leases left: %v", left)
+	}
+}
+
+// The fleet rides out one dropped connection on every kind of call too:
+// producer, workers and merger all reach GCS through a proxy that drops
+// the first request of each kind, before or after GCS carries it out, and
+// the transfer ends ok with every file verified and nothing staged.
+func TestTheFleetRidesOutADroppedConnectionOnEveryKindOfCall(t *testing.T) {
+	for _, fault := range []faultproxy.Fault{faultproxy.Reset, faultproxy.ResetAfterForward} {
+		t.Run(fault.String(), func(t *testing.T) {
+			proxy, dropped := dropOnce(t, fault)
+			s := newStack(t, stackOptions{workers: 2, endpoint: proxy.URL() + "/storage/v1/"})
+			dir := t.TempDir()
+			tree := filepath.Join(dir, "tree")
+			smallTree(t, tree, 30)
+			writeCSV(t, filepath.Join(dir, "big.csv"), 3<<20, 5)
+			req := producer.Request{Sources: []string{tree, filepath.Join(dir, "big.csv")}, Destination: "gs://" + s.bucket + "/dropped",
+				Codec: codec.Zstd, ChunkSize: 1 << 20, Method: "e2e-dropped"}
+			done, err := s.transfer(req)
+			if err != nil || done.Status != message.StatusOK || done.Files != 31 {
+				t.Fatalf("transfer: %v, done %+v", err, done)
+			}
+			kinds := dropped()
+			t.Logf("dropped the first %s of: %s", fault, strings.Join(kinds, ", "))
+			for _, k := range []string{"upload under a precondition", "upload", "compose", "list", "read", "attrs", "delete"} {
+				if !slices.Contains(kinds, k) {
+					t.Errorf("no %s was dropped: the test proves nothing for it (dropped: %v)", k, kinds)
+				}
+			}
+			s.verifyAll(req)
+			if left := s.staging(); len(left) != 0 {
+				t.Errorf("staging left: %v", left)
+			}
+		})
 	}
 }
