@@ -131,8 +131,20 @@ func (e *RowError) Unwrap() error { return e.Err }
 
 // batchRows is how many rows are parsed before they are encoded: the
 // column pages being built stay compressed, so memory is about the part's
-// Parquet bytes and one batch.
+// Parquet bytes and one batch. A wide table's batch holds fewer rows
+// (batchRowsFor), so that a batch is at most maxBatchCells values however
+// many columns the table has.
 const batchRows = 1 << 13
+
+// maxBatchCells bounds the values one batch holds: at most 24 bytes each
+// (a string's slice header, its definition level), 24 MiB a converter.
+const maxBatchCells = 1 << 20
+
+// batchRowsFor is the rows of a batch of a table of columns: batchRows
+// for up to 128 columns, fewer for wider ones, never under 16.
+func batchRowsFor(columns int) int {
+	return min(batchRows, max(16, maxBatchCells/max(columns, 1)))
+}
 
 // Converter converts parts of delimited text to Parquet files of one
 // schema. It parses each value straight into its column's batch of
@@ -147,6 +159,7 @@ type Converter struct {
 	root   *schema.GroupNode
 	props  *parquet.WriterProperties
 	cols   []column
+	batch  int // rows parsed before they are encoded (batchRowsFor)
 	meta   metadata.KeyValueMetadata // ConstantsKey, nil without constants
 	out    bytes.Buffer
 	rec    []string
@@ -227,7 +240,8 @@ func NewConverter(s Schema, o Options) (*Converter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquet schema: %w", err)
 	}
-	c := &Converter{fields: s, csvN: csvN, o: o, root: ps.Root(), props: wp, cols: make([]column, len(s))}
+	c := &Converter{fields: s, csvN: csvN, o: o, root: ps.Root(), props: wp, cols: make([]column, len(s)), batch: batchRowsFor(len(s))}
+	batchRows := c.batch
 	if len(o.Constants) > 0 {
 		names := make([]string, len(o.Constants))
 		for i, k := range o.Constants {
@@ -346,7 +360,7 @@ func (c *Converter) Convert(data []byte, path string, line int64) ([]byte, int64
 			col.bytes = append(col.bytes, parquet.ByteArray(c.o.Constants[k].Value))
 		}
 		rows++
-		if inBatch++; inBatch == batchRows {
+		if inBatch++; inBatch == int64(c.batch) {
 			if err := flush(); err != nil {
 				return fmt.Errorf("%s: parquet: %w", path, err)
 			}

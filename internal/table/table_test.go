@@ -911,3 +911,4 @@ func TestQuotesAreATSVsCharacters(t *testing.T) {
 		t.Fatalf("a short TSV record: %v", err)
 	}
 }
+
