@@ -159,7 +159,7 @@ type Converter struct {
 	root   *schema.GroupNode
 	props  *parquet.WriterProperties
 	cols   []column
-	batch  int // rows parsed before they are encoded (batchRowsFor)
+	batch  int                       // rows parsed before they are encoded (batchRowsFor)
 	meta   metadata.KeyValueMetadata // ConstantsKey, nil without constants
 	out    bytes.Buffer
 	rec    []string

@@ -911,4 +911,3 @@ func TestQuotesAreATSVsCharacters(t *testing.T) {
 		t.Fatalf("a short TSV record: %v", err)
 	}
 }
-
