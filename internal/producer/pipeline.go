@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/level"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/table"
 )
 
 // planned is a file the walk planned, with its index in the manifest.
@@ -54,6 +55,13 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	}
 	slots := max(2, int((p.o.MemoryLimit-msgBudget)/perSlot))
 	workers := max(1, min(slots-1, p.o.Concurrency+1))
+	if c.columns > 0 {
+		// Each compressor keeps a converter, whose column writers
+		// grow with the table's width: as many as fit in the budget
+		// beside two buffers (checkConverters refused a table whose
+		// one converter does not).
+		workers = max(1, min(workers, int((p.o.MemoryLimit-2*bufSize)/table.ConverterMemory(c.columns))))
+	}
 	pool := make(chan []byte, workers+1)
 	for range cap(pool) {
 		pool <- p.bufs.get(bufSize) // nil: made when first needed

@@ -42,6 +42,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
+	"github.com/ferry-dev/ferry/internal/table"
 	"github.com/ferry-dev/ferry/internal/waiter"
 )
 
@@ -462,6 +463,8 @@ type census struct {
 	files    int
 	bytes    int64
 	maxChunk int64
+	columns  int     // the widest converted source's columns
+	widest   string  // that source
 	scope    scopeOf // what the final objects' names share: the lease's
 }
 
@@ -516,6 +519,9 @@ func (p *Producer) count(pl *plan.Plan) (census, error) {
 		c.scope.add(f.Object)
 		if f.Part != nil { // --bad-rows may leave rejects.ndjson beside the parts
 			c.scope.add(message.RejectsObject(f.Object))
+			if n := len(f.Part.Schema) + len(f.Part.Constants); n > c.columns {
+				c.columns, c.widest = n, f.Path
+			}
 		}
 		if f.Stream != nil {
 			c.maxChunk = max(c.maxChunk, f.Stream.Max)
@@ -527,7 +533,31 @@ func (p *Producer) count(pl *plan.Plan) (census, error) {
 	if err != nil {
 		return c, &InputError{err}
 	}
+	if err := p.checkConverters(c); err != nil {
+		return c, &InputError{err}
+	}
 	return c, nil
+}
+
+// checkConverters refuses a conversion whose widest source's converter
+// (table.ConverterMemory) does not fit in FERRY_PRODUCER_MEMORY beside
+// the two chunk buffers the pipeline holds at least, naming the source,
+// its width and the budget it needs: a converter's state grows with the
+// columns, not with the part, and one of 10,000 columns holds about
+// 336 MiB.
+func (p *Producer) checkConverters(c census) error {
+	if c.columns == 0 {
+		return nil
+	}
+	need := table.ConverterMemory(c.columns) + 2*c.maxChunk
+	if need <= p.o.MemoryLimit {
+		return nil
+	}
+	const mib = 1 << 20
+	want := (need + mib - 1) / mib
+	return fmt.Errorf("source %s: converting its %d columns needs about %d MiB (a converter's column writers and batch, %d MiB, and two %d MiB chunk buffers), "+
+		"more than the producer's memory budget of %d MiB: set FERRY_PRODUCER_MEMORY to at least %dMiB (in ferry cp, FERRY_CP_MEMORY to at least %dMiB), or convert fewer columns",
+		c.widest, c.columns, want, table.ConverterMemory(c.columns)/mib, (c.maxChunk+mib-1)/mib, p.o.MemoryLimit/mib, want, 2*want)
 }
 
 // start runs a prepared transfer: chunks read, compressed and published,

@@ -140,6 +140,22 @@ const batchRows = 1 << 13
 // (a string's slice header, its definition level), 24 MiB a converter.
 const maxBatchCells = 1 << 20
 
+// columnState is what one column of a part being converted holds besides
+// its values: its column writer's page buffers, dictionary and statistics.
+// Measured as the bytes a converter allocates for one part of a table of
+// 10,000 columns: 23 KiB a column of integers, 28 KiB a column of strings.
+const columnState = 32 << 10
+
+// ConverterMemory is about what a converter of a table of columns holds
+// while it converts a part, besides the part and its Parquet bytes: a
+// batch of values and each column's writer. A table of 10,000 columns
+// needs about 336 MiB, so its converters are counted in the producer's
+// memory budget (one for each that fits).
+func ConverterMemory(columns int) int64 {
+	columns = max(columns, 1)
+	return int64(columns)*columnState + int64(batchRowsFor(columns)*columns)*24
+}
+
 // batchRowsFor is the rows of a batch of a table of columns: batchRows
 // for up to 128 columns, fewer for wider ones, never under 16.
 func batchRowsFor(columns int) int {
