@@ -326,12 +326,13 @@ func (m *Merger) markerExists(ctx context.Context, t *transfer) (bool, error) {
 
 // tree is one file's way through the compose rounds.
 type tree struct {
-	file  int
-	f     *message.File
-	srcs  []string // this level's sources
-	table []byte   // seek table, the last component; nil for none
-	done  bool
-	attrs gcs.Attrs
+	file   int
+	f      *message.File
+	srcs   []string        // the chunks, then the seek table
+	levels [][]composeCall // composeTree of srcs
+	table  []byte          // seek table, the last component; nil for none
+	done   bool
+	attrs  gcs.Attrs
 	// In a staged overwrite: the generation the compose replaces (0:
 	// where nothing is), and a staged Parquet part's own metadata and
 	// content type, which the manifest does not hold.
@@ -445,25 +446,24 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 		return err
 	}
 
+	for _, tr := range trees {
+		tr.levels = composeTree(tr.srcs, MaxComposeSources, func(level, k int) string { return message.IntermediateObject(t.id, tr.file, level, k) })
+	}
 	for level := 0; ; level++ {
 		g, gctx := m.group(ctx)
 		pending := 0
 		for _, tr := range trees {
-			if tr.done {
+			if tr.done || level >= len(tr.levels) {
 				continue
 			}
 			pending++
-			if len(tr.srcs) <= MaxComposeSources {
-				g.Go(func() error { return m.composeFinal(gctx, t, tr) })
-				continue
-			}
-			next := make([]string, (len(tr.srcs)+MaxComposeSources-1)/MaxComposeSources)
-			for k := range next {
-				lo, hi := k*MaxComposeSources, min((k+1)*MaxComposeSources, len(tr.srcs))
-				next[k] = message.IntermediateObject(t.id, tr.file, level, k)
-				srcs := tr.srcs[lo:hi]
+			for _, c := range tr.levels[level] {
+				if c.dst == "" {
+					g.Go(func() error { return m.composeFinal(gctx, t, tr, c.srcs) })
+					continue
+				}
 				g.Go(func() error {
-					_, err := m.o.Store.Compose(gctx, man.Bucket, next[k], srcs, gcs.ComposeOptions{
+					_, err := m.o.Store.Compose(gctx, man.Bucket, c.dst, c.srcs, gcs.ComposeOptions{
 						Metadata: map[string]string{message.MetaTransfer: t.id}, KMSKey: m.o.Buckets.KMSKey,
 					})
 					countCompose(err)
@@ -473,7 +473,6 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 					return nil
 				})
 			}
-			tr.srcs = next
 		}
 		if pending == 0 {
 			break
@@ -490,14 +489,14 @@ func (m *Merger) composePage(ctx context.Context, t *transfer, files []message.F
 	return nil
 }
 
-// composeFinal composes at most 32 sources into tr's final object. The
+// composeFinal composes srcs, at most 32, into tr's final object. The
 // compose deletes its sources (chunks, or the composites of the level
 // below) as part of the call: a hard delete, so staging never lingers as
 // soft-deleted objects in the user's bucket. Once the final object exists
 // nothing reads them again (a retry finds it and confirms it; a restarted
 // merger credits its chunks, see composed). Intermediate composes keep
 // theirs: a tree interrupted halfway is composed again from its chunks.
-func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error {
+func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree, srcs []string) error {
 	man, f := t.manifest, tr.f
 	opt := gcs.ComposeOptions{
 		IfAbsent:      !man.Overwrite,
@@ -524,7 +523,7 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree) error 
 			opt.Metadata[message.MetaReplaced] = strconv.FormatInt(tr.replaces, 10)
 		}
 	}
-	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, tr.srcs, opt)
+	a, err := m.o.Store.Compose(ctx, man.Bucket, f.Object, srcs, opt)
 	countCompose(err)
 	if errors.Is(err, gcs.ErrPrecondition) || errors.Is(err, gcs.ErrNotFound) {
 		// It appeared meanwhile: composed by another merger of this

@@ -165,10 +165,10 @@ var mutants = []mutant{
 	},
 	{
 		name: "a file of more than 32 chunks composes in the fewest levels",
-		file: "internal/merger/finish.go",
-		from: "if len(tr.srcs) <= MaxComposeSources {",
-		to:   "if len(tr.srcs) <= 2 {",
-		pkg:  "internal/merger", test: "TestComposesTwoLevelTreeWhenSealedAndComplete",
+		file: "internal/merger/tree.go",
+		from: "if len(srcs) <= fanIn {",
+		to:   "if len(srcs) <= 2 {",
+		pkg:  "internal/merger", test: "TestComposeTreeLevelsAndCalls",
 	},
 	{
 		name: "the merger's memory does not grow with the file count",
