@@ -11,7 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 )
 
-// Append is workload 9 (issue 30): the seed-like CSV sent, grown by 1 %,
+// Append is workload 9: the seed-like CSV sent, grown by 1 %,
 // and sent again, by ferry (--skip-unchanged: the tail only, composed onto
 // the object) and by the peers' rsync, which send a grown file again
 // whole.
@@ -214,6 +214,6 @@ func AppendTable(rs []Result, tier string) Table {
 	t.Notes = append(t.Notes,
 		"whole: the first sync of the file; again: the second, after it grew by 1 % (timed, and counted, alone); ferry's merger and workers run already (a fleet serving hourly growth), its producer inside the clock",
 		"MB to the server: the request bodies the storage stand-in read during the second sync",
-		"targets (issue 30): ferry's second sync at most 5 % of its whole one, and at least 10x faster than the best peer's")
+		"targets: ferry's second sync at most 5 % of its whole one, and at least 10x faster than the best peer's")
 	return t
 }

@@ -14,7 +14,7 @@ import (
 
 // DuckDBParquet is DuckDB's own CSV-to-Parquet writer (COPY … TO …
 // (FORMAT parquet, COMPRESSION zstd)) on the same CSV: the size ferry's
-// parts are measured against (issue 43 §6).
+// parts are measured against.
 const DuckDBParquet = "duckdb-parquet-zstd"
 
 // duckdbArgv is how to run one DuckDB statement: a duckdb CLI on PATH,
@@ -68,7 +68,7 @@ func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") 
 // variedDecimals writes, once, the CSV at src with each row's five prices
 // (columns 6 to 10 of the seed-like CSV) cut to 2 to 6 decimals by row:
 // the prices of varying decimals that real exports carry, which an exact
-// type must keep at the largest scale (issue 43 §5, §6).
+// type must keep at the largest scale.
 func variedDecimals(src, dst string) (File, error) {
 	if st, err := os.Stat(dst); err == nil {
 		return File{Path: dst, Size: st.Size()}, nil

@@ -38,7 +38,7 @@ const (
 	CodecZstdCLI = "zstd_cli_3_T2"
 )
 
-// Goal is one goal of issues 10–12 beside what the run measured. Goals are
+// Goal is one of ferry's performance goals beside what the run measured. Goals are
 // printed, never asserted.
 type Goal struct {
 	Name     string
@@ -156,7 +156,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 		sel := Select(rs, Restore, tier)
 		f, okF := Find(sel, FerryRestore)
 		if !okF || len(f.OK) == 0 {
-			out = append(out, goal("restore "+tier, "see issue 10", "-", false, false))
+			out = append(out, goal("restore "+tier, "a restore of the tier", "-", false, false))
 			continue
 		}
 		ref, want, name := GcloudDownZstd, 1.5, "ferry restore speed / gcloud storage cp + zstd -d"
@@ -243,7 +243,7 @@ func WriteGoals(w io.Writer, gs []Goal) {
 	t.Write(w)
 }
 
-// freeLinkGoals are issue 19's compression goals: on loopback, where
+// freeLinkGoals are the compression goals: on loopback, where
 // bandwidth is free, ferry (its level adapting) is never slower than a
 // plain single-stream upload (go_simple, workload 1's 200 MB tier) nor
 // than ferry with no codec (workload 4); and on random bytes zstd costs
@@ -283,7 +283,7 @@ func freeLinkGoals(rs []Result) []Goal {
 	return out
 }
 
-// cpGoals are issue 40's goals for ferry cp, the engine in one process:
+// cpGoals are the goals for ferry cp, the engine in one process:
 // small files at 0.8x the ideal client and 10x gcloud storage cp -r, with
 // at most 1.2x its CPU per file; 200 MB on a free link within go_simple's
 // wall time; the shaped link at 0.9x the ideal and 2.5x go_simple.
@@ -347,7 +347,7 @@ func idealGoal(name string, f Result, linkMBps float64) Goal {
 	return goal(name, ">= 0.90", fmt.Sprintf("%.2f (%.1f of %.1f MB/s)", q, raw, ideal), q >= 0.9, ideal > 0)
 }
 
-// treeGoals are issue 16's memory goals on workload 7: at its largest tree,
+// treeGoals are the memory goals on workload 7: at its largest tree,
 // producer and merger within 256 MiB and workers within 128 MiB, and no
 // process's peak more than 10 % above its peak at the smallest tree.
 func treeGoals(rs []Result) []Goal {

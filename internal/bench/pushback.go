@@ -14,7 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 )
 
-// Pushback is workload 10 (issue 41): the small-file tree through a proxy
+// Pushback is workload 10: the small-file tree through a proxy
 // that answers GCS's own 429 to writes (every request but a read) beyond a
 // bucket's limit, with every process of ferry behind it, at each of
 // pushbackLimits: how close to the limit a fleet that paces itself gets,
@@ -134,7 +134,7 @@ func PushbackTable(rs []Result, tier string) Table {
 		"ideal: the files at the limit, one write each (files / limit); the transfer's own writes (manifest pages, markers, listing) come on top",
 		"429s: what the proxy refused; by process: what each process's Store says it waited out when it closed (gcs.PushbackSummary), last repeat",
 		"settled: the sum of the rates the processes paced themselves at when they ended (last repeat)",
-		"goal (issue 41): ferry-4w at 150 writes/s within 1.3x of the ideal, with fewer writes refused than let through")
+		"goal: ferry-4w at 150 writes/s within 1.3x of the ideal, with fewer writes refused than let through")
 	return t
 }
 

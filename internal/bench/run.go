@@ -140,7 +140,7 @@ func (r Run) Row(runID, version string) result.Row {
 		row.WireMBps = result.Float(result.MBps(r.Wire, row.UploadMS))
 	}
 	if r.Err != nil {
-		// A failed run measured no throughput (issue 13 §6).
+		// A failed run measured no throughput.
 		row.Status, row.Error = "failed", r.Err.Error()
 		row.RawMBps, row.WireMBps = nil, nil
 	}

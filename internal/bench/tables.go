@@ -448,7 +448,7 @@ func ProcessPeaks(rs []Result) []string {
 // ferry's processes, so that memory that grows with the file count shows.
 func BigTreeTable(rs []Result, tiers []string) Table {
 	t := Table{
-		Title: "Workload 7: a tree of many small files (issue 16: memory independent of the file count)",
+		Title: "Workload 7: a tree of many small files (memory independent of the file count)",
 		Header: []string{"tree", "method", "runs", "wall s min / med / max", "files/s", "vs " + GcloudRecurse,
 			"producer MiB", "merger MiB", "worker MiB", "merger CPU s / 1,000 files"},
 	}

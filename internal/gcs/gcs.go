@@ -674,8 +674,8 @@ func (s *Store) list(ctx context.Context, bucket, prefix, after string, fn func(
 	}
 	it := s.c.Bucket(bucket).Objects(ctx, q)
 	// A page size of our own: a server that is asked for none may answer
-	// with every object at once (fake-gcs-server does; issue 31 measured
-	// 272 MB for one page), and what a listing holds must not depend on it.
+	// with every object at once (fake-gcs-server does: hundreds of MB for
+	// one page of a large bucket), and what a listing holds must not depend on it.
 	it.PageInfo().MaxSize = ListPage
 	for {
 		a, err := it.Next()

@@ -28,10 +28,9 @@ var Steps = []int{1, 3, 6}
 
 // Start is where an adaptive transfer starts: the fastest step. A file of
 // a few chunks leaves little room to adapt, and on a link that waits for
-// nobody (loopback, a fast VPC) level 1 was the fastest way through:
-// 2.53 s for 200 MB of CSV against 3.04 s at level 3 and 3.75 s with no
-// codec (make bench, 2026-12-02 06:56 UTC, docs/performance.md). The seeds' level 3, and 6, come as soon
-// as the link falls behind.
+// nobody (loopback, a fast VPC) level 1 was the fastest way through, ahead
+// of level 3 and of no codec at all (docs/performance.md). The seeds'
+// level 3, and 6, come as soon as the link falls behind.
 const Start = 1
 
 // Votes in a row that move the level one step: a single slow or fast

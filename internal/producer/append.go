@@ -14,7 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/seektable"
 )
 
-// Appends (issue 30). A file longer than the final object ferry wrote for
+// Appends. A file longer than the final object ferry wrote for
 // it is sent as its tail only when the object is proven to hold the file's
 // first bytes unchanged: the object's ferry-raw-size and ferry-raw-crc32c
 // against the CRC32C of that many of the file's bytes, read here (size

@@ -34,8 +34,8 @@ type bundler struct {
 	raw, header, bound int64
 
 	// The last file partHeader measured: takes, fits and add ask about
-	// the same file in turn, and measuring encodes its part (issue 31:
-	// 145 MiB of JSON to publish the Linux tree, three times over).
+	// the same file in turn, and measuring encodes its part: without it a
+	// large tree's headers were encoded three times over.
 	lastFile   *plan.File
 	lastFI     int
 	lastHeader int64

@@ -86,7 +86,7 @@ func runFrameEncoder(c codec.Codec, encs frameEncoders, jobs <-chan frameJob) {
 			// let go: kept, each of a bundle's up to message.MaxParts
 			// slots would hold the largest piece that ever landed at
 			// its position, and their sum grew with the transfer, not
-			// with the chunk in flight (issue 31: 215 MiB on a real
+			// with the chunk in flight (hundreds of MiB on a large
 			// tree).
 			dst = make([]byte, 0, need)
 		}

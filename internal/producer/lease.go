@@ -13,7 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 )
 
-// A lease keeps two transfers off the same final objects (issue 42 §2):
+// A lease keeps two transfers off the same final objects:
 // the same command run twice at once, or a nightly job that overran into
 // the next night's. Without it, each wins some objects and both fail on
 // the other's. With it, the transfer that wrote its lease first goes on,

@@ -50,7 +50,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 		defer converting.start()()
 		// Converting a part holds its Parquet file, its row group's
 		// pages and a batch of column builders: about a buffer more
-		// (issue 29: 380 MB peak RSS at the default budget with half).
+		// (with half, peak RSS went well past the budget).
 		perSlot = 2 * bufSize
 	}
 	slots := max(2, int((p.o.MemoryLimit-msgBudget)/perSlot))

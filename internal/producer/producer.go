@@ -125,7 +125,7 @@ func NewTransferID(idempotencyKey string) string {
 // the secret can compute. A submitter may create key objects (it writes
 // its own), so one who can compute another's id can create that
 // transfer's key object first, with a key of its own that then ends the
-// transfer (issue 42 §3). An empty secret gives NewTransferID's ids.
+// transfer. An empty secret gives NewTransferID's ids.
 func KeyedTransferID(secret, idempotencyKey string) string {
 	if idempotencyKey != "" {
 		if secret != "" {

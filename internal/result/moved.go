@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Moved is what a transfer moved, as opposed to what it leaves stored
-// (issue 41 §4): a file that grew moves its tail only, a skipped file
+// Moved is what a transfer moved, as opposed to what it leaves stored:
+// a file that grew moves its tail only, a skipped file
 // nothing, a converted source the text its parts hold.
 type Moved struct {
 	// Whole, Appended and Converted count the files sent whole, the

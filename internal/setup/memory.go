@@ -23,7 +23,8 @@ const binaryPages = 40 << 20
 // plus MemoryOverhead less the executable's resident pages (binaryPages),
 // which count in the process's RSS but not in the runtime's memory, so
 // that the collector runs before the heap doubles past it instead of at
-// GOGC's 100 % headroom (issue 31: a 256 MiB budget peaked at 600 MB).
+// GOGC's 100 % headroom (where a 256 MiB budget peaked at more than
+// twice that).
 // GOMEMLIMIT, when set, wins. It returns the limit in force.
 func MemoryLimit(budget int64) int64 {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set || budget <= 0 {
