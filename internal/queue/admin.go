@@ -20,12 +20,9 @@ func (c *Client) TopicName(id string) string {
 }
 
 // project is the client's project; the in-process transport has none.
-func (c *Client) project() string {
-	if c.mem != nil {
-		return "in-process"
-	}
-	return c.ps.Project()
-}
+func (c *Client) project() string { return c.d.project() }
+
+func (d *pubsubDriver) project() string { return d.ps.Project() }
 
 // SubscriptionName is the full resource name of subscription id.
 func (c *Client) SubscriptionName(id string) string {
@@ -34,15 +31,13 @@ func (c *Client) SubscriptionName(id string) string {
 
 // Probe checks within callTimeout that Pub/Sub answers; any answer will do
 // (asking for a topic that need not exist). The error names the endpoint.
-func (c *Client) Probe(ctx context.Context) error { return c.probe(ctx, callTimeout) }
+func (c *Client) Probe(ctx context.Context) error { return c.d.probe(ctx, callTimeout) }
 
-func (c *Client) probe(ctx context.Context, d time.Duration) error {
-	if c.mem != nil {
-		return nil
-	}
-	ctx, cancel := withTimeout(ctx, d)
+func (d *pubsubDriver) probe(ctx context.Context, timeout time.Duration) error {
+	c := d.c
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	_, err := c.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName("ferry-probe")})
+	_, err := d.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName("ferry-probe")})
 	if err == nil {
 		c.report(nil)
 		return nil
@@ -55,13 +50,14 @@ func (c *Client) probe(ctx context.Context, d time.Duration) error {
 
 // EnsureTopic creates topic id unless it exists.
 func (c *Client) EnsureTopic(ctx context.Context, id string) error {
-	if c.mem != nil {
-		c.mem.ensureTopic(id)
-		return nil
-	}
+	return c.d.ensureTopic(ctx, id)
+}
+
+func (d *pubsubDriver) ensureTopic(ctx context.Context, id string) error {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
-	_, err := c.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: c.TopicName(id)})
+	_, err := d.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: c.TopicName(id)})
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return c.fail(ctx, "create topic "+id, err)
 	}
@@ -70,13 +66,14 @@ func (c *Client) EnsureTopic(ctx context.Context, id string) error {
 
 // DeleteTopic removes topic id; a missing one is not an error.
 func (c *Client) DeleteTopic(ctx context.Context, id string) error {
-	if c.mem != nil {
-		c.mem.deleteTopic(id)
-		return nil
-	}
+	return c.d.deleteTopic(ctx, id)
+}
+
+func (d *pubsubDriver) deleteTopic(ctx context.Context, id string) error {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
-	err := c.ps.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: c.TopicName(id)})
+	err := d.ps.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: c.TopicName(id)})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return c.fail(ctx, "delete topic "+id, err)
 	}
@@ -101,9 +98,11 @@ type Subscription struct {
 
 // EnsureSubscription creates the subscription unless it exists.
 func (c *Client) EnsureSubscription(ctx context.Context, s Subscription) error {
-	if c.mem != nil {
-		return c.mem.ensureSubscription(s)
-	}
+	return c.d.ensureSubscription(ctx, s)
+}
+
+func (d *pubsubDriver) ensureSubscription(ctx context.Context, s Subscription) error {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
 	minBackoff := time.Second
@@ -126,7 +125,7 @@ func (c *Client) EnsureSubscription(ctx context.Context, s Subscription) error {
 	if s.ExpireAfter > 0 {
 		pb.ExpirationPolicy = &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(s.ExpireAfter)}
 	}
-	_, err := c.ps.SubscriptionAdminClient.CreateSubscription(ctx, pb)
+	_, err := d.ps.SubscriptionAdminClient.CreateSubscription(ctx, pb)
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return c.fail(ctx, fmt.Sprintf("create subscription %s on %s", s.ID, s.Topic), err)
 	}
@@ -135,13 +134,14 @@ func (c *Client) EnsureSubscription(ctx context.Context, s Subscription) error {
 
 // DeleteSubscription removes subscription id; a missing one is not an error.
 func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
-	if c.mem != nil {
-		c.mem.deleteSubscription(id)
-		return nil
-	}
+	return c.d.deleteSubscription(ctx, id)
+}
+
+func (d *pubsubDriver) deleteSubscription(ctx context.Context, id string) error {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
-	err := c.ps.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: c.SubscriptionName(id)})
+	err := d.ps.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: c.SubscriptionName(id)})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return c.fail(ctx, "delete subscription "+id, err)
 	}
@@ -174,12 +174,14 @@ func (c *Client) describeErr(ctx context.Context, op string, err error) error {
 // with ("" for a Google-managed key), or an error wrapping ErrNotFound
 // when the topic does not exist. Safe for concurrent use; not retried.
 func (c *Client) TopicKMSKey(ctx context.Context, id string) (string, error) {
-	if c.mem != nil {
-		return "", fmt.Errorf("get topic %s: %w", id, errNoSettings)
-	}
+	return c.d.topicKMSKey(ctx, id)
+}
+
+func (d *pubsubDriver) topicKMSKey(ctx context.Context, id string) (string, error) {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
-	t, err := c.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName(id)})
+	t, err := d.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.TopicName(id)})
 	if err != nil {
 		return "", c.describeErr(ctx, "get topic "+id, err)
 	}
@@ -198,12 +200,14 @@ type SubscriptionInfo struct {
 // where it dead-letters, or an error wrapping ErrNotFound or ErrDenied.
 // Safe for concurrent use; not retried.
 func (c *Client) DescribeSubscription(ctx context.Context, id string) (SubscriptionInfo, error) {
-	if c.mem != nil {
-		return SubscriptionInfo{}, fmt.Errorf("get subscription %s: %w", id, errNoSettings)
-	}
+	return c.d.describeSubscription(ctx, id)
+}
+
+func (d *pubsubDriver) describeSubscription(ctx context.Context, id string) (SubscriptionInfo, error) {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
-	s, err := c.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: c.SubscriptionName(id)})
+	s, err := d.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: c.SubscriptionName(id)})
 	if err != nil {
 		return SubscriptionInfo{}, c.describeErr(ctx, "get subscription "+id, err)
 	}
@@ -223,12 +227,14 @@ func (c *Client) DescribeSubscription(ctx context.Context, id string) (Subscript
 // TestTopicPermissions returns which of perms the caller holds on topic id
 // (Pub/Sub's testIamPermissions). Safe for concurrent use; not retried.
 func (c *Client) TestTopicPermissions(ctx context.Context, id string, perms []string) ([]string, error) {
-	if c.mem != nil {
-		return nil, fmt.Errorf("test permissions on topic %s: %w", id, errNoSettings)
-	}
+	return c.d.testTopicPermissions(ctx, id, perms)
+}
+
+func (d *pubsubDriver) testTopicPermissions(ctx context.Context, id string, perms []string) ([]string, error) {
+	c := d.c
 	ctx, cancel := withTimeout(ctx, callTimeout)
 	defer cancel()
-	r, err := c.ps.TopicAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: c.TopicName(id), Permissions: perms})
+	r, err := d.ps.TopicAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: c.TopicName(id), Permissions: perms})
 	if err != nil {
 		return nil, c.describeErr(ctx, "test permissions on topic "+id, err)
 	}

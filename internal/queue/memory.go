@@ -10,15 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-
 	"github.com/ferry-dev/ferry/internal/logging"
 )
 
 // Memory is ferry's in-process transport: topics and subscriptions in one
 // process's memory, for `ferry cp`, which runs the producer, the workers
 // and the merger in one process. A Client of it (Memory.Client) is the same
-// *Client the services use with Pub/Sub: Publish, Receive and the admin
+// *Client the services use with Pub/Sub, over a driver of its own
+// (memDriver) instead of the Pub/Sub one: Publish, Receive and the admin
 // calls keep their meaning, and Receive runs handlers through the same
 // code (run: ack, nack, permanent errors copied to the dead-letter topic),
 // so the services cannot tell which transport carries their messages. It
@@ -74,8 +73,61 @@ func (m *Memory) Client(log *slog.Logger, opts ...Option) *Client {
 	for _, f := range opts {
 		f(&o)
 	}
-	return &Client{mem: m, memOwner: m.clients.Add(1), log: logging.OrDiscard(log), endpoint: memEndpoint,
-		health: o.health, hold: o.hold, pubs: map[string]*pubsub.Publisher{}}
+	c := &Client{log: logging.OrDiscard(log), endpoint: memEndpoint, health: o.health, hold: o.hold}
+	c.d = &memDriver{m: m, c: c, owner: m.clients.Add(1)}
+	return c
+}
+
+// memDriver is one Client's view of a Memory: its leases carry owner, and
+// once closed it takes no more.
+type memDriver struct {
+	m      *Memory
+	c      *Client
+	owner  int64
+	closed bool // guarded by m.mu
+}
+
+func (d *memDriver) project() string                            { return "in-process" }
+func (d *memDriver) probe(context.Context, time.Duration) error { return nil }
+
+func (d *memDriver) ensureTopic(_ context.Context, id string) error {
+	d.m.ensureTopic(id)
+	return nil
+}
+
+func (d *memDriver) deleteTopic(_ context.Context, id string) error {
+	d.m.deleteTopic(id)
+	return nil
+}
+
+func (d *memDriver) ensureSubscription(_ context.Context, s Subscription) error {
+	return d.m.ensureSubscription(s)
+}
+
+func (d *memDriver) deleteSubscription(_ context.Context, id string) error {
+	d.m.deleteSubscription(id)
+	return nil
+}
+
+func (d *memDriver) topicKMSKey(_ context.Context, id string) (string, error) {
+	return "", fmt.Errorf("get topic %s: %w", id, errNoSettings)
+}
+
+func (d *memDriver) describeSubscription(_ context.Context, id string) (SubscriptionInfo, error) {
+	return SubscriptionInfo{}, fmt.Errorf("get subscription %s: %w", id, errNoSettings)
+}
+
+func (d *memDriver) testTopicPermissions(_ context.Context, id string, _ []string) ([]string, error) {
+	return nil, fmt.Errorf("test permissions on topic %s: %w", id, errNoSettings)
+}
+
+func (d *memDriver) publish(ctx context.Context, topic string, data []byte, attrs map[string]string) error {
+	return d.m.publish(ctx, topic, data, attrs)
+}
+
+func (d *memDriver) close() error {
+	d.m.close(d)
+	return nil
 }
 
 // memSub is one subscription: the messages ready for a receiver, those
@@ -222,10 +274,10 @@ var errMemClosed = errors.New("client closed")
 
 // take leases the next ready message of subscription to owner, waiting for
 // one until ctx ends.
-func (m *Memory) take(ctx context.Context, c *Client, subscription string) (Message, int64, error) {
+func (m *Memory) take(ctx context.Context, d *memDriver, subscription string) (Message, int64, error) {
 	m.mu.Lock()
 	for {
-		if c.memClosed {
+		if d.closed {
 			m.mu.Unlock()
 			return Message{}, 0, errMemClosed
 		}
@@ -242,7 +294,7 @@ func (m *Memory) take(ctx context.Context, c *Client, subscription string) (Mess
 			s.freed()
 			msg.DeliveryAttempt++
 			s.tokens++
-			s.leased[s.tokens] = memLease{msg: msg, owner: c.memOwner}
+			s.leased[s.tokens] = memLease{msg: msg, owner: d.owner}
 			out := msg.Message
 			m.mu.Unlock()
 			return out, s.tokens, nil
@@ -319,15 +371,15 @@ func memBackoff(minimum time.Duration, attempt int) time.Duration {
 	return min(d, time.Minute)
 }
 
-// close takes back every lease of client c and gives its messages back at
-// once; c takes no more.
-func (m *Memory) close(c *Client) {
+// close takes back every lease of client d and gives its messages back at
+// once; d takes no more.
+func (m *Memory) close(d *memDriver) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c.memClosed = true
+	d.closed = true
 	for _, s := range m.subs {
 		for token, l := range s.leased {
-			if l.owner == c.memOwner {
+			if l.owner == d.owner {
 				delete(s.leased, token)
 				m.redeliver(s, l.msg, false)
 			}
@@ -336,10 +388,11 @@ func (m *Memory) close(c *Client) {
 	}
 }
 
-// receiveMemory is Receive on the in-process transport: at most
-// MaxMessages handlers and MaxBytes of their messages at once, each
-// message acked or nacked by run.
-func (c *Client) receiveMemory(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
+// receive is Receive on the in-process transport: at most MaxMessages
+// handlers and MaxBytes of their messages at once, each message acked or
+// nacked by run.
+func (d *memDriver) receive(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
+	c := d.c
 	slots := make(chan struct{}, max(1, s.MaxMessages))
 	var held atomic.Int64
 	room := make(chan struct{}, 1)
@@ -362,7 +415,7 @@ func (c *Client) receiveMemory(ctx, hctx context.Context, subscription string, s
 				return nil
 			}
 		}
-		m, token, err := c.mem.take(ctx, c, subscription)
+		m, token, err := d.m.take(ctx, d, subscription)
 		if err != nil {
 			<-slots
 			if ctx.Err() != nil || errors.Is(err, errMemClosed) {
@@ -383,7 +436,7 @@ func (c *Client) receiveMemory(ctx, hctx context.Context, subscription string, s
 				default:
 				}
 			}()
-			c.mem.settle(subscription, token, c.run(hctx, subscription, s, m, h))
+			d.m.settle(subscription, token, c.run(hctx, subscription, s, m, h))
 		}()
 	}
 }

@@ -87,11 +87,44 @@ const (
 
 // Client publishes and receives. It is safe for concurrent use.
 type Client struct {
-	ps  *pubsub.Client
 	log *slog.Logger
 	// endpoint names where this client connects and what chose it, for
 	// errors: "PUBSUB_EMULATOR_HOST=127.0.0.1:8085" or "Google Cloud Pub/Sub (pubsub.googleapis.com:443)".
 	endpoint string
+	health   func(error)
+	hold     func(context.Context) error
+	// d carries the messages: Pub/Sub (Dial) or the in-process Memory
+	// (Memory.Client).
+	d driver
+}
+
+// driver is the transport under a Client: Google Cloud Pub/Sub or its
+// emulator (pubsubDriver), or the in-process Memory (memDriver). The Client
+// around it keeps what every transport shares: what a handler's result
+// means (run), holds, health, and the endpoint errors name. Each driver
+// passes the conformance suite (queuetest) on its own.
+type driver interface {
+	project() string
+	probe(ctx context.Context, d time.Duration) error
+	ensureTopic(ctx context.Context, id string) error
+	deleteTopic(ctx context.Context, id string) error
+	ensureSubscription(ctx context.Context, s Subscription) error
+	deleteSubscription(ctx context.Context, id string) error
+	topicKMSKey(ctx context.Context, id string) (string, error)
+	describeSubscription(ctx context.Context, id string) (SubscriptionInfo, error)
+	testTopicPermissions(ctx context.Context, id string, perms []string) ([]string, error)
+	publish(ctx context.Context, topic string, data []byte, attrs map[string]string) error
+	// receive is Receive once the handlers' context (hctx, which
+	// outlives ctx by the grace period) is made.
+	receive(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error
+	close() error
+}
+
+// pubsubDriver is Google Cloud Pub/Sub, or its emulator, through the
+// client library.
+type pubsubDriver struct {
+	c  *Client
+	ps *pubsub.Client
 	// emulator: the Java emulator keeps a cancelled long-polling Pull
 	// alive and leases the next messages to it, so that a stopped process
 	// holds them for a whole ack deadline (seen: 20 s stalls after a worker
@@ -99,17 +132,9 @@ type Client struct {
 	// deprecates that flag, so it is used only there. Receive also pulls
 	// with unary Pull there (ModeAuto), streaming pull against Google Cloud.
 	emulator bool
-	health   func(error)
-	hold     func(context.Context) error
 
 	mu   sync.Mutex
 	pubs map[string]*pubsub.Publisher
-
-	// mem, when set, is the in-process transport this client uses instead
-	// of Pub/Sub (Memory.Client); memOwner names the client's leases.
-	mem       *Memory
-	memOwner  int64
-	memClosed bool // guarded by mem.mu
 }
 
 // Option configures a Client.
@@ -146,15 +171,16 @@ func Dial(ctx context.Context, project string, log *slog.Logger, opts ...Option)
 	for _, f := range opts {
 		f(&o)
 	}
-	c := &Client{log: logging.OrDiscard(log), pubs: map[string]*pubsub.Publisher{}, health: o.health, hold: o.hold}
+	c := &Client{log: logging.OrDiscard(log), health: o.health, hold: o.hold}
+	d := &pubsubDriver{c: c, pubs: map[string]*pubsub.Publisher{}}
 	var copts []option.ClientOption
 	switch env := os.Getenv("PUBSUB_EMULATOR_HOST"); {
 	case o.emulator != "":
-		c.emulator, c.endpoint = true, "Pub/Sub emulator at "+o.emulator
+		d.emulator, c.endpoint = true, "Pub/Sub emulator at "+o.emulator
 		copts = []option.ClientOption{option.WithEndpoint(o.emulator), option.WithoutAuthentication(),
 			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())), option.WithTelemetryDisabled()}
 	case env != "":
-		c.emulator, c.endpoint = true, "PUBSUB_EMULATOR_HOST="+env
+		d.emulator, c.endpoint = true, "PUBSUB_EMULATOR_HOST="+env
 	default:
 		c.endpoint = "Google Cloud Pub/Sub (pubsub.googleapis.com:443)"
 	}
@@ -162,7 +188,7 @@ func Dial(ctx context.Context, project string, log *slog.Logger, opts ...Option)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub client for project %s at %s: %w", project, c.endpoint, err)
 	}
-	c.ps = ps
+	d.ps, c.d = ps, d
 	return c, nil
 }
 
@@ -173,15 +199,13 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // has returned by then (stored, or failed at its deadline), so flushing only
 // ends the library's retries of messages whose Publish gave up: it is given
 // callTimeout, not the library's PublishSettings.Timeout.
-func (c *Client) Close() error {
-	if c.mem != nil {
-		c.mem.close(c)
-		return nil
-	}
-	c.mu.Lock()
-	pubs := c.pubs
-	c.pubs = map[string]*pubsub.Publisher{}
-	c.mu.Unlock()
+func (c *Client) Close() error { return c.d.close() }
+
+func (d *pubsubDriver) close() error {
+	d.mu.Lock()
+	pubs := d.pubs
+	d.pubs = map[string]*pubsub.Publisher{}
+	d.mu.Unlock()
 	stopped := make(chan struct{})
 	go func() {
 		for _, p := range pubs {
@@ -192,9 +216,9 @@ func (c *Client) Close() error {
 	select {
 	case <-stopped:
 	case <-time.After(callTimeout):
-		c.log.Warn("publishers still retrying at close; dropping what Publish already gave up on", "endpoint", c.endpoint)
+		d.c.log.Warn("publishers still retrying at close; dropping what Publish already gave up on", "endpoint", d.c.endpoint)
 	}
-	return c.ps.Close()
+	return d.ps.Close()
 }
 
 // PublishSettings are the batching settings of every publisher made after
@@ -207,7 +231,6 @@ var PublishSettings = struct {
 // Publisher publishes to one topic.
 type Publisher struct {
 	c     *Client
-	p     *pubsub.Publisher
 	topic string
 }
 
@@ -219,23 +242,23 @@ type Publisher struct {
 // more than batching gains: on the Java emulator 16 publishers sent 2,400
 // messages/s with 1 ms and 1,350 with 5 ms; only 256 publishers at once gain
 // from 5 ms (BenchmarkPublish).
-func (c *Client) Publisher(topic string) *Publisher {
-	if c.mem != nil {
-		return &Publisher{c: c, topic: topic}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.pubs[topic]
+func (c *Client) Publisher(topic string) *Publisher { return &Publisher{c: c, topic: topic} }
+
+// publisher is the library's publisher of topic, made once.
+func (d *pubsubDriver) publisher(topic string) *pubsub.Publisher {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.pubs[topic]
 	if !ok {
-		p = c.ps.Publisher(topic)
+		p = d.ps.Publisher(topic)
 		p.PublishSettings.DelayThreshold = PublishSettings.DelayThreshold
 		p.PublishSettings.CountThreshold = PublishSettings.CountThreshold
 		// The library retries a batch until this, also after Publish gave
 		// up (publishTimeout); Close waits for it.
 		p.PublishSettings.Timeout = publishTimeout(pubsub.MaxPublishRequestBytes)
-		c.pubs[topic] = p
+		d.pubs[topic] = p
 	}
-	return &Publisher{c: c, p: p, topic: topic}
+	return p
 }
 
 // publishTimeout bounds one Publish of n bytes.
@@ -247,26 +270,28 @@ func publishTimeout(n int) time.Duration {
 // fails within publishTimeout with an error naming the endpoint. It is safe
 // for concurrent use; the client library retries transient errors.
 func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
-	if p.c.mem != nil {
-		return p.c.mem.publish(ctx, p.topic, data, attrs)
-	}
-	d := publishTimeout(len(data))
-	pctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("not stored within %v", d))
+	return p.c.d.publish(ctx, p.topic, data, attrs)
+}
+
+func (d *pubsubDriver) publish(ctx context.Context, topic string, data []byte, attrs map[string]string) error {
+	c := d.c
+	t := publishTimeout(len(data))
+	pctx, cancel := context.WithTimeoutCause(ctx, t, fmt.Errorf("not stored within %v", t))
 	defer cancel()
-	_, err := p.p.Publish(pctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(pctx)
+	_, err := d.publisher(topic).Publish(pctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(pctx)
 	if err == nil {
-		p.c.report(nil)
+		c.report(nil)
 		return nil
 	}
-	op := fmt.Sprintf("publish %d bytes to %s", len(data), p.topic)
+	op := fmt.Sprintf("publish %d bytes to %s", len(data), topic)
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		// The library retries what Pub/Sub refuses as well as what it
 		// cannot reach, and does not say which: ask.
-		if perr := p.c.probe(ctx, diagnoseTimeout); perr == nil {
-			return fmt.Errorf("%s at %s: %w (Pub/Sub answers, but refused the message until then; is it over the backend's size limit?)", op, p.c.endpoint, context.Cause(pctx))
+		if perr := d.probe(ctx, diagnoseTimeout); perr == nil {
+			return fmt.Errorf("%s at %s: %w (Pub/Sub answers, but refused the message until then; is it over the backend's size limit?)", op, c.endpoint, context.Cause(pctx))
 		}
 	}
-	return p.c.fail(pctx, op, err)
+	return c.fail(pctx, op, err)
 }
 
 // withTimeout is ctx bounded by d, with a cause that says so.

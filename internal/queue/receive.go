@@ -84,26 +84,29 @@ const (
 // answers that it never will: the subscription does not exist, permission
 // is denied, or the request is invalid.
 func (c *Client) Receive(ctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
-	mode := s.Mode
-	if mode == ModeAuto {
-		mode = ModeStreaming
-		if c.emulator {
-			mode = ModeUnary
-		}
-	}
 	// Handlers outlive ctx by the grace period, so that an upload in flight
 	// when SIGTERM arrives can finish and be acked.
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(s.Grace, cancel) })
 	defer stop()
-	if c.mem != nil {
-		return c.receiveMemory(ctx, hctx, subscription, s, h)
+	return c.d.receive(ctx, hctx, subscription, s, h)
+}
+
+// receive pulls as s.Mode says: ModeAuto is unary Pull against an
+// emulator, streaming pull against Google Cloud.
+func (d *pubsubDriver) receive(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
+	mode := s.Mode
+	if mode == ModeAuto {
+		mode = ModeStreaming
+		if d.emulator {
+			mode = ModeUnary
+		}
 	}
 	if mode == ModeStreaming {
-		return c.receiveStreaming(ctx, hctx, subscription, s, h)
+		return d.receiveStreaming(ctx, hctx, subscription, s, h)
 	}
-	return c.receiveUnary(ctx, hctx, subscription, s, h)
+	return d.receiveUnary(ctx, hctx, subscription, s, h)
 }
 
 // run applies h to m and says whether to ack it.

@@ -13,8 +13,9 @@ import (
 // no more than MaxMessages handlers run at once) and its lease management
 // extending deadlines in steps of leaseDeadline while a handler runs. Acks
 // and lease extensions travel in the library's batches.
-func (c *Client) receiveStreaming(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
-	sub := c.ps.Subscriber(subscription)
+func (d *pubsubDriver) receiveStreaming(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
+	c := d.c
+	sub := d.ps.Subscriber(subscription)
 	maxBytes := s.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = -1 // no bound

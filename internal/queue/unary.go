@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pubsubapi "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/googleapis/gax-go/v2"
 )
@@ -16,13 +17,14 @@ import (
 // started, does not release them on shutdown, and the Java emulator was seen
 // to sit on such messages for minutes.) A settler sends acks, nacks and lease
 // extensions in batches.
-func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
+func (d *pubsubDriver) receiveUnary(ctx, hctx context.Context, subscription string, s ReceiveSettings, h Handler) error {
+	c := d.c
 	name := c.SubscriptionName(subscription)
-	admin := c.ps.SubscriptionAdminClient
+	admin := d.ps.SubscriptionAdminClient
 	slots := make(chan struct{}, max(1, s.MaxMessages))
 	var held atomic.Int64 // message bytes held
 
-	st := newSettler(c, name, subscription, cap(slots))
+	st := newSettler(d, name, subscription, cap(slots))
 	defer st.close() // after the handlers: it flushes their acks
 	var running sync.WaitGroup
 	defer running.Wait() // bounded: handlers' context ends Grace after ctx
@@ -55,9 +57,9 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 			break
 		}
 		req := &pubsubpb.PullRequest{Subscription: name, MaxMessages: int32(want)}
-		req.ReturnImmediately = c.emulator //nolint:staticcheck // deprecated, and needed by the emulator (see Client.emulator)
+		req.ReturnImmediately = d.emulator //nolint:staticcheck // deprecated, and needed by the emulator (see pubsubDriver.emulator)
 		timeout := callTimeout
-		if !c.emulator {
+		if !d.emulator {
 			timeout = pullTimeout
 		}
 		pctx, cancel := withTimeout(ctx, timeout)
@@ -69,7 +71,7 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 		for i := got; i < want; i++ {
 			<-slots
 		}
-		if err != nil && !c.emulator && ctx.Err() == nil && pctx.Err() != nil {
+		if err != nil && !d.emulator && ctx.Err() == nil && pctx.Err() != nil {
 			err = nil // Google Cloud had nothing for pullTimeout: an empty Pull
 		}
 		if err != nil {
@@ -91,7 +93,7 @@ func (c *Client) receiveUnary(ctx, hctx context.Context, subscription string, s 
 		bo = newBackoff()
 		c.report(nil)
 		if got == 0 {
-			if c.emulator {
+			if d.emulator {
 				sleep(ctx, emptyPause)
 			}
 			continue
@@ -138,6 +140,7 @@ const (
 // handlers' settling, never multiplies the calls.
 type settler struct {
 	c                  *Client
+	admin              *pubsubapi.SubscriptionAdminClient
 	name, subscription string
 	ops                chan op
 	done               chan struct{}
@@ -154,8 +157,8 @@ const (
 	opNack
 )
 
-func newSettler(c *Client, name, subscription string, capacity int) *settler {
-	st := &settler{c: c, name: name, subscription: subscription, ops: make(chan op, 2*capacity+16), done: make(chan struct{})}
+func newSettler(d *pubsubDriver, name, subscription string, capacity int) *settler {
+	st := &settler{c: d.c, admin: d.ps.SubscriptionAdminClient, name: name, subscription: subscription, ops: make(chan op, 2*capacity+16), done: make(chan struct{})}
 	go st.loop()
 	return st
 }
@@ -238,7 +241,7 @@ func (st *settler) ack(ids []string) {
 	for len(ids) > 0 {
 		n := min(len(ids), ackBatchMax)
 		ctx, cancel := withTimeout(context.Background(), callTimeout)
-		err := st.c.ps.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: st.name, AckIds: ids[:n]})
+		err := st.admin.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: st.name, AckIds: ids[:n]})
 		if err != nil {
 			err = st.c.fail(ctx, "acknowledge", err)
 			st.c.log.Warn("could not ack messages; they will be redelivered", "subscription", st.subscription, "messages", n, "err", err)
@@ -253,7 +256,7 @@ func (st *settler) modack(ids []string, d time.Duration) {
 	for len(ids) > 0 {
 		n := min(len(ids), ackBatchMax)
 		ctx, cancel := withTimeout(context.Background(), callTimeout)
-		err := st.c.ps.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+		err := st.admin.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
 			Subscription: st.name, AckIds: ids[:n], AckDeadlineSeconds: int32(d / time.Second)})
 		if err != nil {
 			err = st.c.fail(ctx, "modify ack deadline", err)
