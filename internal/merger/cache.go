@@ -62,6 +62,8 @@ type transfer struct {
 	// recheckWait how long a quiet transfer waits for the next look.
 	lastEvent, progressAt, lastScan time.Time
 	recheckWait                     time.Duration
+	// renewed is when this process last renewed the transfer's lease.
+	renewed time.Time
 
 	// Guarded by cache.mu.
 	refs int

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -477,6 +478,24 @@ func (s *memStore) Delete(_ context.Context, _, name string) error {
 }
 
 var _ objectStore = (*memStore)(nil)
+
+// Touch sets a metadata key, as a lease's renewal does.
+func (s *memStore) Touch(_ context.Context, _, name, key, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objs[name]
+	if !ok {
+		return fmt.Errorf("%s: %w", name, gcs.ErrNotFound)
+	}
+	o.a.Metadata = maps.Clone(o.a.Metadata)
+	if o.a.Metadata == nil {
+		o.a.Metadata = map[string]string{}
+	}
+	o.a.Metadata[key] = value
+	o.a.Updated = time.Now()
+	s.objs[name] = o
+	return nil
+}
 
 func (s *memStore) DeleteGeneration(_ context.Context, _, name string, gen int64) error {
 	s.mu.Lock()

@@ -62,6 +62,8 @@ type objectStore interface {
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	Delete(ctx context.Context, bucket, name string) error
 	DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error
+	// Touch renews a lease.
+	Touch(ctx context.Context, bucket, name, key, value string) error
 }
 
 var _ objectStore = (*gcs.Store)(nil)

@@ -53,8 +53,28 @@ func (m *Merger) recheck(ctx context.Context) {
 		if t == nil {
 			continue
 		}
+		m.renewLease(ctx, t)
 		m.recheckOne(ctx, t)
 		m.cache.release(t)
+	}
+}
+
+// renewLease touches the lease of a transfer this merger holds, every
+// message.LeaseRenewEvery until it ends, so that another transfer to the
+// same objects is held off while it runs (after its producer has gone) and
+// not for long once no process runs it. A transfer without a lease (it
+// writes no final object) answers 404, which is no error.
+func (m *Merger) renewLease(ctx context.Context, t *transfer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := m.o.now()
+	if t.finished || t.refused || now.Sub(t.renewed) < message.LeaseRenewEvery {
+		return
+	}
+	t.renewed = now
+	err := m.o.Store.Touch(ctx, t.bucket, message.LeaseObject(t.id), message.MetaRenewed, now.UTC().Format(time.RFC3339))
+	if err != nil && !errors.Is(err, gcs.ErrNotFound) && ctx.Err() == nil {
+		m.log.Warn("could not renew the transfer's lease; the next renewal tries again", "transfer_id", t.id, "err", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package message
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // LeaseRoot is the prefix of destination leases, one per running transfer.
@@ -29,6 +30,32 @@ type Lease struct {
 	// start to end (ferry cp): "HOST PID". Once no such process runs on
 	// HOST, the lease holds nobody off, however recent it is.
 	Holder string `json:"holder,omitempty"`
+	// Renews: the transfer's producer, then its merger, touch the lease
+	// (MetaRenewed) every LeaseRenewEvery while the transfer runs, so a
+	// lease not touched for LeaseStaleAfter holds nobody off: its
+	// transfer's processes are gone. A lease without it (an earlier
+	// version's) holds others off until the transfer timeout.
+	Renews bool `json:"renews,omitempty"`
+}
+
+// Lease renewal: a running transfer's lease is touched every
+// LeaseRenewEvery, and one not touched for LeaseStaleAfter (five missed
+// renewals) is stale. A transfer whose processes all stopped for longer
+// (its producer gone, no merger up) can then be overtaken by another
+// transfer to the same objects; the compose preconditions still keep
+// either from replacing what the other wrote.
+const (
+	LeaseRenewEvery = time.Minute
+	LeaseStaleAfter = 5 * LeaseRenewEvery
+	// MetaRenewed is the metadata key a renewal sets (to the time).
+	MetaRenewed = "ferry-renewed"
+)
+
+// Stale reports whether a lease ferry renews (Renews), last changed at
+// updated (its object's Updated time, its Created time if never touched),
+// is no longer renewed at now.
+func (l *Lease) Stale(updated, now time.Time) bool {
+	return l.Renews && now.Sub(updated) > LeaseStaleAfter
 }
 
 func (l *Lease) version() int { return l.V }

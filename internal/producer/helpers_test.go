@@ -32,6 +32,7 @@ func (nopStore) Attrs(context.Context, string, string) (gcs.Attrs, error) {
 func (nopStore) PutSmall(context.Context, string, string, []byte, bool, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, nil
 }
+func (nopStore) Touch(context.Context, string, string, string, string) error { return nil }
 func (nopStore) NewRangeReader(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
 	return nil, gcs.ErrNotFound
 }

@@ -51,7 +51,7 @@ var errLeaseSeen = errors.New("seen")
 // of tid is its own, and taken over.
 func (p *Producer) lease(ctx context.Context, bucket, tid, dest, scope string) error {
 	name := message.LeaseObject(tid)
-	body := message.Encode(message.Lease{V: message.Version, TransferID: tid, Destination: dest, Scope: scope, Holder: p.o.LeaseHolder})
+	body := message.Encode(message.Lease{V: message.Version, TransferID: tid, Destination: dest, Scope: scope, Holder: p.o.LeaseHolder, Renews: true})
 	mine, err := p.o.Store.PutSmall(ctx, bucket, name, body, true, "application/json")
 	if errors.Is(err, gcs.ErrPrecondition) {
 		mine, err = p.o.Store.PutSmall(ctx, bucket, name, body, false, "application/json")
@@ -109,6 +109,13 @@ func (p *Producer) firstLease(ctx context.Context, bucket, scope, mine string, c
 			p.o.Log.Warn("a lease of a ferry cp that no longer runs; ignored", "lease", "gs://"+bucket+"/"+a.Name, "holder", l.Holder)
 			continue
 		}
+		if l.Stale(a.Updated, p.o.Now()) {
+			// Its producer and mergers stopped renewing it: nothing
+			// runs its transfer, which the sweep or its own rerun ends.
+			p.o.Log.Warn("a lease no process has renewed for "+message.LeaseStaleAfter.String()+"; ignored", "lease", "gs://"+bucket+"/"+a.Name,
+				"renewed", a.Updated.UTC().Format(time.RFC3339))
+			continue
+		}
 		live, err := p.live(ctx, bucket, l.TransferID, a.Created)
 		if err != nil {
 			return err
@@ -119,6 +126,33 @@ func (p *Producer) firstLease(ctx context.Context, bucket, scope, mine string, c
 		}
 	}
 	return nil
+}
+
+// renewLease touches transfer tid's lease every every (a transfer's:
+// message.LeaseRenewEvery) until the function it returns is called (or
+// ctx ends). A renewal that
+// fails is logged; the next one tries again, and the lease goes stale
+// only after five missed in a row.
+func (p *Producer) renewLease(ctx context.Context, bucket, tid string, every time.Duration) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := p.o.Store.Touch(ctx, bucket, message.LeaseObject(tid), message.MetaRenewed, p.o.Now().UTC().Format(time.RFC3339))
+				if err != nil && ctx.Err() == nil {
+					p.o.Log.Warn("could not renew the transfer's lease; the next renewal tries again", "transfer_id", tid, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // LeaseHolder is the Lease.Holder of this process: "HOST PID".

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -133,5 +134,77 @@ func TestALeaseOfAProcessThatIsGoneHoldsNothingOff(t *testing.T) {
 		}
 		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
 		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(req.TransferID)))
+	}
+}
+
+// A lease ferry renews holds others off while it is renewed, and nobody
+// once five renewals are missed (its producer and mergers gone), however
+// short of the transfer timeout; a lease of an earlier version, which
+// nobody renews, holds them off until the transfer timeout as before.
+func TestALeaseNobodyRenewsHoldsNothingOffOnceStale(t *testing.T) {
+	const bucket = "p-lease-stale"
+	gs := teststack.Bucket(t, bucket)
+	dir := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(dir, 0o755))
+	genFile(t, filepath.Join(dir, "a.csv"), 5_000)
+	for _, tc := range []struct {
+		renews  bool
+		later   time.Duration
+		refused bool
+	}{{true, 0, true}, {true, message.LeaseStaleAfter - time.Minute, true}, {true, message.LeaseStaleAfter + time.Minute, false},
+		{false, message.LeaseStaleAfter + time.Minute, true}} {
+		dead := NewTransferID("")
+		l := message.Lease{V: message.Version, TransferID: dead, Destination: "gs://" + bucket + "/h", Scope: "h/", Holder: "another-host 1", Renews: tc.renews}
+		_, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(dead), message.Encode(l), true, "application/json")
+		must(t, err)
+		now := time.Now().Add(tc.later)
+		p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1,
+			Now: func() time.Time { return now }})
+		req := Request{TransferID: NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
+		_, err = p.Submit(context.Background(), req)
+		if refused := err != nil && strings.Contains(err.Error(), "transfer "+dead+" is writing there"); refused != tc.refused {
+			t.Errorf("a lease (renews %v) %v later: Submit = %v, want refused %v", tc.renews, tc.later, err, tc.refused)
+		}
+		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
+		_ = gs.Delete(context.Background(), bucket, message.LeaseObject(req.TransferID))
+	}
+}
+
+// touchStore tells of every renewal.
+type touchStore struct {
+	*gcs.Store
+	touched chan string
+}
+
+func (s touchStore) Touch(ctx context.Context, bucket, name, key, value string) error {
+	err := s.Store.Touch(ctx, bucket, name, key, value)
+	if err == nil {
+		s.touched <- name + " " + key
+	}
+	return err
+}
+
+// The producer renews its transfer's lease while it runs: the lease's renewal time moves, and its place among the leases
+// (its Created time) stays.
+func TestTheProducerRenewsItsLeaseWhileItRuns(t *testing.T) {
+	const bucket = "p-lease-renew"
+	gs := teststack.Bucket(t, bucket)
+	tid := NewTransferID("")
+	l := message.Lease{V: message.Version, TransferID: tid, Destination: "gs://" + bucket + "/r", Scope: "r/", Renews: true}
+	first, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(tid), message.Encode(l), true, "application/json")
+	must(t, err)
+	ts := touchStore{Store: gs, touched: make(chan string, 16)}
+	p := New(Options{Store: ts, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
+	stop := p.renewLease(context.Background(), bucket, tid, time.Millisecond)
+	for range 2 {
+		if got, want := <-ts.touched, message.LeaseObject(tid)+" "+message.MetaRenewed; got != want {
+			t.Fatalf("touched %q, want %q", got, want)
+		}
+	}
+	stop()
+	a, err := gs.Attrs(context.Background(), bucket, message.LeaseObject(tid))
+	must(t, err)
+	if a.Metadata[message.MetaRenewed] == "" || !a.Created.Equal(first.Created) || a.Updated.Before(first.Updated) {
+		t.Errorf("renewed lease: metadata %v, created %v (was %v), updated %v (was %v)", a.Metadata, a.Created, first.Created, a.Updated, first.Updated)
 	}
 }

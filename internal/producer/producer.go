@@ -149,6 +149,8 @@ type objectStore interface {
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
 	Delete(ctx context.Context, bucket, name string) error
+	// Touch renews a lease.
+	Touch(ctx context.Context, bucket, name, key, value string) error
 	// NewRangeReader reads an object's last bytes: an append's seek table.
 	NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error)
 }
@@ -249,6 +251,8 @@ type Options struct {
 	// LeaseHolder, when set, names the one process that runs each
 	// transfer to its end (message.Lease.Holder): ferry cp's.
 	LeaseHolder string
+	// Now is the clock leases are judged stale by (default time.Now).
+	Now func() time.Time
 	// Started, when set, is called once per transfer when it has really
 	// started: every check passed, before the first chunk is read.
 	Started func(transferID string)
@@ -283,6 +287,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = runtime.GOMAXPROCS(0)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.MemoryLimit <= 0 {
 		o.MemoryLimit = 256 << 20
@@ -593,6 +600,9 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 		if err := p.lease(ctx, pl.Dest.Bucket, tid, pl.Dest.String(), c.scope.prefix); err != nil {
 			return nil, err
 		}
+		// Renewed while the producer reads and sends; the merger
+		// renews it from the first chunk event to the transfer's end.
+		defer p.renewLease(ctx, pl.Dest.Bucket, tid, message.LeaseRenewEvery)()
 	}
 	// The key object next: an end event the producer publishes (sealed,
 	// failed) proves itself with the key, and so does its submitter's

@@ -157,6 +157,44 @@ func testGeneration(t *testing.T, h *harness) {
 	}
 }
 
+// testTouch: a touch moves an object's Updated time and keeps its bytes
+// and Created time (a lease renewed keeps its place in the order of
+// leases); a touch of a missing object fails with ErrNotFound, and a
+// listing shows the new Updated time.
+func testTouch(t *testing.T, h *harness) {
+	ctx := context.Background()
+	first := h.put("o", []byte("lease"))
+	var a gcs.Attrs
+	// Updated is at the server's clock's resolution: touch until it moves.
+	for i := 0; i < 1000 && !a.Updated.After(first.Updated); i++ {
+		if err := h.s.Touch(ctx, h.bucket, h.obj("o"), "ferry-renewed", fmt.Sprint(i)); err != nil {
+			t.Fatalf("touch: %v", err)
+		}
+		var err error
+		if a, err = h.s.Attrs(ctx, h.bucket, h.obj("o")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switch {
+	case !a.Updated.After(first.Updated):
+		t.Fatalf("touched object's Updated %v, not after %v", a.Updated, first.Updated)
+	case !a.Created.Equal(first.Created):
+		t.Fatalf("touched object created %v, want %v", a.Created, first.Created)
+	case string(h.read("o")) != "lease":
+		t.Fatalf("touched object holds %q", h.read("o"))
+	}
+	var listed gcs.Attrs
+	if err := h.s.List(ctx, h.bucket, h.obj("o"), func(l gcs.Attrs) error { listed = l; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !listed.Updated.Equal(a.Updated) || !listed.Created.Equal(first.Created) {
+		t.Fatalf("a listing shows created %v, updated %v; want %v, %v", listed.Created, listed.Updated, first.Created, a.Updated)
+	}
+	if err := h.s.Touch(ctx, h.bucket, h.obj("gone"), "ferry-renewed", "x"); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("touch of a missing object: %v, want ErrNotFound", err)
+	}
+}
+
 // testChecksumMismatch: an upload whose bytes do not match the CRC32C the
 // caller expects fails with ErrChecksum, and nothing is visible.
 func testChecksumMismatch(t *testing.T, h *harness) {

@@ -78,6 +78,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"MetadataRoundTrip", testMetadata},
 		{"IfAbsentPrecondition", testIfAbsent},
 		{"GenerationPrecondition", testGeneration},
+		{"TouchKeepsCreated", testTouch},
 		{"CRC32CMismatchRejected", testChecksumMismatch},
 		{"RangedReads", testRangedReads},
 		{"MissingObjectIsNotFound", testNotFound},
