@@ -24,6 +24,27 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a lease nobody renews goes stale",
+		file: "internal/producer/lease.go",
+		from: "\t\tif l.Stale(a.Updated, p.o.Now()) {",
+		to:   "\t\tif false {",
+		pkg:  "internal/producer", test: "TestALeaseNobodyRenewsHoldsNothingOffOnceStale",
+	},
+	{
+		name: "a merger renews the leases of the transfers it holds",
+		file: "internal/merger/sweep.go",
+		from: "\t\tm.renewLease(ctx, t)\n",
+		to:   "\n",
+		pkg:  "internal/merger", test: "TestTheMergerRenewsTheLeaseOfATransferItHolds",
+	},
+	{
+		name: "a table too wide for the budget is refused up front",
+		file: "internal/producer/producer.go",
+		from: "\tif need <= p.o.MemoryLimit {",
+		to:   "\tif true {",
+		pkg:  "internal/producer", test: "TestATableTooWideForTheBudgetIsRefusedUpFrontNamingItsWidth",
+	},
+	{
 		name: "a dead ferry cp's lease holds nobody off (issue 51)",
 		file: "internal/producer/lease.go",
 		from: "\t\tif holderGone(l.Holder) {",
