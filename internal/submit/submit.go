@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,4 +305,10 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	fmt.Fprintf(stderr, "transfer %s ok: %s%s in %s%s\n", done.TransferID, result.Count(done.Files, "object"),
 		size, result.FormatMS(done.Timings.Total), skipped)
 	return nil
+}
+
+// HostID names this process in manifests: host name and process id.
+func HostID() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
 }

@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/setup"
-	submitpkg "github.com/ferry-dev/ferry/internal/submit"
+	"github.com/ferry-dev/ferry/internal/submit"
 )
 
-func submitCommand() *cobra.Command {
-	f := submitpkg.NewFlags()
+func submitCommand(version string) *cobra.Command {
+	f := NewFlags()
 	cmd := &cobra.Command{
 		Use: "submit [flags] SOURCE... gs://BUCKET/PREFIX",
 		Example: `  producer submit data/ gs://my-bucket/landing --wait
@@ -102,14 +102,14 @@ publishing, and waiting.
 Exit status: 0 success, 1 the transfer failed or could not start, 2 a usage
 or configuration error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return submit(cmd.Context(), cmd, f, args)
+			return runSubmit(cmd.Context(), cmd, f, args, version)
 		},
 	}
 	f.Register(cmd, true)
 	return cmd
 }
 
-func submit(ctx context.Context, cmd *cobra.Command, f *submitpkg.Flags, args []string) error {
+func runSubmit(ctx context.Context, cmd *cobra.Command, f *Flags, args []string, version string) error {
 	var cfg config.Producer
 	if err := config.FromEnvironment(ctx, &cfg); err != nil {
 		return err
@@ -121,8 +121,8 @@ func submit(ctx context.Context, cmd *cobra.Command, f *submitpkg.Flags, args []
 	// The process's limit, not the library's: a test binary that submits
 	// keeps its own.
 	setup.MemoryLimit(int64(cfg.MemoryLimit))
-	return submitpkg.Run(ctx, &cfg, submitpkg.Options{
+	return submit.Run(ctx, &cfg, submit.Options{
 		Request: req, Wait: f.Wait(), JSON: f.JSON(), DryRun: f.DryRun(), Timeout: f.Timeout(), MaxRate: f.MaxRate(),
-		Version: version, ID: submitpkg.HostID(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
+		Version: version, ID: submit.HostID(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 	})
 }

@@ -1,4 +1,4 @@
-package commands
+package command
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/transfers"
 )
 
-// BucketHelp is the help of a --bucket flag of the transfer commands.
+// BucketHelp is the help of a --bucket flag of the transfer
 const BucketHelp = "bucket of the transfers, BUCKET or gs://BUCKET (default: the one bucket FERRY_BUCKETS lists)"
 
 // Status is the status command (producer status, ferry status).

@@ -1,8 +1,4 @@
-// Package commands builds the cobra commands that more than one of ferry's
-// binaries has: restore (bin/restore and ferry restore) and status
-// (producer status and ferry status), with the helpers they share. The
-// mains stay thin: they put these under their own roots.
-package commands
+package command
 
 import (
 	"errors"

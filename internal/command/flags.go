@@ -1,4 +1,4 @@
-package submit
+package command
 
 import (
 	"bufio"
@@ -274,10 +274,4 @@ func (l labels) Set(s string) error {
 	}
 	l[k] = v
 	return nil
-}
-
-// HostID names this process in manifests: host name and process id.
-func HostID() string {
-	h, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d", h, os.Getpid())
 }

@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/requests"
 	"github.com/ferry-dev/ferry/internal/setup"
-	submitpkg "github.com/ferry-dev/ferry/internal/submit"
+	"github.com/ferry-dev/ferry/internal/submit"
 )
 
-func serveCommand() *cobra.Command {
+func serveCommand(version string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "run the transfer requests published to FERRY_REQUESTS_TOPIC",
@@ -26,11 +26,11 @@ func serveCommand() *cobra.Command {
 sources only under FERRY_SOURCE_ROOTS. Serves /metrics, /healthz and /readyz on
 FERRY_HTTP_ADDR.`,
 		Args: cli.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context()) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), version) },
 	}
 }
 
-func serve(ctx context.Context) error {
+func serve(ctx context.Context, version string) error {
 	var cfg config.Producer
 	svc, err := setup.Start(ctx, &cfg)
 	if err != nil {
@@ -40,7 +40,7 @@ func serve(ctx context.Context) error {
 	setup.MemoryLimit(int64(cfg.MemoryLimit) * int64(cfg.Requests))
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	o := producer.ConfigOptions(&cfg)
-	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), submitpkg.HostID(), log
+	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), submit.HostID(), log
 	o.Version, o.MaxRate = version, int64(cfg.MaxRate)
 	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},

@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
-	"github.com/ferry-dev/ferry/internal/commands"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/doctor"
 	"github.com/ferry-dev/ferry/internal/logging"
@@ -21,7 +20,7 @@ import (
 // errChecksFailed ends doctor with exit 1 once the table says why.
 var errChecksFailed = errors.New("doctor: checks failed (see the table above)")
 
-func doctorCommand() *cobra.Command {
+func doctorCommand(version string) *cobra.Command {
 	var bucket, bqProject, bqDataset, bqLocation, dir string
 	var asJSON, noCanary bool
 	var timeout time.Duration
@@ -61,15 +60,15 @@ one JSON object; exits 1 when any check failed, 2 on a usage error.`,
 			if err := config.FromEnvironment(cmd.Context(), &cfg); err != nil {
 				return err
 			}
-			b, err := commands.BucketOf(bucket, cfg)
+			b, err := BucketOf(bucket, cfg)
 			if err != nil {
 				return err
 			}
-			return runDoctor(cmd, &cfg, b, doctorFlags{bqProject, bqDataset, bqLocation, dir, asJSON, noCanary, timeout})
+			return runDoctor(cmd, &cfg, b, doctorFlags{bqProject, bqDataset, bqLocation, dir, asJSON, noCanary, timeout}, version)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&bucket, "bucket", "", commands.BucketHelp)
+	f.StringVar(&bucket, "bucket", "", BucketHelp)
 	f.BoolVar(&asJSON, "json", false, "print the results as one JSON object")
 	f.BoolVar(&noCanary, "no-canary", false, "make the checks only; send no canary transfer")
 	f.DurationVar(&timeout, "canary-timeout", 3*time.Minute, "how long the fleet may take to end the canary")
@@ -86,7 +85,7 @@ type doctorFlags struct {
 	timeout                               time.Duration
 }
 
-func runDoctor(cmd *cobra.Command, cfg *config.Producer, bucket string, f doctorFlags) error {
+func runDoctor(cmd *cobra.Command, cfg *config.Producer, bucket string, f doctorFlags, version string) error {
 	ctx := cmd.Context()
 	log := logging.New(cmd.ErrOrStderr(), "warn", cfg.Log.Format)
 	// Every check has its deadline; this bounds the connection too.

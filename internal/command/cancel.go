@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -8,55 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ferry-dev/ferry/internal/cli"
-	"github.com/ferry-dev/ferry/internal/commands"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/transfers"
 )
-
-func listCommand() *cobra.Command {
-	var bucket string
-	var limit int
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "list [flags]",
-		Short: "list recent transfers: running ones, then ended ones, newest first",
-		Long: `Lists the transfers of a bucket: those running (manifests and chunks under
-.ferry/), newest first, then up to --limit that ended (done markers under
-.ferry-done/, kept for FERRY_DONE_RETENTION), newest first.`,
-		Args: cli.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 {
-				return cli.Usagef("--limit %d: want 1 or more", limit)
-			}
-			var cfg config.Producer
-			store, b, err := commands.OpenBucket(cmd.Context(), &cfg, bucket)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			ts, err := transfers.List(cmd.Context(), store, b, limit)
-			if err != nil {
-				return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
-			}
-			if asJSON {
-				if ts == nil {
-					ts = []transfers.Transfer{}
-				}
-				return commands.PrintJSON(cmd.OutOrStdout(), ts)
-			}
-			transfers.WriteList(cmd.OutOrStdout(), ts)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&bucket, "bucket", "", commands.BucketHelp)
-	cmd.Flags().IntVar(&limit, "limit", 20, "most ended transfers to list")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
-	return cmd
-}
 
 func cancelCommand() *cobra.Command {
 	var bucket, keyFile string
@@ -79,14 +36,14 @@ lists the key's SHA-256. The key is, in this order:
   --operator     a fresh key added to the key object, which needs
                  storage.objects.delete on .ferry-keys/ (an operator's grant;
                  a submitter has none).`,
-		Args: commands.ExactlyOneID,
+		Args: ExactlyOneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var cfg config.Producer
 			if err := config.FromEnvironment(ctx, &cfg); err != nil {
 				return err
 			}
-			b, err := commands.BucketOf(bucket, cfg)
+			b, err := BucketOf(bucket, cfg)
 			if err != nil {
 				return err
 			}
@@ -111,7 +68,7 @@ lists the key's SHA-256. The key is, in this order:
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&bucket, "bucket", "", commands.BucketHelp)
+	cmd.Flags().StringVar(&bucket, "bucket", "", BucketHelp)
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "file holding the transfer's end key (64 hex digits)")
 	cmd.Flags().BoolVar(&operator, "operator", false, "add a fresh end key to the transfer's key object (needs an operator's storage.objects.delete on .ferry-keys/)")
 	return cmd
