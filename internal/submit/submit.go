@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -64,154 +65,215 @@ func Run(ctx context.Context, cfg *config.Producer, o Options) error {
 // RunOn is Run over clients that the caller opened and closes: ferry cp's
 // GCS and in-process transport, on which its own workers and merger
 // receive. With clients nil it connects to what cfg names, as Run does.
+// It reads in the order a submit runs: connect, (a dry run ends there)
+// subscribe to the done topic, make the producer, start the progress
+// display, submit, wait, report.
 func RunOn(ctx context.Context, cfg *config.Producer, o Options, clients *setup.Clients) error {
-	req := o.Request
 	// Timeout bounds everything from here on, network calls included.
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	stdout := o.Stdout
-	// On a terminal a progress bar replaces the info logs; elsewhere the
-	// command is silent but for its result.
-	showBar := logging.IsTerminal(stdout) && !o.JSON
-	logLevel := cfg.Log.Level
-	if showBar && logLevel == "info" {
-		logLevel = "warn"
-	}
-	log := logging.New(o.Stderr, logLevel, cfg.Log.Format)
-	emu := cfg.Emulators
-	st := &step{timeout: o.Timeout}
-	queueAt := emu.PubSubEndpoint()
-	if clients != nil {
-		queueAt = clients.Queue.Endpoint()
-	} else {
-		st.set("connecting to %s and %s for %s", emu.GCSEndpoint(), queueAt, req.Destination)
-		c, err := setup.Connect(ctx, cfg.PubSub.Project, emu, log)
+	r := newRun(cfg, o)
+	if clients == nil {
+		c, err := r.connect(ctx)
 		if err != nil {
-			return st.fail(ctx, err)
+			return r.st.fail(ctx, err)
 		}
 		defer c.Close()
 		clients = c
 	}
-	store, q := clients.Store, clients.Queue
-	var err error
-	cleanup := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	}
-
+	r.clients, r.queueAt = clients, clients.Queue.Endpoint()
 	if o.DryRun {
-		po := producer.ConfigOptions(cfg)
-		po.Store, po.ID, po.Log, po.Version = store, o.ID, log, o.Version
-		st.set("checking destination %s on %s", req.Destination, emu.GCSEndpoint())
-		d, err := producer.New(po).DryRun(ctx, req)
-		if err != nil {
-			return st.fail(ctx, err)
-		}
-		return PrintDryRun(stdout, d, o.JSON)
+		return r.dryRun(ctx)
 	}
-	// byMarker: no subscriptions at all (FERRY_SUBMIT_WAIT=marker); the
-	// wait polls the done marker and the bar shows the producer's side.
-	byMarker := cfg.SubmitWait == "marker"
-	var w *waiter.Waiter
-	if o.Wait && !byMarker {
-		// Subscribe before the transfer starts, so its done event cannot
-		// be missed.
-		st.set("subscribing to topic %s on %s", cfg.PubSub.DoneTopic, queueAt)
-		if w, err = waiter.New(ctx, q, cfg.PubSub.DoneTopic, req.TransferID); err != nil {
-			return st.fail(ctx, err)
-		}
+	w, err := r.subscribeDone(ctx)
+	if err != nil {
+		return r.st.fail(ctx, err)
+	}
+	if w != nil {
 		defer func() {
-			cctx, cancel := cleanup()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = w.Close(cctx)
 		}()
 	}
-	var bar *progressBar
-	var out sync.Mutex // the id line and the bar share stdout
+	p, err := r.producer()
+	if r.walk != nil {
+		defer r.walk.stop()
+	}
+	if err != nil {
+		return r.st.fail(ctx, err)
+	}
+	if err := r.startProgress(ctx, p); err != nil {
+		return r.st.fail(ctx, err)
+	}
+	if r.bar != nil {
+		defer r.bar.stop(false)
+	}
+	r.st.set("checking destination %s on %s", r.req.Destination, r.cfg.Emulators.GCSEndpoint())
+	man, err := p.Submit(ctx, r.req)
+	var already *producer.AlreadyDoneError
+	if errors.As(err, &already) {
+		// The same idempotency key: report the transfer that ran.
+		fmt.Fprintln(r.stdout, r.req.TransferID)
+		r.log.Info("transfer already ended; not started again", "transfer_id", r.req.TransferID, "status", already.Done.Status)
+		return Report(r.stdout, o.Stderr, already.Done, o.JSON)
+	}
+	if err != nil {
+		return r.st.fail(ctx, err)
+	}
+	raw := man.Totals.Bytes
+	r.log.Info("all chunks published", "transfer_id", man.TransferID, "files", man.Totals.Files, "skipped", man.Totals.Skipped, "bytes", raw,
+		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
+	if !o.Wait {
+		return nil
+	}
+	done, err := r.wait(ctx, w, man)
+	if err != nil {
+		return r.st.fail(ctx, err)
+	}
+	if r.bar != nil {
+		r.bar.stop(done.Status == message.StatusOK)
+	}
+	return Report(r.stdout, o.Stderr, done, o.JSON)
+}
+
+// run is one submit's state, shared by its steps.
+type run struct {
+	cfg     *config.Producer
+	o       Options
+	req     producer.Request
+	st      *step
+	log     *slog.Logger
+	stdout  io.Writer
+	out     sync.Mutex // the id line, the walk line and the bar share stdout
+	showBar bool       // on a terminal: a progress bar replaces the info logs
+	// byMarker: no subscriptions at all (FERRY_SUBMIT_WAIT=marker); the
+	// wait polls the done marker and the bar shows the producer's side.
+	byMarker bool
+	clients  *setup.Clients
+	queueAt  string
+	walk     *walkLine
+	bar      *progressBar
+}
+
+func newRun(cfg *config.Producer, o Options) *run {
+	r := &run{cfg: cfg, o: o, req: o.Request, st: &step{timeout: o.Timeout}, stdout: o.Stdout, byMarker: cfg.SubmitWait == "marker"}
+	// On a terminal a progress bar replaces the info logs; elsewhere the
+	// command is silent but for its result.
+	r.showBar = logging.IsTerminal(r.stdout) && !o.JSON
+	level := cfg.Log.Level
+	if r.showBar && level == "info" {
+		level = "warn"
+	}
+	r.log = logging.New(o.Stderr, level, cfg.Log.Format)
+	return r
+}
+
+// connect opens GCS and Pub/Sub as cfg names them.
+func (r *run) connect(ctx context.Context) (*setup.Clients, error) {
+	emu := r.cfg.Emulators
+	r.st.set("connecting to %s and %s for %s", emu.GCSEndpoint(), emu.PubSubEndpoint(), r.req.Destination)
+	return setup.Connect(ctx, r.cfg.PubSub.Project, emu, r.log)
+}
+
+// dryRun prints what the request would send and skip, sending nothing.
+func (r *run) dryRun(ctx context.Context) error {
+	po := producer.ConfigOptions(r.cfg)
+	po.Store, po.ID, po.Log, po.Version = r.clients.Store, r.o.ID, r.log, r.o.Version
+	r.st.set("checking destination %s on %s", r.req.Destination, r.cfg.Emulators.GCSEndpoint())
+	d, err := producer.New(po).DryRun(ctx, r.req)
+	if err != nil {
+		return r.st.fail(ctx, err)
+	}
+	return PrintDryRun(r.stdout, d, r.o.JSON)
+}
+
+// subscribeDone subscribes to the done topic before the transfer starts,
+// so that its done event cannot be missed; nil when the command does not
+// wait for it there.
+func (r *run) subscribeDone(ctx context.Context) (*waiter.Waiter, error) {
+	if !r.o.Wait || r.byMarker {
+		return nil, nil
+	}
+	r.st.set("subscribing to topic %s on %s", r.cfg.PubSub.DoneTopic, r.queueAt)
+	return waiter.New(ctx, r.clients.Queue, r.cfg.PubSub.DoneTopic, r.req.TransferID)
+}
+
+// producer makes the producer of this submit: it prints the transfer id
+// once the transfer has started, and keeps its end key for producer
+// cancel. On a terminal the walk line counts the files found until then.
+func (r *run) producer() (*producer.Producer, error) {
+	cfg, q := r.cfg, r.clients.Queue
 	po := producer.ConfigOptions(cfg)
-	po.Store, po.Chunks, po.Events, po.ID, po.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), o.ID, log
-	po.Version, po.MaxRate = o.Version, o.MaxRate
-	var walk *walkLine
-	if showBar {
-		walk = startWalkLine(stdout, &out)
-		defer walk.stop()
-		req.Selection.Found = walk.found
+	po.Store, po.Chunks, po.Events, po.ID, po.Log = r.clients.Store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), r.o.ID, r.log
+	po.Version, po.MaxRate = r.o.Version, r.o.MaxRate
+	if r.showBar {
+		r.walk = startWalkLine(r.stdout, &r.out)
+		r.req.Selection.Found = r.walk.found
 	}
 	po.Started = func(id string) {
-		if walk != nil {
-			walk.stop()
+		if r.walk != nil {
+			r.walk.stop()
 		}
-		out.Lock()
-		fmt.Fprintln(stdout, id)
-		out.Unlock()
-		st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, queueAt)
-		if bar != nil {
-			bar.begin()
+		r.out.Lock()
+		fmt.Fprintln(r.stdout, id)
+		r.out.Unlock()
+		r.st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, r.queueAt)
+		if r.bar != nil {
+			r.bar.begin()
 		}
 	}
 	keyDir, err := transfers.KeyDir(cfg.KeyDir)
 	if err != nil {
-		return st.fail(ctx, err)
+		return nil, err
 	}
 	po.EndKey = func(id, key string) {
 		// Kept for producer cancel; without it only an operator can
 		// cancel this transfer.
 		if err := transfers.SaveKey(keyDir, id, key); err != nil {
-			log.Warn("could not keep the end key; producer cancel --operator can still end the transfer", "transfer_id", id, "err", err)
+			r.log.Warn("could not keep the end key; producer cancel --operator can still end the transfer", "transfer_id", id, "err", err)
 		}
 	}
-	p := producer.New(po)
-	if showBar || (o.Wait && o.ProgressEvery > 0) {
-		events := cfg.PubSub.EventsTopic
-		if byMarker {
-			events = ""
-		}
-		st.set("subscribing to topic %s on %s", cfg.PubSub.EventsTopic, queueAt)
-		w, every := stdout, 200*time.Millisecond
-		if !showBar { // a line every ProgressEvery on stderr, as a log
-			w, every = o.Stderr, o.ProgressEvery
-		}
-		if bar, err = startProgress(ctx, q, events, req.TransferID, p, w, &out); err != nil {
-			return st.fail(ctx, err)
-		}
-		bar.every, bar.lines = every, !showBar
-		defer bar.stop(false)
-	}
-	st.set("checking destination %s on %s", req.Destination, emu.GCSEndpoint())
-	man, err := p.Submit(ctx, req)
-	var already *producer.AlreadyDoneError
-	if errors.As(err, &already) {
-		// The same idempotency key: report the transfer that ran.
-		fmt.Fprintln(stdout, req.TransferID)
-		log.Info("transfer already ended; not started again", "transfer_id", req.TransferID, "status", already.Done.Status)
-		return Report(stdout, o.Stderr, already.Done, o.JSON)
-	}
-	if err != nil {
-		return st.fail(ctx, err)
-	}
-	raw := man.Totals.Bytes
-	log.Info("all chunks published", "transfer_id", man.TransferID, "files", man.Totals.Files, "skipped", man.Totals.Skipped, "bytes", raw,
-		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
-	if !o.Wait {
+	return producer.New(po), nil
+}
+
+// startProgress starts the progress display: a bar on a terminal, else,
+// while the command waits, a line every ProgressEvery on stderr.
+func (r *run) startProgress(ctx context.Context, p *producer.Producer) error {
+	if !r.showBar && (!r.o.Wait || r.o.ProgressEvery <= 0) {
 		return nil
 	}
-	var done message.Done
-	if byMarker {
-		st.set("waiting for the done marker of transfer %s in gs://%s/%s (FERRY_SUBMIT_WAIT=marker)", req.TransferID, man.Bucket, message.DoneMarker(req.TransferID))
-		done, err = waiter.NewMarker(store, man.Bucket, req.TransferID).Wait(ctx)
-	} else {
-		st.set("waiting for the done event of transfer %s on topic %s (%s)", req.TransferID, cfg.PubSub.DoneTopic, queueAt)
-		done, err = w.Wait(ctx)
+	events := r.cfg.PubSub.EventsTopic
+	if r.byMarker {
+		events = ""
 	}
+	r.st.set("subscribing to topic %s on %s", r.cfg.PubSub.EventsTopic, r.queueAt)
+	w, every := r.stdout, 200*time.Millisecond
+	if !r.showBar { // a line every ProgressEvery on stderr, as a log
+		w, every = r.o.Stderr, r.o.ProgressEvery
+	}
+	bar, err := startProgress(ctx, r.clients.Queue, events, r.req.TransferID, p, w, &r.out)
 	if err != nil {
-		return st.fail(ctx, err)
+		return err
 	}
-	if bar != nil {
-		bar.stop(done.Status == message.StatusOK)
+	bar.every, bar.lines = every, !r.showBar
+	r.bar = bar
+	return nil
+}
+
+// wait waits for the transfer's end: its done event on w, or its done
+// marker (FERRY_SUBMIT_WAIT=marker).
+func (r *run) wait(ctx context.Context, w *waiter.Waiter, man *message.Manifest) (message.Done, error) {
+	tid := r.req.TransferID
+	if r.byMarker {
+		r.st.set("waiting for the done marker of transfer %s in gs://%s/%s (FERRY_SUBMIT_WAIT=marker)", tid, man.Bucket, message.DoneMarker(tid))
+		return waiter.NewMarker(r.clients.Store, man.Bucket, tid).Wait(ctx)
 	}
-	return Report(stdout, o.Stderr, done, o.JSON)
+	r.st.set("waiting for the done event of transfer %s on topic %s (%s)", tid, r.cfg.PubSub.DoneTopic, r.queueAt)
+	return w.Wait(ctx)
 }
 
 // step is what the command is doing, so an error says where it was and which
