@@ -23,27 +23,26 @@ type progressBar struct {
 	p        *producer.Producer
 	uploaded atomic.Int64
 	paced    atomic.Int64 // 429s the workers waited out
+	composed atomic.Bool  // the done event said ok
 	start    time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	began    sync.Once
 	once     sync.Once
 	q        *queue.Client
 	sub      string
-	w        io.Writer
-	mu       *sync.Mutex // held while writing to w
-	// every is how often it draws; lines draws whole lines (a log, not a
-	// terminal) instead of redrawing one.
-	every time.Duration
-	lines bool
+	d        *progress.Display
 }
 
 // startProgress subscribes to the transfer's events before it starts, so
 // that none is missed (with eventsTopic "", it subscribes to nothing and
 // shows only what the producer read and compressed); begin starts drawing.
-func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string, p *producer.Producer, w io.Writer, mu *sync.Mutex) (*progressBar, error) {
-	b := &progressBar{p: p, start: time.Now(), q: q, w: w, mu: mu}
+// The display draws every every, as whole lines with lines (a log, not a
+// terminal).
+func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string, p *producer.Producer, w io.Writer, mu *sync.Mutex,
+	every time.Duration, lines bool) (*progressBar, error) {
+	b := &progressBar{p: p, start: time.Now(), q: q}
+	b.d = progress.NewDisplay(w, func() string { return b.line(lines) }, progress.DisplayOptions{Every: every, Lines: lines, Mu: mu})
 	if eventsTopic == "" { // no subscription allowed: the producer's side only
 		b.ctx, b.cancel = context.WithCancel(ctx)
 		return b, nil
@@ -81,37 +80,18 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string
 }
 
 // begin starts drawing, once the transfer id has been printed.
-func (b *progressBar) begin() {
-	b.began.Do(func() {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			t := time.NewTicker(b.every)
-			defer t.Stop()
-			for {
-				select {
-				case <-b.ctx.Done():
-					return
-				case <-t.C:
-					b.draw(false)
-				}
-			}
-		}()
-	})
-}
+func (b *progressBar) begin() { b.d.Start() }
 
-func (b *progressBar) draw(composed bool) {
+// line is the bar's line; in a log, with the time since the start.
+func (b *progressBar) line(lines bool) string {
 	_, compressed := b.p.Progress()
 	files, planned := b.p.Files()
-	s := progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: composed, Elapsed: time.Since(b.start),
+	s := progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: b.composed.Load(), Elapsed: time.Since(b.start),
 		Paced: b.paced.Load(), Files: files, FilesTotal: planned}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.lines {
-		fmt.Fprintf(b.w, "progress: %s (%s)\n", progress.Line(s), s.Elapsed.Round(time.Second))
-		return
+	if lines {
+		return fmt.Sprintf("progress: %s (%s)", progress.Line(s), s.Elapsed.Round(time.Second))
 	}
-	progress.Draw(b.w, s)
+	return progress.Line(s)
 }
 
 // stop draws the last state (if drawing began), ends the line and removes
@@ -120,14 +100,10 @@ func (b *progressBar) stop(composed bool) {
 	b.once.Do(func() {
 		b.cancel()
 		b.wg.Wait()
-		drawn := true
-		b.began.Do(func() { drawn = false })
-		if drawn && !b.lines {
-			b.draw(composed)
-			b.mu.Lock()
-			_, _ = io.WriteString(b.w, "\n")
-			b.mu.Unlock()
+		if composed {
+			b.composed.Store(true)
 		}
+		b.d.Stop(true)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 5*time.Second)
 		defer cancel()
 		if b.sub != "" {

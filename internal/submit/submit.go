@@ -255,11 +255,10 @@ func (r *run) startProgress(ctx context.Context, p *producer.Producer) error {
 	if !r.showBar { // a line every ProgressEvery on stderr, as a log
 		w, every = r.o.Stderr, r.o.ProgressEvery
 	}
-	bar, err := startProgress(ctx, r.clients.Queue, events, r.req.TransferID, p, w, &r.out)
+	bar, err := startProgress(ctx, r.clients.Queue, events, r.req.TransferID, p, w, &r.out, every, !r.showBar)
 	if err != nil {
 		return err
 	}
-	bar.every, bar.lines = every, !r.showBar
 	r.bar = bar
 	return nil
 }

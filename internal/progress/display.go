@@ -1,0 +1,109 @@
+package progress
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Display redraws one line every so often until stopped: in place on a
+// terminal, or, with Lines, as a line of its own each time (a log). It is
+// the one loop behind every progress line ferry draws: cp's and submit's
+// bar, the walk line before a transfer starts, restore's bar. It is safe
+// for concurrent use.
+type Display struct {
+	w     io.Writer
+	mu    *sync.Mutex // held while writing to w; shared with what else writes there
+	every time.Duration
+	lines bool
+	line  func() string
+
+	startOnce, stopOnce sync.Once
+	started             bool // guarded by mu
+	done                chan struct{}
+	wg                  sync.WaitGroup
+}
+
+// DisplayOptions say where and how often a Display draws.
+type DisplayOptions struct {
+	// Every is how often it draws (default 200 ms).
+	Every time.Duration
+	// Lines draws whole lines (a log, not a terminal) instead of
+	// redrawing one.
+	Lines bool
+	// Mu, when set, is held while the display writes, by it and by any
+	// other writer of the same terminal.
+	Mu *sync.Mutex
+}
+
+// NewDisplay returns a display of line on w; Start starts it.
+func NewDisplay(w io.Writer, line func() string, o DisplayOptions) *Display {
+	if o.Every <= 0 {
+		o.Every = 200 * time.Millisecond
+	}
+	if o.Mu == nil {
+		o.Mu = &sync.Mutex{}
+	}
+	return &Display{w: w, mu: o.Mu, every: o.Every, lines: o.Lines, line: line, done: make(chan struct{})}
+}
+
+// Start starts drawing; a second call does nothing.
+func (d *Display) Start() {
+	d.startOnce.Do(func() {
+		d.mu.Lock()
+		d.started = true
+		d.mu.Unlock()
+		d.wg.Go(func() {
+			t := time.NewTicker(d.every)
+			defer t.Stop()
+			for {
+				select {
+				case <-d.done:
+					return
+				case <-t.C:
+					d.draw()
+				}
+			}
+		})
+	})
+}
+
+func (d *Display) draw() {
+	s := d.line()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lines {
+		fmt.Fprintln(d.w, s)
+		return
+	}
+	fmt.Fprintf(d.w, "\r\033[K%s", s)
+}
+
+// Stop stops drawing. On a terminal, a display that started then either
+// draws its last state and ends the line (keep), or clears the line for
+// what comes next (!keep). It is safe to call more than once; the first
+// call decides.
+func (d *Display) Stop(keep bool) {
+	d.stopOnce.Do(func() {
+		d.startOnce.Do(func() {}) // a display stopped before it started never starts
+		close(d.done)
+		d.wg.Wait()
+		d.mu.Lock()
+		started := d.started
+		d.mu.Unlock()
+		if !started || d.lines {
+			return
+		}
+		if keep {
+			d.draw()
+			d.mu.Lock()
+			_, _ = io.WriteString(d.w, "\n")
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Lock()
+		_, _ = io.WriteString(d.w, "\r\033[K")
+		d.mu.Unlock()
+	})
+}
