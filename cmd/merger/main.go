@@ -7,7 +7,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/fleet"
+	"github.com/ferry-dev/ferry/internal/engine"
 	"github.com/ferry-dev/ferry/internal/setup"
 )
 
@@ -36,5 +36,5 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer svc.Close()
-	return fleet.Merger(ctx, cfg, svc.Clients, svc.Log, version, func() { svc.Health.SetReady(true) })
+	return engine.Merger(ctx, cfg, svc.Clients, svc.Log, version, func() { svc.Health.SetReady(true) })
 }

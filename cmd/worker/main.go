@@ -7,7 +7,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/fleet"
+	"github.com/ferry-dev/ferry/internal/engine"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
@@ -33,5 +33,5 @@ func realMain(ctx context.Context) error {
 	}
 	defer svc.Close()
 	setup.MemoryLimit(worker.Budget(int64(cfg.MaxOutstanding), cfg.Concurrency))
-	return fleet.Worker(ctx, cfg, svc.Clients, svc.Log.With("worker", cfg.ID), version, func() { svc.Health.SetReady(true) })
+	return engine.Worker(ctx, cfg, svc.Clients, svc.Log.With("worker", cfg.ID), version, func() { svc.Health.SetReady(true) })
 }

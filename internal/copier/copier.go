@@ -2,8 +2,9 @@
 // user's own bucket, with no fleet to deploy first. It wires ferry's one
 // engine in memory: the producer's pipeline (internal/submit, as `producer
 // submit --wait` runs it), the workers' uploads and the merger's end of a
-// transfer (internal/fleet, as cmd/worker and cmd/merger run them), talking
-// through the in-process transport (queue.Memory) instead of Pub/Sub. The
+// transfer (internal/engine, as cmd/worker and cmd/merger run them), talking
+// through the in-process transport (queue.Memory) instead of Pub/Sub, as
+// engine.Local wires them. The
 // objects, manifest, listing and benchmark row are the fleet's, so
 // `producer status`, `restore` and the analysts' queries cannot tell which
 // wiring moved the data.
@@ -25,17 +26,14 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/fleet"
+	"github.com/ferry-dev/ferry/internal/engine"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/submit"
 	"github.com/ferry-dev/ferry/internal/transfers"
 	"github.com/ferry-dev/ferry/internal/waiter"
@@ -61,23 +59,13 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	pcfg.Log.Level = quietOnTerminal(cfg.Log.Level, o)
 	log := logging.New(o.Stderr, pcfg.Log.Level, cfg.Log.Format)
 
-	store, err := setup.OpenStore(ctx, cfg.Emulators)
+	eng, err := engine.OpenLocal(ctx, engine.LocalConfig{Copy: cfg, Producer: pcfg, Worker: wcfg, Merger: mcfg, Log: log, Version: o.Version})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	store.SetLog(log)
-	if err := store.Probe(ctx); err != nil {
-		return err
-	}
-	store = store.WithKMSKey(cfg.Buckets.KMSKey)
-	mem := queue.NewMemory(queue.MemoryOptions{MaxMessage: int(cfg.MessageMax()) + 1<<20, Backlog: cfg.Backlog()})
-	q := mem.Client(log, queue.WithHold(store.Reachable))
-	defer q.Close()
-	if err := topology(ctx, q, pcfg.PubSub, wcfg.MaxAttempts); err != nil {
-		return err
-	}
-	clients := &setup.Clients{Store: store, Queue: q}
+	defer eng.Close()
+	clients := eng.Clients
+	store, q := clients.Store, clients.Queue
 	if o.DryRun {
 		return submit.RunOn(ctx, &pcfg, o, clients)
 	}
@@ -112,45 +100,15 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	}
 
 	// The in-process fleet: the workers and the merger, until the
-	// transfer has ended (or been given up on after an interrupt).
-	// Should either stop on its own (it cannot receive), the transfer
+	// transfer has ended (or been given up on after an interrupt; the
+	// deferred Close stops them). Should either stop on its own (it cannot
+	// receive), or a message run out of its deliveries, the transfer
 	// cannot end: the submit is cancelled with the cause, so that nothing
 	// waits for it forever.
-	fctx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	sctx, stopSubmit := context.WithCancelCause(ctx)
 	defer stopSubmit(nil)
-	fleetRun, _ := errgroup.WithContext(fctx)
-	id := submit.HostID()
-	serve := func(name string, run func() error) {
-		fleetRun.Go(func() error {
-			err := run()
-			if fctx.Err() == nil {
-				stopSubmit(fmt.Errorf("the in-process %s stopped: %v", name, err))
-			}
-			return err
-		})
-	}
-	wcfg.ID = "cp-" + id
-	serve("uploaders", func() error {
-		return fleet.Worker(fctx, wcfg, clients, log.With("worker", wcfg.ID), o.Version, func() {})
-	})
-	serve("merger", func() error { return fleet.Merger(fctx, mcfg, clients, log, o.Version, func() {}) })
-	for _, dl := range deadLetters(pcfg.PubSub) {
-		serve("dead-letter watch", func() error {
-			return q.Receive(fctx, dl+deadLetterWatch, queue.ReceiveSettings{MaxMessages: 1}, func(_ context.Context, m queue.Message) error {
-				if m.Attributes["ferry_error"] == "" { // a permanent failure is its handler's to report
-					stopSubmit(fmt.Errorf("a message of the transfer ran out of its %d deliveries and went to the in-process dead-letter topic %s: the warnings above say why", wcfg.MaxAttempts, dl))
-				}
-				return nil
-			})
-		})
-	}
-	defer func() {
-		stopFleet()
-		if err := fleetRun.Wait(); err != nil {
-			log.Warn("the in-process fleet stopped with an error", "err", err)
-		}
-	}()
+	eng.Start(ctx, submit.HostID(), stopSubmit)
+	defer eng.Stop()
 	if prev.tid != "" && prev.other {
 		// The same sources and destination, sent with other options
 		// after the earlier run died: its transfer is cancelled (what it
@@ -198,41 +156,6 @@ func quietOnTerminal(level string, _ submit.Options) string {
 		return "warn"
 	}
 	return level
-}
-
-// deadLetterWatch is the suffix of the subscription cp reads each
-// dead-letter topic through: a message that lands there can never end the
-// transfer, so cp stops waiting for it and says so.
-const deadLetterWatch = "-watch"
-
-// deadLetters are the dead-letter topics of cp's in-process subscriptions.
-func deadLetters(ps config.PubSub) []string {
-	return []string{ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter}
-}
-
-// topology creates the in-process topics and subscriptions, dead-letter
-// topics included, as terraform does for the fleet.
-func topology(ctx context.Context, q *queue.Client, ps config.PubSub, attempts int) error {
-	for _, t := range []string{ps.ChunksTopic, ps.ChunksDeadLetter, ps.EventsTopic, ps.EventsDeadLetter, ps.ControlTopic, ps.ControlDeadLetter, ps.DoneTopic} {
-		if err := q.EnsureTopic(ctx, t); err != nil {
-			return err
-		}
-	}
-	for _, s := range []queue.Subscription{
-		{ID: ps.ChunksSubscription, Topic: ps.ChunksTopic, DeadLetterTopic: ps.ChunksDeadLetter, MaxAttempts: attempts},
-		{ID: ps.EventsSubscription, Topic: ps.EventsTopic, DeadLetterTopic: ps.EventsDeadLetter, MaxAttempts: attempts},
-		{ID: ps.ControlSubscription, Topic: ps.ControlTopic, DeadLetterTopic: ps.ControlDeadLetter, MaxAttempts: attempts},
-	} {
-		if err := q.EnsureSubscription(ctx, s); err != nil {
-			return err
-		}
-	}
-	for _, dl := range deadLetters(ps) {
-		if err := q.EnsureSubscription(ctx, queue.Subscription{ID: dl + deadLetterWatch, Topic: dl}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // publisher sends one message and returns once it is stored.

@@ -1,9 +1,12 @@
-// Package fleet runs ferry's two services on a queue client: the worker,
-// which uploads chunks and verifies each with CRC32C, and the merger, which
-// finishes transfers. cmd/worker and cmd/merger run one of them each on
-// Pub/Sub; ferry cp runs both in its own process on the in-process
-// transport (queue.Memory). Both wirings run this one engine.
-package fleet
+// Package engine wires ferry's one engine: the producer's pipeline, the
+// workers' uploads and the merger's end of a transfer, talking through a
+// queue client. Its wirings sit side by side: over Pub/Sub, cmd/worker and
+// cmd/merger each run one service (Worker, Merger), and producers submit
+// to them; in one process (InProcess, ferry cp's), the same services run
+// on the in-process transport (queue.Memory) beside the submit. The
+// objects, manifest, listing and row are the same whichever wiring moved
+// the data.
+package engine
 
 import (
 	"context"
