@@ -218,40 +218,6 @@ func (m *Merger) put(ctx context.Context, bucket, name string, body []byte, cont
 	return err
 }
 
-// refuse ends a transfer whose event names a bucket the merger may not
-// write to: a failed done event and row say which bucket and which
-// variable; nothing is read from or written to that bucket (so no done
-// marker, and no staging to remove). The event fails permanently.
-func (m *Merger) refuse(ctx context.Context, ev message.Event, cause error) error {
-	cause = fmt.Errorf("%s event of transfer %s: %w", ev.Type, ev.TransferID, cause)
-	if ev.Type == message.EventFailed && ev.Error != "" {
-		cause = fmt.Errorf("%w; reported by %s: %s", cause, ev.Worker, ev.Error)
-	}
-	t := m.cache.acquire(key{ev.Bucket, ev.TransferID})
-	defer m.cache.release(t)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.refused {
-		return queue.Permanent(cause) // ended already
-	}
-	man := &message.Manifest{TransferID: ev.TransferID, Bucket: ev.Bucket}
-	done, err := m.newDone(ctx, t, man, message.StatusFailed, cause)
-	if err != nil {
-		return err
-	}
-	done.StartedAt = done.FinishedAt
-	if err := m.writeRow(ctx, Row(done, man, 0, m.o.Version), nil, nil); err != nil {
-		done.RowError = message.Truncate(err.Error(), message.MaxErrorBytes)
-	}
-	if err := m.o.Done.Publish(ctx, message.Encode(done), map[string]string{"transfer_id": done.TransferID, "status": done.Status}); err != nil {
-		return fmt.Errorf("publish done event: %w", err)
-	}
-	t.refused = true
-	m.log.Error("transfer refused", "transfer_id", ev.TransferID, "bucket", ev.Bucket, "err", cause)
-	metrics.Transfers.WithLabelValues(done.Status).Inc()
-	return queue.Permanent(cause)
-}
-
 // deleteStaging removes every object under the transfer's staging prefix.
 func (m *Merger) deleteStaging(ctx context.Context, bucket, tid string) error {
 	var names []string
@@ -266,36 +232,6 @@ func (m *Merger) deleteStaging(ctx context.Context, bucket, tid string) error {
 		g.Go(func() error { return m.o.Store.Delete(gctx, bucket, n) })
 	}
 	return g.Wait()
-}
-
-// progressObject is the merger's trace that a transfer is alive.
-func progressObject(tid string) string { return message.StagingPrefix(tid) + "progress" }
-
-// noteProgress leaves a trace in GCS that t is alive when a chunk event
-// reports final objects: workers write a one-chunk file straight to its
-// final name, so a transfer of small files may have nothing under its
-// staging prefix until it is sealed, and the sweep would not see it stall.
-// It is written at most every quarter of TransferTimeout per transfer and
-// process; a failure only delays it. It reports whether it wrote one.
-func (m *Merger) noteProgress(ctx context.Context, t *transfer, ev message.Event, log *slog.Logger) bool {
-	now := m.o.now()
-	if now.Sub(t.progressAt) < m.o.TransferTimeout/4 {
-		return false
-	}
-	final := false
-	for _, p := range ev.Parts {
-		final = final || !strings.HasPrefix(p.Object, message.StagingRoot)
-	}
-	if !final {
-		return false
-	}
-	body := fmt.Appendf(nil, `{"transfer_id":%q,"at":%q}`, t.id, now.UTC().Format(time.RFC3339Nano))
-	if err := m.put(ctx, t.bucket, progressObject(t.id), body, "application/json"); err != nil {
-		log.Warn("could not write the progress marker; the stall sweep may see this transfer late", "err", err)
-		return false
-	}
-	t.progressAt = now
-	return true
 }
 
 // leaseScope is the scope t's lease gives, if it has one.

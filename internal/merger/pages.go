@@ -11,6 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/seektable"
 )
 
 // pages reads a sealed manifest's files a page at a time (message.Page):
@@ -268,11 +269,138 @@ func (p *pages) joinExtra(ctx context.Context, prefix string, fn func(i int, f *
 // partsDir is the directory of the object named obj, its "/" included.
 func partsDir(obj string) string { return obj[:strings.LastIndexByte(obj, '/')+1] }
 
-// bitset is one bit per file.
-type bitset []uint64
+// checkManifest holds a sealed manifest to what the merger will act on:
+// it is this transfer's, its pages add up to its header, its files are in
+// strictly increasing object order, every object name is the one ferry
+// gives, and each file's predicted size and CRC32C are what its chunks (and
+// seek table) combine to. It reads every page once, in order, and returns
+// the prefix all final objects share. A manifest that fails is never
+// composed.
+func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket, tid string) (string, error) {
+	where := fmt.Sprintf("manifest gs://%s/%s", bucket, message.ManifestObject(tid))
+	if man.TransferID != tid || man.Bucket != bucket {
+		return "", queue.Permanent(fmt.Errorf("%s: written for transfer %.64q in bucket %.64q", where, man.TransferID, man.Bucket))
+	}
+	if man.Run != "" && !message.ValidRun(man.Run) {
+		return "", queue.Permanent(fmt.Errorf("%s: run %.64q is not one ferry makes", where, man.Run))
+	}
+	if err := man.CheckPages(); err != nil {
+		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
+	}
+	var first, last string
+	var bytes, wire, rows int64
+	err := pg.each(ctx, func(i int, f *message.File) error {
+		if i > 0 && f.Object <= last {
+			return queue.Permanent(fmt.Errorf("%s: file %.64q: object %.64q does not come after %.64q (files are in object order)", where, f.Path, f.Object, last))
+		}
+		if i == 0 {
+			first = f.Object
+		}
+		last = f.Object
+		bytes += f.Size
+		wire += f.WireSize
+		if tp := f.Table; tp != nil {
+			if tp.Rows < 0 || tp.Part < 0 || tp.Part >= tp.Parts || len(f.Chunks) != 1 {
+				return queue.Permanent(fmt.Errorf("%s: file %.64q: Parquet part %d of %d, %d rows, %d chunks", where, f.Path, tp.Part, tp.Parts, tp.Rows, len(f.Chunks)))
+			}
+			rows += tp.Rows
+		}
+		if err := checkFile(f, i, tid, man.Staged); err != nil {
+			return queue.Permanent(fmt.Errorf("%s: file %.64q: %v", where, f.Path, err))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if !man.Inline() && (bytes != man.Totals.Bytes || wire != man.Totals.WireBytes || rows != man.Totals.Rows) {
+		return "", queue.Permanent(fmt.Errorf("%s: files of %d bytes (%d stored, %d rows), the totals say %d (%d, %d rows)",
+			where, bytes, wire, rows, man.Totals.Bytes, man.Totals.WireBytes, man.Totals.Rows))
+	}
+	if err := man.CheckLevels(); err != nil {
+		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
+	}
+	return sharedPrefix(first, last), nil
+}
 
-func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
+// checkFile holds file i of a manifest to the names and sizes ferry gives;
+// staged is the manifest's Staged.
+func checkFile(f *message.File, i int, tid string, staged bool) error {
+	if err := message.CheckObjectName(f.Object); err != nil {
+		return err
+	}
+	if root := message.ReservedRoot(f.Object); root != "" {
+		return fmt.Errorf("final object %.64q is under ferry's own prefix %s", f.Object, root)
+	}
+	if f.Posix != nil && f.Posix.Mode > 0o777 {
+		return fmt.Errorf("posix mode %o: want permission bits only (at most 777)", f.Posix.Mode)
+	}
+	if f.Replaces < 0 || f.Replaces != 0 && !staged {
+		return fmt.Errorf("replaces generation %d in a manifest that does not stage its overwrite", f.Replaces)
+	}
+	switch len(f.Chunks) {
+	case 0:
+		return errors.New("no chunks")
+	case 1:
+		// Written to its final name, or staged in an overwrite.
+		c, object := f.Chunks[0], f.Object
+		if staged {
+			object = message.ChunkObject(tid, i, 0)
+		}
+		if c.Object != object || c.WireSize != f.WireSize || c.WireCRC32C != f.WireCRC32 {
+			return fmt.Errorf("of one chunk: the chunk (%s, %d bytes, crc32c %08x) is not %s of %d bytes, crc32c %08x",
+				c.Object, c.WireSize, c.WireCRC32C, object, f.WireSize, f.WireCRC32)
+		}
+		return nil
+	}
+	for j, c := range f.Chunks {
+		if j == 0 && f.AppendsTo() != 0 {
+			continue // the final object as it is: an append's first chunk
+		}
+		if want := message.ChunkObject(tid, i, j); c.Object != want || c.Generation != 0 {
+			return fmt.Errorf("chunk %d: object %.64q (generation %d), want %s", j, c.Object, c.Generation, want)
+		}
+	}
+	if err := checkFrames(f); err != nil {
+		return err
+	}
+	// What the chunks and the seek table combine to, computed as the
+	// producer did (message.File.SealWire).
+	want := *f
+	want.SealWire()
+	if want.WireSize != f.WireSize || want.WireCRC32 != f.WireCRC32 {
+		return fmt.Errorf("its chunks and seek table make %d bytes with crc32c %08x, the manifest predicts %d bytes with crc32c %08x",
+			want.WireSize, want.WireCRC32, f.WireSize, f.WireCRC32)
+	}
+	return nil
+}
 
-func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
-func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
-func (b bitset) clear(i int)    { b[i/64] &^= 1 << (i % 64) }
+// checkFrames holds the frames a manifest lists for a composed file to its
+// chunks: listed for every chunk or none, each chunk's adding up to its
+// sizes, no more than a seek table holds. The table itself is
+// message.File.SeekTable, the same bytes the producer counted.
+func checkFrames(f *message.File) error {
+	listed, frames := 0, 0
+	for j, c := range f.Chunks {
+		if len(c.Frames) == 0 {
+			continue
+		}
+		listed++
+		frames += len(c.Frames)
+		var wire, raw int64
+		for _, fr := range c.Frames {
+			wire += int64(fr.Wire)
+			raw += int64(fr.Raw)
+		}
+		if wire != c.WireSize || raw != c.RawSize {
+			return fmt.Errorf("chunk %d: its frames hold %d wire and %d raw bytes, the chunk %d and %d", j, wire, raw, c.WireSize, c.RawSize)
+		}
+	}
+	switch {
+	case listed != 0 && listed != len(f.Chunks):
+		return fmt.Errorf("frames listed for %d of %d chunks", listed, len(f.Chunks))
+	case frames > seektable.MaxFrames:
+		return fmt.Errorf("%d frames; a seek table holds at most %d", frames, seektable.MaxFrames)
+	}
+	return nil
+}

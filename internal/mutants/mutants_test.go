@@ -60,14 +60,14 @@ var mutants = []mutant{
 	},
 	{
 		name: "an event on its last delivery ends its transfer (issue 51)",
-		file: "internal/merger/merger.go",
+		file: "internal/merger/intake.go",
 		from: "m.o.MaxAttempts <= 0 || msg.DeliveryAttempt < m.o.MaxAttempts {",
 		to:   "true {",
 		pkg:  "internal/merger", test: "TestAnEventOnItsLastDeliveryEndsItsTransfer",
 	},
 	{
 		name: "a compose whose retry met 404 is settled by reading its destination (issue 51)",
-		file: "internal/merger/finish.go",
+		file: "internal/merger/compose.go",
 		from: "if errors.Is(err, gcs.ErrPrecondition) || errors.Is(err, gcs.ErrNotFound) {",
 		to:   "if errors.Is(err, gcs.ErrPrecondition) {",
 		pkg:  "internal/merger", test: "TestAComposeCarriedOutButAnswered503EndsOK",
@@ -81,7 +81,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "an append marks the object it grew, so no failure deletes it (issue 51)",
-		file: "internal/merger/finish.go",
+		file: "internal/merger/compose.go",
 		from: "opt.Metadata[message.MetaAppended] = strconv.FormatInt(gen, 10)",
 		to:   "_ = gen",
 		pkg:  "internal/merger", test: "TestACancelledAppendKeepsTheObjectItGrew",
@@ -109,7 +109,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "an unproven control event for a bucket not allowed refuses nothing (issue 42)",
-		file: "internal/merger/merger.go",
+		file: "internal/merger/intake.go",
 		from: "\t\tif topic == \"control\" {\n\t\t\t// Its key could be checked",
 		to:   "\t\tif false {\n\t\t\t// Its key could be checked",
 		pkg:  "internal/merger", test: "TestAnUnprovenEventForABucketNotAllowedRefusesNothing",
@@ -165,7 +165,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "an end event on the control topic needs an end key",
-		file: "internal/merger/merger.go",
+		file: "internal/merger/intake.go",
 		from: "\tif topic == \"control\" {\n\t\tif err := m.proven(ctx, &ev)",
 		to:   "\tif false {\n\t\tif err := m.proven(ctx, &ev)",
 		pkg:  "internal/merger", test: "TestForgedEndEventsChangeNothing",
@@ -235,14 +235,14 @@ var mutants = []mutant{
 	},
 	{
 		name: "an append composes only onto the generation the producer proved",
-		file: "internal/merger/finish.go",
+		file: "internal/merger/compose.go",
 		from: "case gen != 0 && (err == nil && a.Generation != gen || errors.Is(err, gcs.ErrNotFound)):",
 		to:   "case false:",
 		pkg:  "internal/merger", test: "TestAnAppendToAnObjectThatChangedFailsAndLeavesIt",
 	},
 	{
 		name: "an append's compose holds the object to the generation proven",
-		file: "internal/merger/finish.go",
+		file: "internal/merger/compose.go",
 		from: "opt.IfAbsent, opt.IfGeneration, opt.DeleteSources = false, gen, false",
 		to:   "opt.IfAbsent, opt.DeleteSources = false, false",
 		pkg:  "internal/e2e", test: "TestAnAppendRacingAnotherWriterFailsCleanly",
@@ -305,7 +305,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "a staged overwrite checks every object it replaces before it replaces any",
-		file: "internal/merger/finish.go",
+		file: "internal/merger/compose.go",
 		from: "if a == nil || a.Generation == f.Replaces || f.AppendsTo() != 0 ||",
 		to:   "if true || a.Generation == f.Replaces || f.AppendsTo() != 0 ||",
 		pkg:  "internal/e2e", test: "TestAnOlderOverwriteNeverReplacesANewerOnesObjects",
@@ -319,7 +319,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "an ok end removes the parts an earlier transfer of its sources left",
-		file: "internal/merger/finish.go",
+		file: "internal/merger/reconcile.go",
 		from: "m.removeStale(ctx, t, sum)",
 		to:   "_ = sum",
 		pkg:  "internal/merger", test: "TestAnEndRemovesTheStalePartsOfItsSources",
