@@ -1,6 +1,6 @@
 # The benchmark rows: one per transfer in `transfers`, one per chunk in
-# `chunks`. The schemas are the files in schema/ (result.Row and
-# result.ChunkRow; tf-check keeps them the same). The merger appends with
+# `chunks`. The schemas are the files in schema/ (benchrow.Row and
+# benchrow.ChunkRow; tf-check keeps them the same). The merger appends with
 # load jobs.
 
 resource "google_bigquery_dataset" "ferry" {

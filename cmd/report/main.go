@@ -18,9 +18,9 @@ import (
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/report"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 const help = `report — benchmark tables and charts from ferry's results files.
@@ -77,9 +77,9 @@ func command(now func() time.Time) *cobra.Command {
 }
 
 func realMain(stdout io.Writer, files []string, htmlOut, title string, generated time.Time) error {
-	var rows []result.Row
+	var rows []benchrow.Row
 	for _, f := range files {
-		rs, err := result.ReadFile(f)
+		rs, err := benchrow.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s: no benchmark rows there yet: the merger appends one per transfer to its FERRY_RESULTS_FILE (make run writes .run/results.ndjson): %w", f, err)
 		}
@@ -103,7 +103,7 @@ func realMain(stdout io.Writer, files []string, htmlOut, title string, generated
 
 // writeHTML writes the page to path through a temporary file beside it, so
 // a reader never sees half a page.
-func writeHTML(path string, rows []result.Row, generated time.Time, title string) error {
+func writeHTML(path string, rows []benchrow.Row, generated time.Time, title string) error {
 	var buf bytes.Buffer
 	if err := report.HTMLTitled(&buf, rows, generated, title); err != nil {
 		return fmt.Errorf("%s: %w", path, err)

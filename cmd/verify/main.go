@@ -14,12 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/plan"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
@@ -91,8 +91,8 @@ func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) err
 	var each func(verify.Source, verify.Report)
 	if f.long {
 		each = func(src verify.Source, rep verify.Report) {
-			fmt.Fprintf(tw, "%s\t%s\tcrc32c %s\t%s\t%s\tcrc32c %s\n", rep.Object, result.FormatBytes(float64(rep.WireSize)), crc32c.Base64(rep.WireCRC32C),
-				src.Path, result.FormatBytes(float64(rep.RawSize)), crc32c.Base64(rep.RawCRC32C))
+			fmt.Fprintf(tw, "%s\t%s\tcrc32c %s\t%s\t%s\tcrc32c %s\n", rep.Object, benchrow.FormatBytes(float64(rep.WireSize)), crc32c.Base64(rep.WireCRC32C),
+				src.Path, benchrow.FormatBytes(float64(rep.RawSize)), crc32c.Base64(rep.RawCRC32C))
 		}
 	}
 	tot, err := verify.Transfer(ctx, store, dest.Bucket, sources, each)
@@ -107,18 +107,18 @@ func realMain(ctx context.Context, stdout io.Writer, args []string, f flags) err
 		}
 	}
 	fmt.Fprintf(stdout, "verified %s under %s: %s raw, %s wire; bytes and CRC32C identical to the sources (Go decoder: %d%s)\n",
-		result.Count(tot.Objects, "object"), dest, result.FormatBytes(float64(tot.Raw)), result.FormatBytes(float64(tot.Wire)), tot.Objects, tools)
+		benchrow.Count(tot.Objects, "object"), dest, benchrow.FormatBytes(float64(tot.Raw)), benchrow.FormatBytes(float64(tot.Wire)), tot.Objects, tools)
 	if f.results == "" || f.transfer == "" {
 		return nil
 	}
-	rows, err := result.ReadFile(f.results)
+	rows, err := benchrow.ReadFile(f.results)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
 		if r.TransferID == f.transfer {
 			fmt.Fprintf(stdout, "\ntransfer %s (%s, %s tier)\n", f.transfer, r.Method, r.Tier)
-			result.StageTable(stdout, r)
+			benchrow.StageTable(stdout, r)
 			return nil
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 func TestSpeedupAndRates(t *testing.T) {
@@ -244,11 +244,11 @@ func TestFreeLinkGoals(t *testing.T) {
 // levelNotes sum each adaptive ferry method's chunks per level over its
 // runs; fixed levels and peers get no note.
 func TestLevelNotes(t *testing.T) {
-	lv := func(l ...result.LevelUse) func(*Run) { return func(r *Run) { r.Codec, r.Levels = "zstd", l } }
+	lv := func(l ...benchrow.LevelUse) func(*Run) { return func(r *Run) { r.Codec, r.Levels = "zstd", l } }
 	rs := Group([]Run{
-		run("ferry-2w", Ferry, 3, lv(result.LevelUse{Level: 1, Chunks: 2}, result.LevelUse{Level: 6, Chunks: 3})),
-		run("ferry-2w", Ferry, 3, lv(result.LevelUse{Level: 6, Chunks: 4})),
-		run("ferry-zstd3", Ferry, 3, lv(result.LevelUse{Level: 3, Chunks: 9}), func(r *Run) { r.Level = 3 }),
+		run("ferry-2w", Ferry, 3, lv(benchrow.LevelUse{Level: 1, Chunks: 2}, benchrow.LevelUse{Level: 6, Chunks: 3})),
+		run("ferry-2w", Ferry, 3, lv(benchrow.LevelUse{Level: 6, Chunks: 4})),
+		run("ferry-zstd3", Ferry, 3, lv(benchrow.LevelUse{Level: 3, Chunks: 9}), func(r *Run) { r.Level = 3 }),
 	})
 	notes := levelNotes(rs)
 	if len(notes) != 1 || !strings.Contains(notes[0], "ferry-2w") || !strings.HasSuffix(notes[0], "over 2 runs: 1: 2 6: 7") {

@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/peer"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // Config is one bench run's configuration.
@@ -92,7 +92,7 @@ func (b *Bench) record(r Run) error {
 		state = "FAILED: " + oneLine(r.Err.Error(), 300)
 	}
 	b.logf("%s %s %s #%d: %s s %s", r.Workload, r.Tier, r.Method, r.Repeat, secs(r.Wall.Seconds()), state)
-	line, err := result.NDJSON([]result.Row{r.Row(b.cfg.RunID, b.cfg.Version)})
+	line, err := benchrow.NDJSON([]benchrow.Row{r.Row(b.cfg.RunID, b.cfg.Version)})
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,8 @@ package bench
 import (
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/peer"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // Role says what a method is in a comparison.
@@ -41,7 +41,7 @@ type Run struct {
 	Codec string
 	Level int
 	// Levels are the levels ferry's producer compressed at (its row's).
-	Levels []result.LevelUse
+	Levels []benchrow.LevelUse
 	// Workers is the number of ferry workers; 0 for the peers.
 	Workers int
 
@@ -100,13 +100,13 @@ func (r Run) PeakRSSKB() int64 {
 	return m
 }
 
-// Row is the run as a benchmark row (result.Row), so make report and the
+// Row is the run as a benchmark row (benchrow.Row), so make report and the
 // BigQuery queries compare it with ferry's own rows. Extras that have no
 // column (repeat, CPU seconds and peak RSS per process, the server's
 // compose time, the link rate) are labels.
-func (r Run) Row(runID, version string) result.Row {
+func (r Run) Row(runID, version string) benchrow.Row {
 	ms := r.Wall.Milliseconds()
-	row := result.Row{
+	row := benchrow.Row{
 		TransferID:   runID + "-" + r.Workload + "-" + r.Tier + "-" + r.Method + "-" + itoa(r.Repeat),
 		Method:       r.Method,
 		Tier:         r.Tier,
@@ -124,7 +124,7 @@ func (r Run) Row(runID, version string) result.Row {
 		ComposeMS:    r.ComposeMS,
 		VerifyMS:     r.VerifyMS,
 		TotalMS:      ms,
-		RawMBps:      result.Float(result.MBps(r.Bytes, ms)),
+		RawMBps:      benchrow.Float(benchrow.MBps(r.Bytes, ms)),
 		Status:       "ok",
 		StartedAt:    r.StartedAt.UTC(),
 		FinishedAt:   r.StartedAt.Add(r.Wall).UTC(),
@@ -137,14 +137,14 @@ func (r Run) Row(runID, version string) result.Row {
 		row.UploadMS = ms
 	}
 	if row.UploadMS > 0 {
-		row.WireMBps = result.Float(result.MBps(r.Wire, row.UploadMS))
+		row.WireMBps = benchrow.Float(benchrow.MBps(r.Wire, row.UploadMS))
 	}
 	if r.Err != nil {
 		// A failed run measured no throughput.
 		row.Status, row.Error = "failed", r.Err.Error()
 		row.RawMBps, row.WireMBps = nil, nil
 	}
-	add := func(k, v string) { row.Labels = append(row.Labels, result.Label{Key: k, Value: v}) }
+	add := func(k, v string) { row.Labels = append(row.Labels, benchrow.Label{Key: k, Value: v}) }
 	add("bench_run", runID)
 	add("workload", r.Workload)
 	add("role", string(r.Role))

@@ -5,7 +5,7 @@
 // its method's clock. It prints one table per workload with min, median and
 // max wall time and the ratio to the best peer, prints the goals of issues
 // 10–12 beside what was measured (never asserting them), and appends one
-// result.Row per run to an NDJSON file, so make report shows ferry beside
+// benchrow.Row per run to an NDJSON file, so make report shows ferry beside
 // its peers.
 //
 // Ferry is driven only through its binaries (localstack, producer, worker,
@@ -16,15 +16,15 @@ package bench
 import (
 	"math"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // Summary is the spread of repeated measurements (result.Summary, which
 // make report's medians use too).
-type Summary = result.Summary
+type Summary = benchrow.Summary
 
 // Summarize is result.Summarize.
-func Summarize(xs []float64) Summary { return result.Summarize(xs) }
+func Summarize(xs []float64) Summary { return benchrow.Summarize(xs) }
 
 // Speedup is how many times faster a method is than a reference, from their
 // median wall times: ref / t. 0 when either is unknown.

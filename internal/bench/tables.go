@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // Workload names, as they appear in rows (label "workload") and tables.
@@ -357,7 +357,7 @@ func CodecTable(rs []Result, tier string) Table {
 		r0 := g.Runs[0]
 		codec := r0.Codec
 		if codec != "none" && codec != "" {
-			codec = result.CodecText(result.Row{Codec: r0.Codec, Level: r0.Level, Levels: r0.Levels})
+			codec = benchrow.CodecText(benchrow.Row{Codec: r0.Codec, Level: r0.Level, Levels: r0.Levels})
 		}
 		ratio := g.Median(func(r Run) float64 {
 			if r.Wire <= 0 {

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/peer"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // ---- ferry ----
@@ -250,10 +250,10 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 }
 
 // findRow waits up to 10 s for the merger's row of transfer id.
-func findRow(path, id string) (result.Row, error) {
+func findRow(path, id string) (benchrow.Row, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rows, err := result.ReadFile(path)
+		rows, err := benchrow.ReadFile(path)
 		if err == nil {
 			for _, r := range rows {
 				if r.TransferID == id {
@@ -262,7 +262,7 @@ func findRow(path, id string) (result.Row, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return result.Row{}, fmt.Errorf("no row for transfer %q in %s: %v", id, path, err)
+			return benchrow.Row{}, fmt.Errorf("no row for transfer %q in %s: %v", id, path, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 func generate(t testing.TB, size, seed int64) []byte {
@@ -272,8 +272,8 @@ func TestTiers(t *testing.T) {
 		if err != nil || got != tc {
 			t.Errorf("TierByName(%q) = %v, %v", tc.Name, got, err)
 		}
-		if result.TierOf(tc.Size) != tc.Name {
-			t.Errorf("result.TierOf(%d) = %q, want %q", tc.Size, result.TierOf(tc.Size), tc.Name)
+		if benchrow.TierOf(tc.Size) != tc.Name {
+			t.Errorf("result.TierOf(%d) = %q, want %q", tc.Size, benchrow.TierOf(tc.Size), tc.Name)
 		}
 	}
 	_, err := TierByName("huge")
@@ -287,7 +287,7 @@ func TestTiers(t *testing.T) {
 	}
 	for size, want := range map[int64]string{0: "small", 49_999_999: "small", 50_000_000: "medium",
 		599_999_999: "medium", 600_000_000: "large", 5e9: "large"} {
-		if got := result.TierOf(size); got != want {
+		if got := benchrow.TierOf(size); got != want {
 			t.Errorf("result.TierOf(%d) = %q, want %q", size, got, want)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // BigQuery reads datasets through the BigQuery API. Safe for concurrent
@@ -83,10 +83,10 @@ func columns(s bigquery.Schema, prefix string) []string {
 
 // Tables is what schema/ (result's schemas) says each table holds.
 func Tables() map[string][]string {
-	return map[string][]string{"transfers": fieldColumns(result.TransfersSchema(), ""), "chunks": fieldColumns(result.ChunksSchema(), "")}
+	return map[string][]string{"transfers": fieldColumns(benchrow.TransfersSchema(), ""), "chunks": fieldColumns(benchrow.ChunksSchema(), "")}
 }
 
-func fieldColumns(fs []result.Field, prefix string) []string {
+func fieldColumns(fs []benchrow.Field, prefix string) []string {
 	var out []string
 	for _, f := range fs {
 		mode := strings.ToUpper(f.Mode)

@@ -18,11 +18,11 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -191,7 +191,7 @@ func TestFerryCpMovesATreeAndALargeFileWithNoPubSub(t *testing.T) {
 	if left := c.staged(); len(left) != 0 {
 		t.Errorf("staging objects left: %v", left)
 	}
-	rows, err := result.ReadFile(c.results)
+	rows, err := benchrow.ReadFile(c.results)
 	if err != nil || len(rows) != 1 || rows[0].TransferID != done.TransferID || rows[0].Status != "ok" {
 		t.Fatalf("rows %+v (%v), want the transfer's one ok row", rows, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
@@ -20,7 +21,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
@@ -55,13 +55,13 @@ func (s *stack) verifyAll(req producer.Request) {
 	}
 }
 
-func rowsOf(t *testing.T, path, tid string) []result.Row {
+func rowsOf(t *testing.T, path, tid string) []benchrow.Row {
 	t.Helper()
-	rows, err := result.ReadFile(path)
+	rows, err := benchrow.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	var out []result.Row
+	var out []benchrow.Row
 	for _, r := range rows {
 		if r.TransferID == tid {
 			out = append(out, r)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/datagen"
@@ -16,7 +17,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
@@ -114,7 +114,7 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 	if row.Status != "ok" || row.Chunks != chunks || row.SizeBytes < 3_000_000 || row.WireBytes != wantSize || row.Workers < 1 {
 		t.Fatalf("benchmark row %+v", row)
 	}
-	if want := []result.LevelUse{{Level: 3, Chunks: chunks, Bytes: row.SizeBytes}}; row.Level != 3 || !slices.Equal(row.Levels, want) {
+	if want := []benchrow.LevelUse{{Level: 3, Chunks: chunks, Bytes: row.SizeBytes}}; row.Level != 3 || !slices.Equal(row.Levels, want) {
 		t.Fatalf("row level %d, levels %+v; want 3, and %+v", row.Level, row.Levels, want)
 	}
 }

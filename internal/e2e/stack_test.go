@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/api/option"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
@@ -20,7 +21,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/waiter"
 	"github.com/ferry-dev/ferry/internal/worker"
@@ -191,7 +191,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if !o.noMerger {
 		s.handled = make([]atomic.Int64, max(o.mergers, 1))
 		for i := range s.handled {
-			sink, err := result.OpenFile(s.results)
+			sink, err := benchrow.OpenFile(s.results)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,13 +364,13 @@ func (s *stack) assertClean() {
 
 // row returns the benchmark row of transfer tid, failing unless there is
 // exactly one.
-func (s *stack) row(tid string) result.Row {
+func (s *stack) row(tid string) benchrow.Row {
 	s.t.Helper()
-	rows, err := result.ReadFile(s.results)
+	rows, err := benchrow.ReadFile(s.results)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var found []result.Row
+	var found []benchrow.Row
 	for _, r := range rows {
 		if r.TransferID == tid {
 			found = append(found, r)

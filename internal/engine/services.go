@@ -17,12 +17,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/merger"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
@@ -135,7 +135,7 @@ func tableLoads(ctx context.Context, cfg config.Merger, log *slog.Logger) (merge
 func rowSink(ctx context.Context, cfg config.Merger, store *gcs.Store, log *slog.Logger) (merger.Sink, func(context.Context), error) {
 	b := cfg.BigQuery
 	if b.Dataset == "" {
-		f, err := result.OpenFile(cfg.ResultsFile)
+		f, err := benchrow.OpenFile(cfg.ResultsFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("FERRY_RESULTS_FILE: %w", err)
 		}

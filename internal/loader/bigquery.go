@@ -10,7 +10,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // BigQuery runs load jobs into one dataset. It is safe for concurrent use.
@@ -63,7 +63,7 @@ func (b *BigQuery) JobState(ctx context.Context, id string) (JobState, error) {
 // Load runs load job id: the NDJSON objects uris appended to table, which is
 // created with schema if it does not exist, and given the columns of schema
 // it lacks. It waits for the job.
-func (b *BigQuery) Load(ctx context.Context, id, table string, uris []string, schema []result.Field) error {
+func (b *BigQuery) Load(ctx context.Context, id, table string, uris []string, schema []benchrow.Field) error {
 	ref := bigquery.NewGCSReference(uris...)
 	ref.SourceFormat = bigquery.JSON
 	ref.Schema = toBigQuery(schema)
@@ -85,7 +85,7 @@ func (b *BigQuery) Load(ctx context.Context, id, table string, uris []string, sc
 	return st.Err()
 }
 
-func toBigQuery(fields []result.Field) bigquery.Schema {
+func toBigQuery(fields []benchrow.Field) bigquery.Schema {
 	if len(fields) == 0 {
 		return nil
 	}

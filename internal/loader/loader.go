@@ -31,10 +31,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // Tables ferry loads, and the prefixes their rows are staged under.
@@ -76,7 +76,7 @@ func NewStaged(store objectStore, bucket string) *Staged {
 
 // Write stages r and its chunk rows, unless they were staged or loaded
 // before. Chunk rows go first: the transfer row marks the pair written.
-func (s *Staged) Write(ctx context.Context, r result.Row, chunks iter.Seq[result.ChunkRow]) error {
+func (s *Staged) Write(ctx context.Context, r benchrow.Row, chunks iter.Seq[benchrow.ChunkRow]) error {
 	if _, err := s.store.Attrs(ctx, s.bucket, tombstone(TransfersTable, r.TransferID)); err == nil {
 		return nil // loaded already
 	} else if !errors.Is(err, gcs.ErrNotFound) {
@@ -85,7 +85,7 @@ func (s *Staged) Write(ctx context.Context, r result.Row, chunks iter.Seq[result
 	if chunks != nil {
 		// Through a temporary file: a transfer of a million chunks is never
 		// held as rows or bytes.
-		sp, err := result.Spool(chunks)
+		sp, err := benchrow.Spool(chunks)
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (s *Staged) Write(ctx context.Context, r result.Row, chunks iter.Seq[result
 			}
 		}
 	}
-	tb, err := result.NDJSON([]result.Row{r})
+	tb, err := benchrow.NDJSON([]benchrow.Row{r})
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ type warehouse interface {
 	JobState(ctx context.Context, id string) (JobState, error)
 	// Load runs load job id of NDJSON uris into table, appending, and
 	// waits for it; an error means the rows may not be in.
-	Load(ctx context.Context, id, table string, uris []string, schema []result.Field) error
+	Load(ctx context.Context, id, table string, uris []string, schema []benchrow.Field) error
 }
 
 // Options configure a Loader.
@@ -190,9 +190,9 @@ func (l *Loader) Run(ctx context.Context, interval time.Duration) {
 func (l *Loader) Once(ctx context.Context) (int, error) {
 	total := 0
 	for _, table := range []string{ChunksTable, TransfersTable} {
-		schema := result.ChunksSchema()
+		schema := benchrow.ChunksSchema()
 		if table == TransfersTable {
-			schema = result.TransfersSchema()
+			schema = benchrow.TransfersSchema()
 		}
 		for {
 			n, err := l.loadBatch(ctx, table, schema)
@@ -209,7 +209,7 @@ func (l *Loader) Once(ctx context.Context) (int, error) {
 }
 
 // loadBatch loads the oldest staged objects of table, if a batch is due.
-func (l *Loader) loadBatch(ctx context.Context, table string, schema []result.Field) (int, error) {
+func (l *Loader) loadBatch(ctx context.Context, table string, schema []benchrow.Field) (int, error) {
 	var objs []gcs.Attrs
 	if err := l.o.Store.List(ctx, l.o.Bucket, stagedPrefix(table), func(a gcs.Attrs) error {
 		objs = append(objs, a)

@@ -14,9 +14,9 @@ import (
 
 	"google.golang.org/api/option"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader/bqtest"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -49,8 +49,8 @@ func stage(t *testing.T, s *Staged, n int) []string {
 	for i := 0; i < n; i++ {
 		tid := fmt.Sprintf("t%02d", i)
 		tids = append(tids, tid)
-		row := result.Row{TransferID: tid, Method: "ferry", Status: "ok", StartedAt: time.Now(), FinishedAt: time.Now()}
-		chunks := []result.ChunkRow{{TransferID: tid, File: "f.csv", Index: 0, Bytes: 10}}
+		row := benchrow.Row{TransferID: tid, Method: "ferry", Status: "ok", StartedAt: time.Now(), FinishedAt: time.Now()}
+		chunks := []benchrow.ChunkRow{{TransferID: tid, File: "f.csv", Index: 0, Bytes: 10}}
 		if err := s.Write(context.Background(), row, slices.Values(chunks)); err != nil {
 			t.Fatal(err)
 		}
@@ -111,9 +111,9 @@ func TestLoadSendsWhatBigQueryNeeds(t *testing.T) {
 		if len(uris) != 3 || uris[0] != "gs://"+bucket+"/.ferry/results/"+table+"/t00.ndjson" {
 			t.Errorf("source URIs %v", uris)
 		}
-		want := result.TransfersSchema()
+		want := benchrow.TransfersSchema()
 		if table == ChunksTable {
-			want = result.ChunksSchema()
+			want = benchrow.ChunksSchema()
 		}
 		fields := cfg["schema"].(map[string]any)["fields"].([]any)
 		if len(fields) != len(want) {

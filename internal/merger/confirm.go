@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // summary is what one pass over a finished transfer's files found: the
@@ -19,8 +19,8 @@ type summary struct {
 	files       int
 	bytes, wire int64
 	objects     []message.DoneObject // the first MaxDoneInline
-	listing     *result.SpoolWriter[message.ListingEntry]
-	rows        *result.SpoolWriter[result.ChunkRow]
+	listing     *benchrow.SpoolWriter[message.ListingEntry]
+	rows        *benchrow.SpoolWriter[benchrow.ChunkRow]
 	workers     map[string]bool // at most maxWorkers
 	first, last time.Time       // the first upload's start, the last chunk's creation
 	missing     int             // files the listing did not confirm
@@ -59,11 +59,11 @@ const (
 )
 
 func newSummary() (*summary, error) {
-	l, err := result.NewSpoolWriter[message.ListingEntry]()
+	l, err := benchrow.NewSpoolWriter[message.ListingEntry]()
 	if err != nil {
 		return nil, err
 	}
-	r, err := result.NewSpoolWriter[result.ChunkRow]()
+	r, err := benchrow.NewSpoolWriter[benchrow.ChunkRow]()
 	if err != nil {
 		_ = l.Close()
 		return nil, err
@@ -83,7 +83,7 @@ func (s *summary) close() {
 // uploaded notes one stored chunk: its row, its worker and its times.
 func (s *summary) uploaded(tid string, f *message.File, j int, st stored) error {
 	c := f.Chunks[j]
-	r := result.ChunkRow{TransferID: tid, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
+	r := benchrow.ChunkRow{TransferID: tid, File: f.Path, Index: j, Bytes: c.RawSize, WireBytes: c.WireSize,
 		Worker: st.Worker, Attempts: st.Attempt, UploadedAt: st.Created}
 	if !st.Started.IsZero() && st.Created.After(st.Started) {
 		r.UploadMS = st.Created.Sub(st.Started).Milliseconds()

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -423,7 +423,7 @@ func TestAnUnprovenEventForABucketNotAllowedRefusesNothing(t *testing.T) {
 	if d := dones(t, done); len(d) != 0 {
 		t.Fatalf("done events %+v published for a forged event", d)
 	}
-	if r, _ := result.ReadFile(rows); len(r) != 0 {
+	if r, _ := benchrow.ReadFile(rows); len(r) != 0 {
 		t.Fatalf("rows %+v written for a forged event", r)
 	}
 }

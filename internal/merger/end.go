@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // end ends a transfer failed or cancelled: the final objects it wrote
@@ -138,7 +138,7 @@ func (m *Merger) record(ctx context.Context, t *transfer, man *message.Manifest,
 		return err
 	}
 	defer func() { _ = rows.Close() }()
-	chunks, rowsErr := result.Lines[result.ChunkRow](rows)
+	chunks, rowsErr := benchrow.Lines[benchrow.ChunkRow](rows)
 	if err := m.writeRow(ctx, Row(done, man, len(sum.workers), m.o.Version), chunks, rowsErr); err != nil {
 		done.RowError = message.Truncate(err.Error(), message.MaxErrorBytes)
 	}
@@ -184,7 +184,7 @@ const (
 // counted and returned, and the caller goes on to end the transfer. It never
 // holds back or deletes the objects the row describes. chunks may be read
 // once only, so a retry sends the row without them.
-func (m *Merger) writeRow(ctx context.Context, r result.Row, chunks iter.Seq[result.ChunkRow], chunksErr func() error) error {
+func (m *Merger) writeRow(ctx context.Context, r benchrow.Row, chunks iter.Seq[benchrow.ChunkRow], chunksErr func() error) error {
 	var err error
 	wait := rowBackoff
 	for attempt := 1; attempt <= rowAttempts; attempt++ {

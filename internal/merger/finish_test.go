@@ -14,12 +14,12 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
@@ -68,7 +68,7 @@ func TestOneChunkFilesAreVerifiedFromWorkerReports(t *testing.T) {
 	if c := spy.Calls("List out/"); len(c) != 1 {
 		t.Errorf("listings of the destination %v, want 1", c)
 	}
-	r, _ := result.ReadFile(rows)
+	r, _ := benchrow.ReadFile(rows)
 	if len(r) != 1 || r[0].Files != 6 || r[0].Workers != 1 || r[0].RawMBps == nil {
 		t.Fatalf("rows %+v", r)
 	}
@@ -241,7 +241,7 @@ func TestSkippedFilesAppearInDoneEventAndRow(t *testing.T) {
 	if len(d) != 1 || d[0].FilesSkipped != 2 || strings.Join(d[0].Skipped, " ") != strings.Join(want, " ") {
 		t.Fatalf("done events %+v, want 2 skipped: %v", d, want)
 	}
-	if r, _ := result.ReadFile(rows); len(r) != 1 || r[0].FilesSkipped != 2 || r[0].Files != 1 {
+	if r, _ := benchrow.ReadFile(rows); len(r) != 1 || r[0].FilesSkipped != 2 || r[0].Files != 1 {
 		t.Fatalf("rows %+v", r)
 	}
 }
@@ -357,11 +357,11 @@ func TestPagedManifestEndsOK(t *testing.T) {
 			t.Fatalf("composed %s: %+v %v, want %d bytes crc32c %08x", f.Object, a, err, f.WireSize, f.WireCRC32)
 		}
 	}
-	r, err := result.ReadFile(rows)
+	r, err := benchrow.ReadFile(rows)
 	if err != nil || len(r) != 1 || r[0].Files != len(counts) || r[0].Chunks != len(counts)+5 || r[0].FilesSkipped != 150 || r[0].Workers != 1 {
 		t.Fatalf("rows %+v %v", r, err)
 	}
-	chunks, err := result.ReadChunkFile(result.ChunksPath(rows))
+	chunks, err := benchrow.ReadChunkFile(benchrow.ChunksPath(rows))
 	if err != nil || len(chunks) != len(counts)+5 {
 		t.Fatalf("%d chunk rows (%v), want %d", len(chunks), err, len(counts)+5)
 	}
@@ -406,7 +406,7 @@ func TestAManifestMayNotNameAFinalObjectUnderFerrysOwnPrefixes(t *testing.T) {
 // fullSink refuses every row, as a results file on a full disk does.
 type fullSink struct{ tries int }
 
-func (s *fullSink) Write(context.Context, result.Row, iter.Seq[result.ChunkRow]) error {
+func (s *fullSink) Write(context.Context, benchrow.Row, iter.Seq[benchrow.ChunkRow]) error {
 	s.tries++
 	return errors.New("write .run/results.ndjson: no space left on device")
 }

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -88,7 +88,7 @@ func mergerHeap(t testing.TB, n int) (heap, live float64) {
 		datas = append(datas, message.Encode(e))
 	}
 	done := &teststack.Recorder{}
-	sink, err := result.OpenFile(filepath.Join(t.TempDir(), "rows.ndjson"))
+	sink, err := benchrow.OpenFile(filepath.Join(t.TempDir(), "rows.ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
@@ -311,9 +311,9 @@ func handle(t *testing.T, m *Merger, ev message.Event) error {
 }
 
 // sinkAt opens the rows file at path.
-func sinkAt(t *testing.T, path string) *result.File {
+func sinkAt(t *testing.T, path string) *benchrow.File {
 	t.Helper()
-	f, err := result.OpenFile(path)
+	f, err := benchrow.OpenFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -81,7 +81,7 @@ func TestOKTransferLoadsItsPartsIntoTheTable(t *testing.T) {
 	if strings.Join(j.URIs, " ") != want || j.Rows != 60 || j.Table != "proj-1.landing.prices" || j.Write != message.LoadEmpty {
 		t.Fatalf("load job %+v, want the three parts (%s)", j, want)
 	}
-	r, _ := result.ReadFile(rows)
+	r, _ := benchrow.ReadFile(rows)
 	if len(r) != 1 || r[0].Rows != 60 || r[0].BQRows != 60 || r[0].BQJobID != j.ID || r[0].BQTable != j.Table {
 		t.Fatalf("rows %+v", r)
 	}

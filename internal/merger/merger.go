@@ -45,12 +45,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // objectStore is what the merger needs of GCS.
@@ -78,10 +78,10 @@ var _ publisher = (*queue.Publisher)(nil)
 
 // Sink stores benchmark rows; Write must be idempotent per transfer id.
 type Sink interface {
-	Write(ctx context.Context, r result.Row, chunks iter.Seq[result.ChunkRow]) error
+	Write(ctx context.Context, r benchrow.Row, chunks iter.Seq[benchrow.ChunkRow]) error
 }
 
-var _ Sink = (*result.File)(nil)
+var _ Sink = (*benchrow.File)(nil)
 
 // MaxComposeSources is GCS's limit of sources per compose call.
 const MaxComposeSources = 32

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -67,7 +67,7 @@ func newFixture(t *testing.T, bucket string, n int) *fixture {
 }
 
 func (f *fixture) newMerger() *Merger {
-	sink, err := result.OpenFile(f.rows)
+	sink, err := benchrow.OpenFile(f.rows)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func (s *composeLog) Compose(ctx context.Context, bucket, dst string, srcs []str
 func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
 	f := newFixture(t, "m-tree", 70) // 70 chunks: 3 intermediates, then the final compose
 	log := &composeLog{objectStore: f.store, calls: map[string][]string{}}
-	sink, err := result.OpenFile(f.rows)
+	sink, err := benchrow.OpenFile(f.rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +204,11 @@ func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
 	if left := f.staging(); len(left) != 0 {
 		t.Fatalf("staging left: %v", left)
 	}
-	rows, _ := result.ReadFile(f.rows)
+	rows, _ := benchrow.ReadFile(f.rows)
 	if len(rows) != 1 || rows[0].Chunks != 70 || rows[0].Status != "ok" || rows[0].Workers != 1 {
 		t.Fatalf("rows %+v", rows)
 	}
-	chunkRows, err := result.ReadChunkFile(result.ChunksPath(f.rows))
+	chunkRows, err := benchrow.ReadChunkFile(benchrow.ChunksPath(f.rows))
 	if err != nil || len(chunkRows) != 70 || chunkRows[69].Index != 69 || chunkRows[0].Worker != "w1" || chunkRows[0].Bytes != f.man.Files[0].Chunks[0].RawSize {
 		t.Fatalf("chunk rows: %v, %d rows, first %+v", err, len(chunkRows), chunkRows)
 	}
@@ -216,7 +216,7 @@ func TestComposesTwoLevelTreeWhenSealedAndComplete(t *testing.T) {
 	if err := f.event(message.EventChunk, 5, f.m); err != nil {
 		t.Fatal(err)
 	}
-	if rows, _ := result.ReadFile(f.rows); len(rows) != 1 || len(f.dones()) != 1 {
+	if rows, _ := benchrow.ReadFile(f.rows); len(rows) != 1 || len(f.dones()) != 1 {
 		t.Fatalf("duplicate event produced %d rows, %d done events", len(rows), len(f.dones()))
 	}
 }
@@ -270,7 +270,7 @@ func TestFailedEventEndsTransferAndCleansStaging(t *testing.T) {
 	if _, err := f.store.Attrs(context.Background(), f.bucket, "out/data.csv.zst"); !errors.Is(err, gcs.ErrNotFound) {
 		t.Fatalf("a failed transfer left a final object: %v", err)
 	}
-	rows, _ := result.ReadFile(f.rows)
+	rows, _ := benchrow.ReadFile(f.rows)
 	if len(rows) != 1 || rows[0].Status != "failed" || !strings.Contains(rows[0].Error, "chunk 2") {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -322,7 +322,7 @@ func TestEventForBucketNotAllowedEndsFailedWithoutTouchingIt(t *testing.T) {
 	f := newFixture(t, "m-victim", 2)
 	f.upload(0)
 	f.seal()
-	sink, err := result.OpenFile(f.rows)
+	sink, err := benchrow.OpenFile(f.rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestEventForBucketNotAllowedEndsFailedWithoutTouchingIt(t *testing.T) {
 		!strings.Contains(d[0].Error, fmt.Sprintf("bucket %q is not in FERRY_BUCKETS (ferry-only)", f.bucket)) {
 		t.Fatalf("done events %+v, want one failed event naming the bucket and FERRY_BUCKETS", d)
 	}
-	rows, _ := result.ReadFile(f.rows)
+	rows, _ := benchrow.ReadFile(f.rows)
 	if len(rows) != 1 || rows[0].Status != "failed" || !strings.Contains(rows[0].Error, "FERRY_BUCKETS") {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -374,7 +374,7 @@ func TestCancelEndsTheTransferCancelled(t *testing.T) {
 	if _, err := f.store.Attrs(context.Background(), f.bucket, message.DoneMarker(f.man.TransferID)); err != nil {
 		t.Fatalf("no done marker for workers to find: %v", err)
 	}
-	rows, _ := result.ReadFile(f.rows)
+	rows, _ := benchrow.ReadFile(f.rows)
 	if len(rows) != 1 || rows[0].Status != message.StatusCancelled || rows[0].RawMBps != nil {
 		t.Fatalf("rows %+v, want one cancelled row with null throughput", rows)
 	}

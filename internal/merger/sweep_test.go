@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -54,7 +54,7 @@ func TestStalledTransferEndsFailedAfterTheTimeout(t *testing.T) {
 	if _, err := s.store.Attrs(context.Background(), s.bucket, message.DoneMarker(s.man.TransferID)); err != nil {
 		t.Fatalf("no done marker: %v", err)
 	}
-	r, _ := result.ReadFile(rows)
+	r, _ := benchrow.ReadFile(rows)
 	if len(r) != 1 || r[0].Status != "failed" || r[0].RawMBps != nil || r[0].WireMBps != nil {
 		t.Fatalf("rows %+v, want one failed row with null throughput", r)
 	}

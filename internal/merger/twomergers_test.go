@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 )
 
@@ -68,7 +68,7 @@ func TestTwoMergersEndEachTransferOnce(t *testing.T) {
 		}
 		per[d.TransferID]++
 	}
-	r, err := result.ReadFile(rows)
+	r, err := benchrow.ReadFile(rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestTwoMergersWithSplitEventsFinishOnARecheck(t *testing.T) {
 	if len(d) != 1 || d[0].Status != message.StatusOK {
 		t.Fatalf("done events %+v, want one ok", d)
 	}
-	if r, _ := result.ReadFile(rows); len(r) != 1 {
+	if r, _ := benchrow.ReadFile(rows); len(r) != 1 {
 		t.Fatalf("%d rows, want 1", len(r))
 	}
 	for _, f := range s.man.Files {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 func TestLine(t *testing.T) {
@@ -39,7 +39,7 @@ func TestLine(t *testing.T) {
 func TestSameUnitsAsEverywhere(t *testing.T) {
 	const n = 10_000_086
 	line := Line(State{Total: n, Compressed: n, Uploaded: n, Elapsed: time.Second})
-	if want := result.FormatBytes(n); !strings.Contains(line, "compressed "+want) {
+	if want := benchrow.FormatBytes(n); !strings.Contains(line, "compressed "+want) {
 		t.Fatalf("bar %q does not print %d bytes as %s", line, n, want)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // page is what the HTML template shows.
@@ -67,7 +67,7 @@ type failureRow struct {
 // method and tier, stage times, compression speed against ratio). It uses
 // no JavaScript and references nothing outside itself. With no rows the
 // page says so.
-func HTML(w io.Writer, rows []result.Row, generated time.Time) error {
+func HTML(w io.Writer, rows []benchrow.Row, generated time.Time) error {
 	return HTMLTitled(w, rows, generated, DefaultTitle)
 }
 
@@ -76,7 +76,7 @@ const DefaultTitle = "ferry benchmark report"
 
 // HTMLTitled is HTML with the page's title (and heading) set to title, for
 // example to say that the rows are a made-up sample.
-func HTMLTitled(w io.Writer, rows []result.Row, generated time.Time, title string) error {
+func HTMLTitled(w io.Writer, rows []benchrow.Row, generated time.Time, title string) error {
 	s := summarize(rows)
 	p := page{
 		Title:     title,
@@ -142,7 +142,7 @@ func plural(n int, noun string) string {
 }
 
 // span is the time the rows cover, from the first start to the last finish.
-func span(rows []result.Row) string {
+func span(rows []benchrow.Row) string {
 	var first, last time.Time
 	for _, r := range rows {
 		if !r.StartedAt.IsZero() && (first.IsZero() || r.StartedAt.Before(first)) {

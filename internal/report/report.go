@@ -1,4 +1,4 @@
-// Package report turns benchmark rows (result.Row, one per transfer) into
+// Package report turns benchmark rows (benchrow.Row, one per transfer) into
 // what the seed notebook showed its readers: text tables per method and
 // tier, per stage and per codec (Tables), and one self-contained HTML page
 // with the same tables and three inline SVG charts — throughput by method
@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // StatusOK is the status of a row that counts in the medians.
@@ -99,14 +99,14 @@ type summary struct {
 	Failures         []failure    // by method
 }
 
-func rawMBps(r result.Row) float64 {
+func rawMBps(r benchrow.Row) float64 {
 	if r.RawMBps != nil && *r.RawMBps > 0 {
 		return *r.RawMBps
 	}
-	return result.MBps(r.SizeBytes, r.TotalMS)
+	return benchrow.MBps(r.SizeBytes, r.TotalMS)
 }
 
-func ratio(r result.Row) float64 {
+func ratio(r benchrow.Row) float64 {
 	if r.Ratio > 0 {
 		return r.Ratio
 	}
@@ -117,11 +117,11 @@ func ratio(r result.Row) float64 {
 }
 
 // median of xs; 0 for none.
-func median(xs []float64) float64 { return result.Summarize(xs).Median }
+func median(xs []float64) float64 { return benchrow.Summarize(xs).Median }
 
 // medianOf is the median of f over rows, skipping values f reports as
 // missing (ok false).
-func medianOf(rows []result.Row, f func(result.Row) (float64, bool)) float64 {
+func medianOf(rows []benchrow.Row, f func(benchrow.Row) (float64, bool)) float64 {
 	xs := make([]float64, 0, len(rows))
 	for _, r := range rows {
 		if v, ok := f(r); ok {
@@ -131,25 +131,25 @@ func medianOf(rows []result.Row, f func(result.Row) (float64, bool)) float64 {
 	return median(xs)
 }
 
-func always(f func(result.Row) float64) func(result.Row) (float64, bool) {
-	return func(r result.Row) (float64, bool) { return f(r), true }
+func always(f func(benchrow.Row) float64) func(benchrow.Row) (float64, bool) {
+	return func(r benchrow.Row) (float64, bool) { return f(r), true }
 }
 
-func positive(f func(result.Row) float64) func(result.Row) (float64, bool) {
-	return func(r result.Row) (float64, bool) { v := f(r); return v, v > 0 }
+func positive(f func(benchrow.Row) float64) func(benchrow.Row) (float64, bool) {
+	return func(r benchrow.Row) (float64, bool) { v := f(r); return v, v > 0 }
 }
 
-func summarize(rows []result.Row) summary {
+func summarize(rows []benchrow.Row) summary {
 	s := summary{Rows: len(rows)}
 	type key struct{ method, tier string }
-	okRows := map[key][]result.Row{}
+	okRows := map[key][]benchrow.Row{}
 	failed := map[key]int{}
 	fails := map[string]*failure{}
 	type ckey struct {
 		codec string
 		level int
 	}
-	codecRows := map[ckey][]result.Row{}
+	codecRows := map[ckey][]benchrow.Row{}
 	tiers := map[string]bool{}
 	for _, r := range rows {
 		k := key{orNone(r.Method), orNone(r.Tier)}
@@ -189,15 +189,15 @@ func summarize(rows []result.Row) summary {
 		rs := okRows[k]
 		g := methodTier{Method: k.method, Tier: k.tier, Runs: len(rs), Failed: failed[k]}
 		if len(rs) > 0 {
-			g.Size = medianOf(rs, always(func(r result.Row) float64 { return float64(r.SizeBytes) }))
-			g.Wire = medianOf(rs, always(func(r result.Row) float64 { return float64(r.WireBytes) }))
+			g.Size = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.SizeBytes) }))
+			g.Wire = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.WireBytes) }))
 			g.Ratio = medianOf(rs, positive(ratio))
-			g.TotalMS = medianOf(rs, always(func(r result.Row) float64 { return float64(r.TotalMS) }))
+			g.TotalMS = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.TotalMS) }))
 			g.MBps = medianOf(rs, always(rawMBps))
-			g.CompressMS = medianOf(rs, always(func(r result.Row) float64 { return float64(r.CompressMS) }))
-			g.UploadMS = medianOf(rs, always(func(r result.Row) float64 { return float64(r.UploadMS) }))
-			g.ComposeMS = medianOf(rs, always(func(r result.Row) float64 { return float64(r.ComposeMS) }))
-			g.VerifyMS = medianOf(rs, always(func(r result.Row) float64 { return float64(r.VerifyMS) }))
+			g.CompressMS = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.CompressMS) }))
+			g.UploadMS = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.UploadMS) }))
+			g.ComposeMS = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.ComposeMS) }))
+			g.VerifyMS = medianOf(rs, always(func(r benchrow.Row) float64 { return float64(r.VerifyMS) }))
 		}
 		s.Groups = append(s.Groups, g)
 	}
@@ -238,8 +238,8 @@ func summarize(rows []result.Row) summary {
 		s.Codecs = append(s.Codecs, codecLevel{
 			Codec: k.codec, Level: k.level, Runs: len(rs),
 			Ratio: medianOf(rs, positive(ratio)),
-			CompressMBps: medianOf(rs, func(r result.Row) (float64, bool) {
-				return result.MBps(r.SizeBytes, r.CompressMS), r.CompressMS > 0
+			CompressMBps: medianOf(rs, func(r benchrow.Row) (float64, bool) {
+				return benchrow.MBps(r.SizeBytes, r.CompressMS), r.CompressMS > 0
 			}),
 		})
 	}

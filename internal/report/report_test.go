@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 var t0 = time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)
 
-func row(method, tier, codec string, level int, size, wire, compress, upload, compose, verify, total int64, rawMBps float64) result.Row {
-	r := result.Row{
+func row(method, tier, codec string, level int, size, wire, compress, upload, compose, verify, total int64, rawMBps float64) benchrow.Row {
+	r := benchrow.Row{
 		TransferID: method + "-" + tier, Method: method, Tier: tier, Codec: codec, Level: level,
 		SizeBytes: size, WireBytes: wire, CompressMS: compress, UploadMS: upload, ComposeMS: compose,
-		VerifyMS: verify, TotalMS: total, RawMBps: result.Float(rawMBps), Status: "ok",
+		VerifyMS: verify, TotalMS: total, RawMBps: benchrow.Float(rawMBps), Status: "ok",
 		StartedAt: t0, FinishedAt: t0.Add(time.Duration(total) * time.Millisecond),
 	}
 	if wire > 0 {
@@ -29,10 +29,10 @@ func row(method, tier, codec string, level int, size, wire, compress, upload, co
 }
 
 // fixture is a small fixed set of rows whose medians the tests know.
-func fixture() []result.Row {
+func fixture() []benchrow.Row {
 	failed := row("ferry-2w", "medium", "zstd", 3, 200e6, 0, 99999, 99999, 99999, 99999, 1, 999)
 	failed.Status, failed.Error = "failed", "boom:\n chunk 3 lost"
-	return []result.Row{
+	return []benchrow.Row{
 		// ferry-2w medium: medians compress 2000, upload 900, compose 120,
 		// verify 60, total 4000, 50 MB/s.
 		row("ferry-2w", "medium", "zstd", 3, 200e6, 70e6, 1000, 800, 100, 50, 2000, 100),
@@ -163,7 +163,7 @@ func selfContained(t *testing.T, page string) {
 	}
 }
 
-func render(t *testing.T, rows []result.Row) string {
+func render(t *testing.T, rows []benchrow.Row) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := HTML(&b, rows, t0.Add(time.Hour)); err != nil {
@@ -243,13 +243,13 @@ func TestHTMLSingleRow(t *testing.T) {
 func TestHTMLOddRows(t *testing.T) {
 	// Only failures; zero sizes and times; no method, tier or codec; a tier
 	// that is not one of the seeds'.
-	failed := result.Row{Status: "failed", Error: "no manifest"}
-	zero := result.Row{Method: "m", Tier: "huge", Status: "ok"}
-	for name, rows := range map[string][]result.Row{
+	failed := benchrow.Row{Status: "failed", Error: "no manifest"}
+	zero := benchrow.Row{Method: "m", Tier: "huge", Status: "ok"}
+	for name, rows := range map[string][]benchrow.Row{
 		"failed only": {failed},
 		"zeros":       {zero, failed},
-		"many": func() []result.Row {
-			var rs []result.Row
+		"many": func() []benchrow.Row {
+			var rs []benchrow.Row
 			for i := range 14 {
 				r := row(strings.Repeat("long-method-name-", 1+i%3)+string(rune('a'+i)), []string{"small", "medium", "large", "xl"}[i%4],
 					[]string{"zstd", "gzip", "none", "lz4"}[i%4], i%10, int64(1+i)*1e7, int64(1+i)*4e6, 100+int64(i), 200, 50, 10, 400, math.Pi*float64(i))

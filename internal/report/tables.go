@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/ferry-dev/ferry/internal/result"
+	"github.com/ferry-dev/ferry/internal/benchrow"
 )
 
 // Table titles, shared by the text tables and the HTML page.
@@ -33,7 +33,7 @@ func fmtMBps(v float64) string {
 }
 
 func fmtMS(ms float64) string {
-	return result.FormatMS(int64(math.Round(ms)))
+	return benchrow.FormatMS(int64(math.Round(ms)))
 }
 
 // fmtStage prints a stage's median time, "-" when the stage took none.
@@ -61,7 +61,7 @@ func (g methodTier) cells() (size, wire, ratio, total, mbps string) {
 	if g.Runs == 0 {
 		return "-", "-", "-", "-", "-"
 	}
-	return result.FormatBytes(g.Size), result.FormatBytes(g.Wire), fmtRatio(g.Ratio), fmtMS(g.TotalMS), fmtMBps(g.MBps)
+	return benchrow.FormatBytes(g.Size), benchrow.FormatBytes(g.Wire), fmtRatio(g.Ratio), fmtMS(g.TotalMS), fmtMBps(g.MBps)
 }
 
 // Tables writes the seed-style text tables of rows: per method and tier
@@ -69,7 +69,7 @@ func (g methodTier) cells() (size, wire, ratio, total, mbps string) {
 // where the time goes per stage, per codec and level (ratio and compress
 // MB/s), and the failed rows per method. Only rows with status "ok" count in
 // the medians.
-func Tables(w io.Writer, rows []result.Row) {
+func Tables(w io.Writer, rows []benchrow.Row) {
 	s := summarize(rows)
 	if s.Rows == 0 {
 		fmt.Fprintln(w, "No benchmark rows.")

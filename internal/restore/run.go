@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/plan"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // ErrUsage marks a source or destination that cannot be restored as given.
@@ -59,12 +59,12 @@ const maxErrors = 100
 // compared, so that an identical file skipped or the part an interrupted
 // run wrote is not counted as moved.
 func (s Summary) Line() string {
-	written := fmt.Sprintf("%s written", result.BytesOrZero(s.RawBytes-s.ResumedBytes))
+	written := fmt.Sprintf("%s written", benchrow.BytesOrZero(s.RawBytes-s.ResumedBytes))
 	if s.ResumedBytes > 0 {
-		written += fmt.Sprintf(" (%s more an interrupted run had written)", result.BytesOrZero(s.ResumedBytes))
+		written += fmt.Sprintf(" (%s more an interrupted run had written)", benchrow.BytesOrZero(s.ResumedBytes))
 	}
 	return fmt.Sprintf("restored %d of %d objects to %s in %.1fs: %s, %s downloaded; %d skipped as identical (only compared), %d failed",
-		s.Restored, s.Objects, s.Destination, s.Seconds, written, result.BytesOrZero(s.WireBytes), s.Skipped, s.Failed)
+		s.Restored, s.Objects, s.Destination, s.Seconds, written, benchrow.BytesOrZero(s.WireBytes), s.Skipped, s.Failed)
 }
 
 // Run restores src, gs://BUCKET/OBJECT or gs://BUCKET/PREFIX, into dest. An

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/producer"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // DryRunLine is one line of `producer submit --dry-run --json`: a file
@@ -52,10 +52,10 @@ func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
 		var err error
 		switch l.Action {
 		case "append":
-			_, err = fmt.Fprintf(bw, "append  %s  +%s onto the object's %s  (%s)\n", l.Object, result.FormatBytes(float64(l.Size)),
-				result.FormatBytes(float64(l.Appended)), l.Path)
+			_, err = fmt.Fprintf(bw, "append  %s  +%s onto the object's %s  (%s)\n", l.Object, benchrow.FormatBytes(float64(l.Size)),
+				benchrow.FormatBytes(float64(l.Appended)), l.Path)
 		case "send":
-			_, err = fmt.Fprintf(bw, "send  %s  %s  (%s)\n", l.Object, result.FormatBytes(float64(l.Size)), l.Path)
+			_, err = fmt.Fprintf(bw, "send  %s  %s  (%s)\n", l.Object, benchrow.FormatBytes(float64(l.Size)), l.Path)
 			if err == nil && l.Schema != nil {
 				_, err = fmt.Fprintf(bw, "      as %d Parquet parts of schema: %s\n", l.Parts, l.schemaText)
 			}
@@ -106,8 +106,8 @@ func PrintDryRun(w io.Writer, d *producer.DryRun, asJSON bool) error {
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "dry run: would send %s, %s to %s; skip %s%s; %d excluded by filters; nothing was sent\n",
-		result.Count(total.Files, "file"), result.FormatBytes(float64(total.Bytes)), d.Plan.Dest,
-		result.Count(total.Skipped, "file"), reasonList(reasons), total.Excluded)
+		benchrow.Count(total.Files, "file"), benchrow.FormatBytes(float64(total.Bytes)), d.Plan.Dest,
+		benchrow.Count(total.Skipped, "file"), reasonList(reasons), total.Excluded)
 	return bw.Flush()
 }
 

@@ -19,11 +19,11 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/transfers"
 	"github.com/ferry-dev/ferry/internal/waiter"
@@ -126,7 +126,7 @@ func RunOn(ctx context.Context, cfg *config.Producer, o Options, clients *setup.
 	}
 	raw := man.Totals.Bytes
 	r.log.Info("all chunks published", "transfer_id", man.TransferID, "files", man.Totals.Files, "skipped", man.Totals.Skipped, "bytes", raw,
-		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", result.MBps(raw, man.CompressMS)))
+		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", benchrow.MBps(raw, man.CompressMS)))
 	if !o.Wait {
 		return nil
 	}
@@ -351,20 +351,20 @@ func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	}
 	skipped := ""
 	if done.FilesSkipped > 0 {
-		skipped = fmt.Sprintf(" (%s skipped)", result.Count(done.FilesSkipped, "file"))
+		skipped = fmt.Sprintf(" (%s skipped)", benchrow.Count(done.FilesSkipped, "file"))
 	}
 	if done.Appended > 0 || done.FilesConverted > 0 {
 		// The objects' bytes are not what moved: say what did.
-		fmt.Fprintf(stderr, "transfer %s ok in %s: %s; %s, %s now stored%s\n", done.TransferID, result.FormatMS(done.Timings.Total),
-			transfers.MovedOf(done), result.Count(done.Files, "object"), result.FormatBytes(float64(done.Bytes)), skipped)
+		fmt.Fprintf(stderr, "transfer %s ok in %s: %s; %s, %s now stored%s\n", done.TransferID, benchrow.FormatMS(done.Timings.Total),
+			transfers.MovedOf(done), benchrow.Count(done.Files, "object"), benchrow.FormatBytes(float64(done.Bytes)), skipped)
 		return nil
 	}
 	size := ""
 	if done.Files > 0 {
-		size = ", " + result.FormatBytes(float64(done.Bytes))
+		size = ", " + benchrow.FormatBytes(float64(done.Bytes))
 	}
-	fmt.Fprintf(stderr, "transfer %s ok: %s%s in %s%s\n", done.TransferID, result.Count(done.Files, "object"),
-		size, result.FormatMS(done.Timings.Total), skipped)
+	fmt.Fprintf(stderr, "transfer %s ok: %s%s in %s%s\n", done.TransferID, benchrow.Count(done.Files, "object"),
+		size, benchrow.FormatMS(done.Timings.Total), skipped)
 	return nil
 }
 

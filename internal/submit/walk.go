@@ -5,8 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/progress"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // walkLine shows on a terminal what the walk of a large tree has found, until
@@ -20,7 +20,7 @@ type walkLine struct {
 func startWalkLine(w io.Writer, mu *sync.Mutex) *walkLine {
 	l := &walkLine{}
 	l.d = progress.NewDisplay(w, func() string {
-		return "walking the sources: " + result.Count(int(l.files.Load()), "file") + ", " + result.FormatBytes(float64(l.bytes.Load())) + " found"
+		return "walking the sources: " + benchrow.Count(int(l.files.Load()), "file") + ", " + benchrow.FormatBytes(float64(l.bytes.Load())) + " found"
 	}, progress.DisplayOptions{Mu: mu})
 	l.d.Start()
 	return l

@@ -18,11 +18,11 @@ import (
 	"github.com/sethvargo/go-envconfig"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // The checks. Each returns what is wrong, one sentence a problem; the
@@ -882,7 +882,7 @@ func checkBigQuery(ev *Eval) []string {
 			}
 		}
 	}
-	for name, schema := range map[string][]result.Field{loader.TransfersTable: result.TransfersSchema(), loader.ChunksTable: result.ChunksSchema()} {
+	for name, schema := range map[string][]benchrow.Field{loader.TransfersTable: benchrow.TransfersSchema(), loader.ChunksTable: benchrow.ChunksSchema()} {
 		in := tables[name]
 		if in == nil {
 			problems = append(problems, "no BigQuery table "+name+" (loader."+name+")")
@@ -892,7 +892,7 @@ func checkBigQuery(ev *Eval) []string {
 			problems = append(problems, fmt.Sprintf("%s: in dataset %q, the merger loads into FERRY_BQ_DATASET=%q", in.Addr(), ds, datasetEnv))
 		}
 		s, _ := str(get(in, in.Res.Body, "schema"))
-		var got []result.Field
+		var got []benchrow.Field
 		if err := json.Unmarshal([]byte(s), &got); err != nil || !reflect.DeepEqual(got, schema) {
 			problems = append(problems, fmt.Sprintf("%s: schema is not result's (schema/%s.json): %v", in.Addr(), name, err))
 		}

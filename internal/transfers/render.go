@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // Bucket is the bucket a command about transfers looks in: flag (BUCKET or
@@ -49,21 +49,21 @@ func WriteStatus(w io.Writer, t Transfer) {
 	case t.Ended() && t.Files == 0:
 		row("files", "%d done", t.FilesDone)
 		if t.BytesDone > 0 {
-			row("bytes", "%s done", result.FormatBytes(float64(t.BytesDone)))
+			row("bytes", "%s done", benchrow.FormatBytes(float64(t.BytesDone)))
 		}
 	default:
 		row("files", "%d of %d done", t.FilesDone, t.Files)
-		row("bytes", "%s of %s done", result.FormatBytes(float64(t.BytesDone)), result.FormatBytes(float64(t.Bytes)))
+		row("bytes", "%s of %s done", benchrow.FormatBytes(float64(t.BytesDone)), benchrow.FormatBytes(float64(t.Bytes)))
 	}
 	if !t.Ended() {
-		row("staged", "%s, %s compressed", result.Count(t.ChunksStaged, "chunk"), result.FormatBytes(float64(t.WireStaged)))
+		row("staged", "%s, %s compressed", benchrow.Count(t.ChunksStaged, "chunk"), benchrow.FormatBytes(float64(t.WireStaged)))
 	}
 	if !t.StartedAt.IsZero() {
 		row("started", "%s", t.StartedAt.UTC().Format(time.RFC3339))
 	}
 	switch {
 	case !t.FinishedAt.IsZero() && !t.StartedAt.IsZero() && !t.FinishedAt.Before(t.StartedAt):
-		row("finished", "%s (%s)", t.FinishedAt.UTC().Format(time.RFC3339), result.FormatMS(t.FinishedAt.Sub(t.StartedAt).Milliseconds()))
+		row("finished", "%s (%s)", t.FinishedAt.UTC().Format(time.RFC3339), benchrow.FormatMS(t.FinishedAt.Sub(t.StartedAt).Milliseconds()))
 	case !t.FinishedAt.IsZero():
 		// Ended before it started to send (refused, failed before
 		// sealing): no duration to tell.
@@ -76,17 +76,17 @@ func WriteStatus(w io.Writer, t Transfer) {
 		row("listing", "%s (every object and skipped file, NDJSON)", t.Listing)
 	}
 	if t.Ended() && (t.BytesRead > 0 || t.FilesSkipped > 0) {
-		m := result.Moved{Whole: t.FilesWhole, Appended: t.Appended, Converted: t.FilesConverted, Read: t.BytesRead, Sent: t.BytesSent}
+		m := benchrow.Moved{Whole: t.FilesWhole, Appended: t.Appended, Converted: t.FilesConverted, Read: t.BytesRead, Sent: t.BytesSent}
 		row("moved", "%s", m)
 	}
 	if t.FilesSkipped > 0 {
-		row("skipped", "%s not sent (unchanged or already there: only compared; the listing says each one's reason)", result.Count(t.FilesSkipped, "file"))
+		row("skipped", "%s not sent (unchanged or already there: only compared; the listing says each one's reason)", benchrow.Count(t.FilesSkipped, "file"))
 	}
 	if t.Appended > 0 {
-		row("appended", "%s grew and went as their tail only: %s", result.Count(t.Appended, "file"), result.FormatBytes(float64(t.AppendedBytes)))
+		row("appended", "%s grew and went as their tail only: %s", benchrow.Count(t.Appended, "file"), benchrow.FormatBytes(float64(t.AppendedBytes)))
 	}
 	if t.Rejected > 0 {
-		row("rejected", "%s left out (--bad-rows), each named in a rejects.ndjson beside its file's parts", result.Count(int(t.Rejected), "record"))
+		row("rejected", "%s left out (--bad-rows), each named in a rejects.ndjson beside its file's parts", benchrow.Count(int(t.Rejected), "record"))
 	}
 	if l := t.Load; l != nil {
 		if l.JobID == "" {
@@ -104,12 +104,12 @@ func WriteStatus(w io.Writer, t Transfer) {
 	fmt.Fprintln(w, "objects (CRC32C as gcloud storage shows it; raw: the source file)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, o := range t.Objects {
-		fmt.Fprintf(tw, "  %s\t%s\tcrc32c %s\traw %s\tcrc32c %s\n", o.Name, result.FormatBytes(float64(o.Size)), o.CRC32C,
-			result.FormatBytes(float64(o.RawSize)), o.RawCRC32C)
+		fmt.Fprintf(tw, "  %s\t%s\tcrc32c %s\traw %s\tcrc32c %s\n", o.Name, benchrow.FormatBytes(float64(o.Size)), o.CRC32C,
+			benchrow.FormatBytes(float64(o.RawSize)), o.RawCRC32C)
 	}
 	_ = tw.Flush()
 	if more := t.FilesDone - len(t.Objects); more > 0 {
-		fmt.Fprintf(w, "  … and %s more in %s\n", result.Count(more, "object"), t.Listing)
+		fmt.Fprintf(w, "  … and %s more in %s\n", benchrow.Count(more, "object"), t.Listing)
 	}
 }
 
@@ -127,10 +127,10 @@ func WriteList(w io.Writer, ts []Transfer) {
 		switch {
 		case t.Files > 0:
 			files = fmt.Sprintf("%d/%d", t.FilesDone, t.Files)
-			size = result.FormatBytes(float64(t.Bytes))
+			size = benchrow.FormatBytes(float64(t.Bytes))
 		case t.Ended():
 			files = fmt.Sprintf("%d", t.FilesDone)
-			size = result.FormatBytes(float64(t.BytesDone))
+			size = benchrow.FormatBytes(float64(t.BytesDone))
 		}
 		started := "-"
 		if !t.StartedAt.IsZero() {

@@ -19,10 +19,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/result"
 )
 
 // objectStore is what reading a transfer's state needs of GCS.
@@ -100,8 +100,8 @@ type Transfer struct {
 }
 
 // MovedOf is what a transfer's done event says moved.
-func MovedOf(d message.Done) result.Moved {
-	return result.Moved{Whole: d.FilesWhole, Appended: d.Appended, Converted: d.FilesConverted, Read: d.BytesRead, Sent: d.BytesSent}
+func MovedOf(d message.Done) benchrow.Moved {
+	return benchrow.Moved{Whole: d.FilesWhole, Appended: d.Appended, Converted: d.FilesConverted, Read: d.BytesRead, Sent: d.BytesSent}
 }
 
 // Ended reports whether the transfer has ended, either way.

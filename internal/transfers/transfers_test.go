@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/datagen"
@@ -19,7 +20,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/result"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
@@ -120,7 +120,7 @@ func (p *pipeline) upload(file string, from, to int) {
 // merge has the merger handle every event so far.
 func (p *pipeline) merge() {
 	p.t.Helper()
-	sink, err := result.OpenFile(filepath.Join(p.t.TempDir(), "rows.ndjson"))
+	sink, err := benchrow.OpenFile(filepath.Join(p.t.TempDir(), "rows.ndjson"))
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package result defines the benchmark row — the seeds' result record made
-// durable, one per transfer — and the local sink that appends rows to an
-// NDJSON file with the BigQuery table's schema, loadable as it is with
+// Package benchrow defines the benchmark row the merger writes, one per
+// transfer (the seeds' result record made durable), and the local sink
+// that appends rows to an NDJSON file with the BigQuery table's schema, loadable as it is with
 // bq load --source_format=NEWLINE_DELIMITED_JSON.
-package result
+package benchrow
 
 import (
 	"bufio"

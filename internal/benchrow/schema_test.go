@@ -1,4 +1,4 @@
-package result
+package benchrow
 
 import (
 	"bytes"
@@ -32,10 +32,10 @@ func TestSchemaFilesMatchGo(t *testing.T) {
 		}
 		got, err := os.ReadFile(file)
 		if err != nil {
-			t.Fatalf("%v (run go test ./internal/result -update)", err)
+			t.Fatalf("%v (run go test ./internal/benchrow -update)", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from the Go definition; run go test ./internal/result -update", file)
+			t.Errorf("%s differs from the Go definition; run go test ./internal/benchrow -update", file)
 		}
 	}
 }
