@@ -20,9 +20,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/bench"
+	"github.com/ferry-dev/ferry/internal/bench/peer"
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

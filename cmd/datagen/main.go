@@ -14,9 +14,9 @@ import (
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/datagen"
 )
 
 const about = `datagen writes synthetic daily OHLCV stock data as CSV

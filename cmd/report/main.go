@@ -18,9 +18,9 @@ import (
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-dev/ferry/internal/bench/report"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/cli"
-	"github.com/ferry-dev/ferry/internal/report"
 )
 
 const help = `report — benchmark tables and charts from ferry's results files.

@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/crc32c"
-	"github.com/ferry-dev/ferry/internal/datagen"
 )
 
 // Sizes are the data sets of a bench run.

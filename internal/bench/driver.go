@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/bench/peer"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
-	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // Config is one bench run's configuration.

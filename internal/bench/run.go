@@ -3,8 +3,8 @@ package bench
 import (
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/bench/peer"
 	"github.com/ferry-dev/ferry/internal/benchrow"
-	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // Role says what a method is in a comparison.

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/bench/peer"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
-	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // Stack is a running bin/localstack process: fake-gcs-server behind ferry's

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/bench/peer"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
-	"github.com/ferry-dev/ferry/internal/peer"
 )
 
 // ---- ferry ----

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
-	"github.com/ferry-dev/ferry/internal/datagen"
 	"github.com/ferry-dev/ferry/internal/level"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/table"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/ferry-dev/ferry/internal/datagen"
+	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/table"
 	"github.com/ferry-dev/ferry/internal/table/tabletest"
 )
