@@ -11,6 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -26,9 +27,9 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 		t.Run(string(c), func(t *testing.T) {
 			s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
 			dir := filepath.Join(t.TempDir(), "logs")
-			must(t, os.MkdirAll(dir, 0o755))
+			testutil.OK(t, os.MkdirAll(dir, 0o755))
 			src := filepath.Join(dir, "app.csv")
-			writeCSV(t, src, 2_500_000, 3)
+			testutil.WriteCSV(t, src, 2_500_000, 3)
 			object := "land/logs/app.csv" + c.Ext()
 			send := func(noAppend ...bool) (message.Done, int64) {
 				t.Helper()
@@ -53,20 +54,20 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 			grow := func(n int) int64 {
 				t.Helper()
 				fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-				must(t, err)
+				testutil.OK(t, err)
 				defer fh.Close()
 				line := []byte("2026-12-04,XYZ,US0000000000,NYSE,USD,1.000000,1.000000,1.000000,1.000000,1.000000,100\n")
 				var added int64
 				for added < int64(n) {
 					k, err := fh.Write(line)
-					must(t, err)
+					testutil.OK(t, err)
 					added += int64(k)
 				}
 				return added
 			}
 			send()
 			a0, err := s.store.Attrs(context.Background(), s.bucket, object)
-			must(t, err)
+			testutil.OK(t, err)
 			for round := range 2 {
 				added := grow(300_000)
 				if round == 0 {
@@ -84,7 +85,7 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 					t.Fatalf("round %d: row says %d files appended, %d bytes", round, r.FilesAppended, r.BytesAppended)
 				}
 				a, err := s.store.Attrs(context.Background(), s.bucket, object)
-				must(t, err)
+				testutil.OK(t, err)
 				if a.Generation == a0.Generation || a.Metadata[message.MetaTransfer] != done.TransferID {
 					t.Fatalf("round %d: the object was not replaced by the append: %+v", round, a)
 				}
@@ -101,7 +102,7 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 				t.Fatalf("restore: exit %d, %s", code, stderr)
 			}
 			want, err := os.ReadFile(src)
-			must(t, err)
+			testutil.OK(t, err)
 			got, err := os.ReadFile(filepath.Join(out, "logs", "app.csv"))
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("restored %d bytes (%v), the file has %d", len(got), err, len(want))
@@ -114,25 +115,25 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 			// The middle changed and the size grew, the mtime put back:
 			// sent whole, the prefix's CRC32C tells.
 			st, err := os.Stat(src)
-			must(t, err)
+			testutil.OK(t, err)
 			b, err := os.ReadFile(src)
-			must(t, err)
+			testutil.OK(t, err)
 			b[1000] ^= 1
-			must(t, os.WriteFile(src, b, 0o644))
+			testutil.OK(t, os.WriteFile(src, b, 0o644))
 			added := grow(1000)
-			must(t, os.Chtimes(src, st.ModTime(), st.ModTime()))
+			testutil.OK(t, os.Chtimes(src, st.ModTime(), st.ModTime()))
 			if _, compressed := send(); compressed != int64(len(b))+added {
 				t.Fatalf("a changed prefix: the producer compressed %d bytes, want the whole %d", compressed, int64(len(b))+added)
 			}
 			// Truncated, then grown back to the same length: whole.
 			b, err = os.ReadFile(src)
-			must(t, err)
-			must(t, os.Truncate(src, int64(len(b))/2))
+			testutil.OK(t, err)
+			testutil.OK(t, os.Truncate(src, int64(len(b))/2))
 			fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-			must(t, err)
+			testutil.OK(t, err)
 			_, err = fh.Write(bytes.Repeat([]byte("z"), len(b)-len(b)/2))
-			must(t, err)
-			must(t, fh.Close())
+			testutil.OK(t, err)
+			testutil.OK(t, fh.Close())
 			if done, compressed := send(); compressed != int64(len(b)) || done.Appended != 0 {
 				t.Fatalf("truncated and grown back: the producer compressed %d bytes of %d, %d appended", compressed, len(b), done.Appended)
 			}
@@ -150,19 +151,19 @@ func TestAGrownFileSendsItsTailOnly(t *testing.T) {
 func TestAnHourOfLogs(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
 	dir := filepath.Join(t.TempDir(), "logs")
-	must(t, os.MkdirAll(dir, 0o755))
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
 	path := func(n string) string { return filepath.Join(dir, n) }
 	line := func(i int) string {
 		return "2026-12-04T10:00:00Z level=info msg=\"request\" n=" + strings.Repeat("7", i%50) + "\n"
 	}
 	write := func(n string, lines, from int) {
 		fh, err := os.OpenFile(path(n), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		must(t, err)
+		testutil.OK(t, err)
 		for i := range lines {
 			_, err := fh.WriteString(line(from + i))
-			must(t, err)
+			testutil.OK(t, err)
 		}
-		must(t, fh.Close())
+		testutil.OK(t, fh.Close())
 	}
 	write("app.log", 40_000, 0)
 	write("db.log", 20_000, 0)
@@ -174,13 +175,13 @@ func TestAnHourOfLogs(t *testing.T) {
 	}
 	size := func(n string) int64 {
 		fi, err := os.Stat(path(n))
-		must(t, err)
+		testutil.OK(t, err)
 		return fi.Size()
 	}
 	before := size("app.log")
-	write("app.log", 500, 40_000)       // grew
-	write("new.log", 1_000, 0)          // new
-	must(t, os.Remove(path("old.log"))) // rotated: a shorter file of other lines
+	write("app.log", 500, 40_000)              // grew
+	write("new.log", 1_000, 0)                 // new
+	testutil.OK(t, os.Remove(path("old.log"))) // rotated: a shorter file of other lines
 	write("old.log", 100, 7)
 	done, err := s.transfer(req)
 	if err != nil || done.Status != message.StatusOK || done.Files != 3 || done.FilesSkipped != 1 || done.Appended != 1 {

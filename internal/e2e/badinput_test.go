@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // TestProducerCLIRejectsBadInput runs `producer submit` on bad input: a
@@ -24,19 +25,19 @@ func TestProducerCLIRejectsBadInput(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.csv")
-	writeCSV(t, good, 1000, 1)
+	testutil.WriteCSV(t, good, 1000, 1)
 	fifo := filepath.Join(dir, "pipe.csv")
-	must(t, syscall.Mkfifo(fifo, 0o644))
+	testutil.OK(t, syscall.Mkfifo(fifo, 0o644))
 	badUTF8 := filepath.Join(dir, "bad\xff.csv")
-	must(t, os.WriteFile(badUTF8, []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(badUTF8, []byte("x"), 0o644))
 	ctrl := filepath.Join(dir, "tab\tname.csv")
-	must(t, os.WriteFile(ctrl, []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(ctrl, []byte("x"), 0o644))
 	deep := dir
 	for i := 0; i < 5; i++ {
 		deep = filepath.Join(deep, strings.Repeat("d", 220))
 	}
-	must(t, os.MkdirAll(deep, 0o755))
-	must(t, os.WriteFile(filepath.Join(deep, "f.csv"), []byte("x"), 0o644))
+	testutil.OK(t, os.MkdirAll(deep, 0o755))
+	testutil.OK(t, os.WriteFile(filepath.Join(deep, "f.csv"), []byte("x"), 0o644))
 	longRoot := filepath.Join(dir, strings.Repeat("d", 220))
 	dest := "gs://" + s.bucket + "/p"
 
@@ -84,7 +85,7 @@ func TestProducerCLIRejectsBadInput(t *testing.T) {
 func TestSourceChangingWhileReadFailsCleanly(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "growing.csv")
-	writeCSV(t, src, 40_000_000, 31)
+	testutil.WriteCSV(t, src, 40_000_000, 31)
 	// A slow producer: one encoder, small chunks, so the append lands while
 	// it reads.
 	s.prod = producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.ControlTopic),
@@ -92,10 +93,10 @@ func TestSourceChangingWhileReadFailsCleanly(t *testing.T) {
 	wait := s.transferAsync(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/g", Codec: codec.Gzip, ChunkSize: 256 << 10})
 	teststack.Until(t, 30*time.Second, "the producer to start reading", func() bool { r, _ := s.prod.Progress(); return r > 0 })
 	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = f.WriteString("1999-01-01,APPENDED,row\n")
-	must(t, err)
-	must(t, f.Close())
+	testutil.OK(t, err)
+	testutil.OK(t, f.Close())
 
 	done, submitErr := wait()
 	if submitErr == nil || !strings.Contains(submitErr.Error(), "growing.csv") {
@@ -115,19 +116,12 @@ func TestSourceChangingWhileReadFailsCleanly(t *testing.T) {
 func TestEmptyDirectoryTransfersNothingSuccessfully(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 1})
 	empty := filepath.Join(t.TempDir(), "empty")
-	must(t, os.MkdirAll(empty, 0o755))
+	testutil.OK(t, os.MkdirAll(empty, 0o755))
 	done, err := s.transfer(producer.Request{Sources: []string{empty}, Destination: "gs://" + s.bucket + "/e", ChunkSize: 1 << 20})
 	if err != nil || done.Status != message.StatusOK || len(done.Objects) != 0 {
 		t.Fatalf("transfer: %v, done %+v", err, done)
 	}
 	if row := s.row(done.TransferID); row.Files != 0 || row.Status != "ok" {
 		t.Fatalf("row %+v", row)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

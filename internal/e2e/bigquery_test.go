@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // The merger's BigQuery mode as deployed: the merger binary, configured only
@@ -39,7 +40,7 @@ func TestMergerLoadsRowsIntoBigQuery(t *testing.T) {
 		"FERRY_LOAD_BATCH=1", "FERRY_LOAD_MAX_AGE=1s")...))
 
 	src := filepath.Join(t.TempDir(), "bq.csv")
-	writeCSV(t, src, 3_000_000, 21)
+	testutil.WriteCSV(t, src, 3_000_000, 21)
 	key := "bq-e2e-" + s.bucket
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

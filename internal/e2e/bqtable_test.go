@@ -19,6 +19,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/loader/bqtest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/table/tabletest"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // submitJSON runs producer submit --wait --json with args and returns the
@@ -67,9 +68,9 @@ func bqStack(t *testing.T, location string) (*stack, *bqtest.Server, string) {
 func seedCSV(t *testing.T, dir, name string, size int64, seed int64) []byte {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	writeCSV(t, p, size, seed)
+	testutil.WriteCSV(t, p, size, seed)
 	b, err := os.ReadFile(p)
-	must(t, err)
+	testutil.OK(t, err)
 	return b
 }
 
@@ -194,13 +195,13 @@ func TestBQTableWithoutBigQueryWritesTheLoadsFile(t *testing.T) {
 		}
 	}
 	fh, err := os.Open(loads)
-	must(t, err)
+	testutil.OK(t, err)
 	defer fh.Close()
 	var lines []loader.LocalLoad
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
 		var l loader.LocalLoad
-		must(t, json.Unmarshal(sc.Bytes(), &l))
+		testutil.OK(t, json.Unmarshal(sc.Bytes(), &l))
 		lines = append(lines, l)
 	}
 	all := recs["day1"] + recs["day2"]
@@ -238,7 +239,7 @@ func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
 		data := seedCSV(t, filepath.Join(dir, "dt="+day), "prices.csv", 1536<<10, int64(40+i)) // two chunks: a composed gzip of two members
 		records += len(tabletest.Records(t, data, ',')) - 1
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "dt=2026-12-01", "README.txt"), []byte("not a table\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "dt=2026-12-01", "README.txt"), []byte("not a table\n"), 0o644))
 
 	_, code, stderr := submitJSON(t, s.env(allow), "--bq-table", "bq-e2e.landing.prices", dir, "gs://"+s.bucket+"/zstd")
 	if code == 0 || !strings.Contains(stderr, "which BigQuery reads gzip'd or uncompressed, not zstd: add --codec gzip") || len(s.objects("zstd/")) != 0 {
@@ -303,7 +304,7 @@ func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
 	}
 	for _, day := range []string{"2026-12-01", "2026-12-02"} {
 		want, err := os.ReadFile(filepath.Join(dir, "dt="+day, "prices.csv"))
-		must(t, err)
+		testutil.OK(t, err)
 		got, err := os.ReadFile(filepath.Join(out, "export", "dt="+day, "prices.csv"))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("dt=%s/prices.csv came back as %d bytes (%v), sent %d", day, len(got), err, len(want))
@@ -311,7 +312,7 @@ func TestBQTableLoadsTheObjectsAsSentHivePartitioned(t *testing.T) {
 	}
 
 	// CSV and NDJSON in one transfer: one job cannot read both.
-	must(t, os.WriteFile(filepath.Join(dir, "dt=2026-12-02", "events.ndjson"), []byte(`{"a":1}`+"\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "dt=2026-12-02", "events.ndjson"), []byte(`{"a":1}`+"\n"), 0o644))
 	done, code, _ = submitJSON(t, s.env(allow), "--codec", "gzip", "--bq-table", "bq-e2e.landing.mixed", dir, "gs://"+s.bucket+"/mixed")
 	if code == 0 || done.Status != message.StatusFailed || !strings.Contains(done.Error, "one load job reads one format") ||
 		!strings.Contains(done.Error, "events.ndjson is NEWLINE_DELIMITED_JSON") || done.Files != 4 {
@@ -345,7 +346,7 @@ func TestSkipUnchangedDoesNotReloadConvertedFiles(t *testing.T) {
 	}
 	jobs := func() int {
 		b, err := os.ReadFile(loads)
-		must(t, err)
+		testutil.OK(t, err)
 		return strings.Count(string(b), "\n")
 	}
 	first := submit()
@@ -361,7 +362,7 @@ func TestSkipUnchangedDoesNotReloadConvertedFiles(t *testing.T) {
 		t.Fatalf("producer status: exit %d\n%s", code, out)
 	}
 	later := time.Now().Add(time.Hour)
-	must(t, os.Chtimes(filepath.Join(dir, "a.csv"), later, later))
+	testutil.OK(t, os.Chtimes(filepath.Join(dir, "a.csv"), later, later))
 	touched := submit()
 	if touched.Files != 2 || touched.FilesSkipped != 1 || touched.Load.JobID == "" || jobs() != 2 {
 		t.Fatalf("a.csv touched: done %+v (load %+v), %d load jobs; want its 2 parts sent and loaded, b.csv skipped", touched, touched.Load, jobs())
@@ -391,8 +392,8 @@ func TestANightlyBatchWithAnEmptyDayEndsOKAndLoads(t *testing.T) {
 	data := seedCSV(t, dir, "a-busy-day.csv", 1<<20, 7)
 	recs := tabletest.Records(t, data, ',')
 	header, recs := recs[0], recs[1:]
-	must(t, os.WriteFile(filepath.Join(dir, "b-quiet-day.csv"), []byte(strings.Join(header, ",")+"\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "c-no-export.csv"), nil, 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "b-quiet-day.csv"), []byte(strings.Join(header, ",")+"\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "c-no-export.csv"), nil, 0o644))
 	done, code, stderr := submitJSON(t, s.env(allow), "--convert", "parquet", "--bq-table", "bq-e2e.landing.nightly", dir, "gs://"+s.bucket+"/land")
 	if code != 0 || done.Status != message.StatusOK || done.Load == nil || done.Load.Rows != int64(len(recs)) || done.FilesSkipped != 1 || done.FilesConverted != 2 {
 		t.Fatalf("submit: exit %d, done %+v (load %+v); want ok, %d rows loaded, 2 files converted, the empty one skipped\n%s",
@@ -404,7 +405,7 @@ func TestANightlyBatchWithAnEmptyDayEndsOKAndLoads(t *testing.T) {
 	}
 	for name := range quiet {
 		b, err := s.store.ReadAll(context.Background(), s.bucket, name)
-		must(t, err)
+		testutil.OK(t, err)
 		cols, _, rows := tabletest.ReadBack(t, b)
 		if len(rows) != 0 || strings.Join(cols, ",") != strings.Join(header, ",") {
 			t.Fatalf("the quiet day's part has columns %v and %d rows; want the header's columns and no rows", cols, len(rows))

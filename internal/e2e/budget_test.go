@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
 
@@ -41,16 +42,16 @@ func TestEachProcessStaysWithinItsBudgetOnAMixedTree(t *testing.T) {
 			body[j] = "abcdefgh,0123456789\n"[(i+j)%20]
 		}
 		p := filepath.Join(dir, "small", fmt.Sprintf("d%02d", i/100), fmt.Sprintf("f%04d.txt", i))
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		must(t, os.WriteFile(p, body, 0o644))
+		testutil.OK(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		testutil.OK(t, os.WriteFile(p, body, 0o644))
 	}
 	for i, mb := range []int64{12, 20, 30, 60} { // the last is larger than the producer's budget
-		writeCSV(t, filepath.Join(dir, "csv", fmt.Sprintf("c%d.csv", i)), mb<<20, int64(90+i))
+		testutil.WriteCSV(t, filepath.Join(dir, "csv", fmt.Sprintf("c%d.csv", i)), mb<<20, int64(90+i))
 	}
 	for i := range 2 {
 		b := make([]byte, 8<<20)
 		_, _ = rand.Read(b)
-		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("random-%d.bin", i)), b, 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("random-%d.bin", i)), b, 0o644))
 	}
 
 	env := s.env("FERRY_BUCKETS="+s.bucket, fmt.Sprintf("FERRY_PRODUCER_MEMORY=%d", producerBudget),
@@ -75,7 +76,7 @@ func TestEachProcessStaysWithinItsBudgetOnAMixedTree(t *testing.T) {
 		t.Fatalf("row %+v, want ok with %d files", r, 1506)
 	}
 	for _, p := range append(workers, merger) {
-		must(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		testutil.OK(t, p.cmd.Process.Signal(syscall.SIGTERM))
 		if code := p.wait(time.Minute); code != 0 {
 			t.Errorf("%s exited %d on SIGTERM", p.name, code)
 		}
@@ -116,7 +117,7 @@ func TestAConvertingProducerStaysWithinItsBudget(t *testing.T) {
 	const producerBudget = 64 << 20
 	s := newStack(t, stackOptions{workers: 2, noMerger: false})
 	dir := filepath.Join(t.TempDir(), "table")
-	writeCSV(t, filepath.Join(dir, "prices.csv"), 60<<20, 77)
+	testutil.WriteCSV(t, filepath.Join(dir, "prices.csv"), 60<<20, 77)
 	env := s.env("FERRY_BUCKETS="+s.bucket, fmt.Sprintf("FERRY_PRODUCER_MEMORY=%d", producerBudget), "FERRY_LOG_LEVEL=warn")
 	prod := s.start("producer", "producer", env, "submit", "--wait", "--convert", "parquet", "--chunk-size", "8MiB", dir, "gs://"+s.bucket+"/table")
 	peak := watchPeakRSS(prod)

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // runBinary runs a built binary to its end (at most two minutes) and returns
@@ -110,10 +111,10 @@ func deadEndpoint(t *testing.T) string {
 func TestSubmitTimeoutBoundsTheWholeCommand(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "small.csv")
-	writeCSV(t, src, 10_000, 3)
+	testutil.WriteCSV(t, src, 10_000, 3)
 	pubsub, gcs := deadEndpoint(t), deadEndpoint(t)
 	envFile := filepath.Join(dir, "ferry.env")
-	must(t, os.WriteFile(envFile, []byte("export PUBSUB_EMULATOR_HOST="+pubsub+"\nexport STORAGE_EMULATOR_HOST="+gcs+" # the stack that stopped\n"), 0o644))
+	testutil.OK(t, os.WriteFile(envFile, []byte("export PUBSUB_EMULATOR_HOST="+pubsub+"\nexport STORAGE_EMULATOR_HOST="+gcs+" # the stack that stopped\n"), 0o644))
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PUBSUB_EMULATOR_HOST=") && !strings.HasPrefix(kv, "STORAGE_EMULATOR_HOST=") {
@@ -153,7 +154,7 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 1, noMerger: true, inlineMax: 4 << 10})
 	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "small.csv")
-	writeCSV(t, src, 300_000, 5)
+	testutil.WriteCSV(t, src, 300_000, 5)
 	env := s.env("FERRY_BUCKETS=" + s.bucket)
 
 	code, stdout, stderr := runBinary(t, env, "producer", "submit", src, "gs://no-such-bucket-ferry/x")
@@ -168,9 +169,9 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	}
 	id := strings.TrimSpace(stdout)
 	b, err := s.store.ReadAll(ctx, s.bucket, message.ManifestObject(id))
-	must(t, err)
+	testutil.OK(t, err)
 	var m message.Manifest
-	must(t, message.Decode(b, &m))
+	testutil.OK(t, message.Decode(b, &m))
 	if m.FerryVer != testVersion {
 		t.Errorf("manifest ferry_version %q, want %s", m.FerryVer, testVersion)
 	}
@@ -189,7 +190,7 @@ func TestSubmitStatusListCancel(t *testing.T) {
 		return err == nil
 	})
 	a, err := s.store.Attrs(ctx, s.bucket, "cli/small.csv.zst")
-	must(t, err)
+	testutil.OK(t, err)
 	code, out, _ = runBinary(t, env, "producer", "status", "--bucket", "gs://"+s.bucket, id)
 	if code != 0 || !strings.Contains(out, "crc32c "+crc32c.Base64(a.CRC32C)) || !strings.Contains(out, "files        1 of 1 done") {
 		t.Errorf("status: exit %d\n%s\nwant crc32c %s", code, out, crc32c.Base64(a.CRC32C))

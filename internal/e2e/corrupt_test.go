@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Fault 4: every chunk message is published twice. Exactly one final object
@@ -22,8 +23,8 @@ import (
 func TestEveryChunkPublishedTwice(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10, duplicateChunks: true})
 	dir := filepath.Join(t.TempDir(), "dups")
-	writeCSV(t, filepath.Join(dir, "big.csv"), 1_500_000, 21)
-	writeCSV(t, filepath.Join(dir, "one.csv"), 20_000, 22)
+	testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 1_500_000, 21)
+	testutil.WriteCSV(t, filepath.Join(dir, "one.csv"), 20_000, 22)
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/dup", Codec: codec.Zstd, ChunkSize: 64 << 10}
 	done, err := s.transfer(req)
 	if err != nil || done.Status != message.StatusOK {
@@ -78,7 +79,7 @@ func TestCorruptSpoolChunkFailsTheTransfer(t *testing.T) {
 	s.prod = producer.New(producer.Options{Store: s.store, Events: s.q.Publisher(s.ps.ControlTopic),
 		Chunks: corruptingPublisher{p: s.q.Publisher(s.ps.ChunksTopic), spool: s.spool, target: 7}, SpoolDir: s.spool, InlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "victim.csv")
-	writeCSV(t, src, 1_000_000, 23)
+	testutil.WriteCSV(t, src, 1_000_000, 23)
 	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/bad", Codec: codec.Zstd, ChunkSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
@@ -115,17 +116,17 @@ func TestOverwriteReplacesAtomically(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	dir := t.TempDir()
 	src := filepath.Join(dir, "data.csv")
-	writeCSV(t, src, 800_000, 24)
+	testutil.WriteCSV(t, src, 800_000, 24)
 	small := filepath.Join(dir, "small.csv")
-	writeCSV(t, small, 10_000, 25)
+	testutil.WriteCSV(t, small, 10_000, 25)
 	req := producer.Request{Sources: []string{src, small}, Destination: "gs://" + s.bucket + "/ow", Codec: codec.Zstd, ChunkSize: 64 << 10}
 	if d, err := s.transfer(req); err != nil || d.Status != message.StatusOK {
 		t.Fatalf("first transfer: %v %+v", err, d)
 	}
 	old, _ := s.store.Attrs(context.Background(), s.bucket, "ow/data.csv.zst")
 
-	writeCSV(t, src, 900_000, 26) // new content under the same names
-	writeCSV(t, small, 12_000, 27)
+	testutil.WriteCSV(t, src, 900_000, 26) // new content under the same names
+	testutil.WriteCSV(t, small, 12_000, 27)
 	req.Overwrite = true
 	stop := watchFinals(t, s, map[string]string{"big": "ow/data.csv.zst", "small": "ow/small.csv.zst"})
 	d, err := s.transfer(req)

@@ -24,6 +24,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Issue 40: ferry cp, the whole engine in one process. These tests run the
@@ -166,9 +167,9 @@ func smallTree(t *testing.T, dir string, n int) {
 	t.Helper()
 	for i := range n {
 		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%7))
-		must(t, os.MkdirAll(sub, 0o755))
+		testutil.OK(t, os.MkdirAll(sub, 0o755))
 		body := bytes.Repeat([]byte(fmt.Sprintf("file %d of the tree\n", i)), i%50)
-		must(t, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d.txt", i)), body, 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d.txt", i)), body, 0o644))
 	}
 }
 
@@ -182,7 +183,7 @@ func TestFerryCpMovesATreeAndALargeFileWithNoPubSub(t *testing.T) {
 	tree := filepath.Join(dir, "tree")
 	smallTree(t, tree, 150)
 	big := filepath.Join(dir, "prices.csv")
-	writeCSV(t, big, 30<<20, 7) // several chunks of cp's 8 MiB
+	testutil.WriteCSV(t, big, 30<<20, 7) // several chunks of cp's 8 MiB
 	done := c.ok(tree, big, "gs://"+c.bucket+"/in")
 	if done.Status != message.StatusOK || done.Files != 151 {
 		t.Fatalf("done %+v, want ok with 151 files", done)
@@ -203,12 +204,12 @@ func TestFerryCpCtrlCLeavesNothingStaged(t *testing.T) {
 	t.Parallel()
 	c := newCpRun(t, "")
 	big := filepath.Join(t.TempDir(), "big.csv")
-	writeCSV(t, big, 60<<20, 11)
+	testutil.WriteCSV(t, big, 60<<20, 11)
 	p := c.start("--max-rate", "2MB", big, "gs://"+c.bucket+"/int")
 	teststack.Until(t, 2*time.Minute, "a chunk staged", func() bool {
 		return len(c.under(message.StagingRoot)) > 3 // lease, run, and chunks
 	})
-	must(t, p.cmd.Process.Signal(syscall.SIGINT))
+	testutil.OK(t, p.cmd.Process.Signal(syscall.SIGINT))
 	if code := p.wait(2 * time.Minute); code != 1 {
 		t.Fatalf("ferry cp exited %d after Ctrl-C, want 1:\n%s", code, tail(p.out.String(), 4000))
 	}
@@ -234,7 +235,7 @@ func bigAndTree(t *testing.T, size, seed int64, files int) (big, tree string) {
 	t.Helper()
 	dir := t.TempDir()
 	big, tree = filepath.Join(dir, "big.csv"), filepath.Join(dir, "tree")
-	writeCSV(t, big, size, seed)
+	testutil.WriteCSV(t, big, size, seed)
 	smallTree(t, tree, files)
 	return big, tree
 }
@@ -309,14 +310,14 @@ func TestFerryCpRidesOutABucketsWriteLimit(t *testing.T) {
 	t.Parallel()
 	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{
 		Match: func(r *http.Request) bool { return r.Method != http.MethodGet }, WriteLimit: 40})
-	must(t, err)
+	testutil.OK(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	c := newCpRun(t, strings.TrimPrefix(proxy.URL(), "http://"))
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
 	smallTree(t, tree, 300)
 	big := filepath.Join(dir, "big.csv")
-	writeCSV(t, big, 20<<20, 3)
+	testutil.WriteCSV(t, big, 20<<20, 3)
 	done := c.ok("--uploads", "8", tree, big, "gs://"+c.bucket+"/paced")
 	if done.Status != message.StatusOK || done.Files != 301 {
 		t.Fatalf("done %+v", done)
@@ -340,16 +341,16 @@ func TestFerryCpAppendsAndConverts(t *testing.T) {
 	c := newCpRun(t, "")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "app.log")
-	must(t, os.WriteFile(log, bytes.Repeat([]byte("2026-12-05 a line of the log\n"), 200_000), 0o644))
+	testutil.OK(t, os.WriteFile(log, bytes.Repeat([]byte("2026-12-05 a line of the log\n"), 200_000), 0o644))
 	dest := "gs://" + c.bucket + "/logs"
 	if d := c.ok("--skip-unchanged", log, dest); d.Status != message.StatusOK {
 		t.Fatalf("first copy: %+v", d)
 	}
 	f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = f.Write(bytes.Repeat([]byte("2026-12-06 a new line\n"), 3000))
-	must(t, err)
-	must(t, f.Close())
+	testutil.OK(t, err)
+	testutil.OK(t, f.Close())
 	p := c.start("--skip-unchanged", log, dest)
 	if code := p.wait(5 * time.Minute); code != 0 || !strings.Contains(p.out.String(), "1 file appended (its tail only): 66.0 kB read, ") {
 		t.Fatalf("after the file grew: exit %d, want 0 and a summary that says only the tail moved:\n%s", code, p.out.String())
@@ -357,7 +358,7 @@ func TestFerryCpAppendsAndConverts(t *testing.T) {
 	c.restoreEqual("logs", log)
 
 	csv := filepath.Join(dir, "prices.csv")
-	writeCSV(t, csv, 2<<20, 5)
+	testutil.WriteCSV(t, csv, 2<<20, 5)
 	if d := c.ok("--convert", "parquet", csv, "gs://"+c.bucket+"/tables"); d.Status != message.StatusOK {
 		t.Fatalf("convert: %+v", d)
 	}
@@ -377,7 +378,7 @@ func TestFerryCpOnATerminal(t *testing.T) {
 	}
 	c := newCpRun(t, "")
 	big := filepath.Join(t.TempDir(), "big.csv")
-	writeCSV(t, big, 60<<20, 17)
+	testutil.WriteCSV(t, big, 60<<20, 17)
 	session := fmt.Sprintf("ferry-cp-%d", os.Getpid())
 	var script strings.Builder
 	for _, kv := range c.env("FERRY_LOG_LEVEL=info", "FERRY_LOG_FORMAT=auto") {
@@ -387,7 +388,7 @@ func TestFerryCpOnATerminal(t *testing.T) {
 	}
 	fmt.Fprintf(&script, "%s cp --max-rate 2MB %s gs://%s/term; echo \"EXIT=$?\"; sleep 600\n", filepath.Join(binaries(t), "ferry"), big, c.bucket)
 	sh := filepath.Join(t.TempDir(), "run.sh")
-	must(t, os.WriteFile(sh, []byte(script.String()), 0o755))
+	testutil.OK(t, os.WriteFile(sh, []byte(script.String()), 0o755))
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", args...).CombinedOutput()
 		if err != nil {
@@ -422,7 +423,7 @@ func TestFerryCpConvertsLatin1WithNullMarkers(t *testing.T) {
 	c := newCpRun(t, "")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "l.csv")
-	must(t, os.WriteFile(src, []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NULL\n"), 0o644))
+	testutil.OK(t, os.WriteFile(src, []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NULL\n"), 0o644))
 	if d := c.ok("--convert", "parquet", "--encoding", "ISO-8859-1", "--null-marker", "NULL", "--null-marker", `\N`, src, "gs://"+c.bucket+"/t"); d.Status != message.StatusOK {
 		t.Fatalf("convert: %+v", d)
 	}
@@ -431,7 +432,7 @@ func TestFerryCpConvertsLatin1WithNullMarkers(t *testing.T) {
 		t.Fatalf("restore --to csv: exit %d\n%s", code, stderr)
 	}
 	got, err := os.ReadFile(filepath.Join(out, "l.csv"))
-	must(t, err)
+	testutil.OK(t, err)
 	if want := "café,prix\ndéjà,1.50\n,\nnaïve,\n"; string(got) != want {
 		t.Fatalf("restored %q, want %q", got, want)
 	}
@@ -447,7 +448,7 @@ func TestRestoreNamesAnObjectReplacedAfterItsTransferEnded(t *testing.T) {
 	c := newCpRun(t, "")
 	dir := t.TempDir()
 	for i := range 3 {
-		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), bytes.Repeat([]byte{byte('a' + i)}, 1000), 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), bytes.Repeat([]byte{byte('a' + i)}, 1000), 0o644))
 	}
 	if d := c.ok("--codec", "none", dir, "gs://"+c.bucket+"/t"); d.Status != message.StatusOK {
 		t.Fatalf("cp: %+v", d)
@@ -455,7 +456,7 @@ func TestRestoreNamesAnObjectReplacedAfterItsTransferEnded(t *testing.T) {
 	ctx := context.Background()
 	name := "t/" + filepath.Base(dir) + "/f1.txt"
 	a, err := c.store.Attrs(ctx, c.bucket, name)
-	must(t, err)
+	testutil.OK(t, err)
 	forged := bytes.Repeat([]byte("z"), 1000)
 	meta := maps.Clone(a.Metadata)
 	meta[message.MetaRawCRC32C] = fmt.Sprintf("%08x", crc32c.Checksum(forged)) // restore's own checks pass
@@ -491,9 +492,9 @@ func TestFerryCpConvertsUTF16AndATSVsQuotes(t *testing.T) {
 	for _, u := range utf16.Encode([]rune("name,qty\r\ncaf\u00e9 \U0001f600,1\r\n\u010a,2\r\n")) {
 		u16 = append(u16, byte(u), byte(u>>8))
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "u.csv"), u16, 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "u.csv"), u16, 0o644))
 	tsv := "item\tnote\nMonitor 27\" LED\t\"as is\"\n\"open\tx\n"
-	must(t, os.WriteFile(filepath.Join(dir, "q.tsv"), []byte(tsv), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "q.tsv"), []byte(tsv), 0o644))
 	if d := c.ok("--convert", "parquet", dir, "gs://"+c.bucket+"/t"); d.Status != message.StatusOK {
 		t.Fatalf("convert: %+v", d)
 	}
@@ -503,7 +504,7 @@ func TestFerryCpConvertsUTF16AndATSVsQuotes(t *testing.T) {
 	}
 	for name, want := range map[string]string{"u.csv": "name,qty\ncaf\u00e9 \U0001f600,1\n\u010a,2\n", "q.tsv": tsv} {
 		got, err := os.ReadFile(filepath.Join(out, filepath.Base(dir), name)) // the directory is sent as itself
-		must(t, err)
+		testutil.OK(t, err)
 		if string(got) != want {
 			t.Errorf("%s restored %q, want %q", name, got, want)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -79,7 +80,7 @@ func TestKill9WorkerMidUpload(t *testing.T) {
 	a := s.start("worker-a", "worker", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy), "FERRY_WORKER_ID=a"))
 
 	src := filepath.Join(t.TempDir(), "large_upload.csv")
-	writeCSV(t, src, 20_000_000, 11)
+	testutil.WriteCSV(t, src, 20_000_000, 11)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/k9", Codec: codec.Zstd, ChunkSize: 8 << 20}
 	wait := s.transferAsync(req)
 	teststack.Until(t, 30*time.Second, "an 8 MiB chunk upload in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
@@ -109,7 +110,7 @@ func TestKill9MergerBetweenComposes(t *testing.T) {
 	a := s.start("merger-a", "merger", s.env("STORAGE_EMULATOR_HOST="+hostOf(proxy)))
 
 	src := filepath.Join(t.TempDir(), "tree.csv")
-	writeCSV(t, src, 3_000_000, 12)
+	testutil.WriteCSV(t, src, 3_000_000, 12)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/tree", Codec: codec.Zstd, ChunkSize: 64 << 10}
 	wait := s.transferAsync(req)
 	teststack.Until(t, 60*time.Second, "merger a to start the final compose", func() bool { return proxy.Counts().Matched >= 1 })
@@ -163,7 +164,7 @@ func TestKill9ProducerThenResubmitSameKey(t *testing.T) {
 func kill9ProducerThenResubmit(t *testing.T, changed bool) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "big.csv")
-	writeCSV(t, src, 60_000_000, 13)
+	testutil.WriteCSV(t, src, 60_000_000, 13)
 	dest := "gs://" + s.bucket + "/resubmit"
 	key := fmt.Sprintf("nightly-2026-11-29-%v", changed)
 	args := []string{"submit", "--idempotency-key", key, "--chunk-size", "1MiB", src, dest}
@@ -181,7 +182,7 @@ func kill9ProducerThenResubmit(t *testing.T, changed bool) {
 		t.Fatal("the first producer sealed its manifest before it was killed; the test needs a bigger file")
 	}
 	if changed {
-		writeCSV(t, src, 60_000_000, 14)
+		testutil.WriteCSV(t, src, 60_000_000, 14)
 	}
 
 	second := s.start("producer-2", "producer", s.env(), append([]string{"submit", "--wait", "--timeout", "2m"}, args[1:]...)...)
@@ -219,7 +220,7 @@ func TestSIGTERMWorkerFinishesInFlightAndExitsZero(t *testing.T) {
 		"FERRY_WORKER_CONCURRENCY=2", "FERRY_SHUTDOWN_GRACE=10s"))
 
 	src := filepath.Join(t.TempDir(), "many_chunks.csv")
-	writeCSV(t, src, 2_000_000, 14)
+	testutil.WriteCSV(t, src, 2_000_000, 14)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/term", Codec: codec.Zstd, ChunkSize: 128 << 10}
 	wait := s.transferAsync(req)
 	teststack.Until(t, 30*time.Second, "uploads in flight in worker a", func() bool { return proxy.Counts().Matched >= 1 })
@@ -266,9 +267,9 @@ func TestMergerKilledAfterAFinalComposeDeletedItsChunks(t *testing.T) {
 	proxy, a := hangingComposeOfB(t, g, s)
 
 	dir := filepath.Join(t.TempDir(), "two")
-	must(t, os.MkdirAll(dir, 0o755))
-	writeCSV(t, filepath.Join(dir, "a.csv"), 600_000, 21)
-	writeCSV(t, filepath.Join(dir, "b.csv"), 600_000, 22)
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
+	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 600_000, 21)
+	testutil.WriteCSV(t, filepath.Join(dir, "b.csv"), 600_000, 22)
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10}
 	wait := s.transferAsync(req)
 	ctx := context.Background()
@@ -309,7 +310,7 @@ func TestMergerKilledAfterAFinalComposeDeletedItsChunks(t *testing.T) {
 // the earlier bytes are never lost or sent twice.
 func TestMergerKilledAfterAnAppendsCompose(t *testing.T) {
 	g, s, dir, req, done0 := grownStack(t, 600_000, 31, 3000)
-	writeCSV(t, filepath.Join(dir, "b.csv"), 600_000, 32) // new: its compose hangs in merger a
+	testutil.WriteCSV(t, filepath.Join(dir, "b.csv"), 600_000, 32) // new: its compose hangs in merger a
 	proxy, a := hangingComposeOfB(t, g, s)
 	wait := s.transferAsync(req)
 	ctx := context.Background()
@@ -381,9 +382,9 @@ func grownStack(t *testing.T, size int64, seed int64, lines int) (*localstack.GC
 	t.Cleanup(g.Stop)
 	s := newStack(t, stackOptions{workers: 2, noMerger: true, inlineMax: 4 << 10, gcs: g})
 	dir := filepath.Join(t.TempDir(), "logs")
-	must(t, os.MkdirAll(dir, 0o755))
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
 	src := filepath.Join(dir, "a.csv")
-	writeCSV(t, src, size, seed)
+	testutil.WriteCSV(t, src, size, seed)
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/out", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
 	first := s.start("merger-0", "merger", s.env("STORAGE_EMULATOR_HOST="+g.Host))
 	done0, err := s.transfer(req)
@@ -392,10 +393,10 @@ func grownStack(t *testing.T, size int64, seed int64, lines int) (*localstack.GC
 	}
 	first.kill9()
 	fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = fh.WriteString(strings.Repeat("2026-12-04,XYZ,US0000000000,NYSE,USD,1.0,1.0,1.0,1.0,1.0,100\n", lines))
-	must(t, err)
-	must(t, fh.Close())
+	testutil.OK(t, err)
+	testutil.OK(t, fh.Close())
 	return g, s, dir, req, done0
 }
 

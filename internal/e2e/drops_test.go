@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // gcsCall names the kind of a JSON API request: what one dropped
@@ -56,7 +57,7 @@ func dropOnce(t *testing.T, fault faultproxy.Fault) (*faultproxy.Proxy, func() [
 		seen[k] = true
 		return fault
 	}})
-	must(t, err)
+	testutil.OK(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	return proxy, func() []string {
 		mu.Lock()
@@ -86,7 +87,7 @@ func TestFerryCpRidesOutADroppedConnectionOnEveryKindOfCall(t *testing.T) {
 			tree := filepath.Join(dir, "tree")
 			smallTree(t, tree, 40)
 			big := filepath.Join(dir, "big.csv")
-			writeCSV(t, big, 6<<20, 7)
+			testutil.WriteCSV(t, big, 6<<20, 7)
 			done := c.ok("--chunk-size", "1MiB", tree, big, "gs://"+c.bucket+"/dropped")
 			if done.Status != message.StatusOK || done.Files != 41 {
 				t.Fatalf("done %+v", done)
@@ -116,11 +117,11 @@ func TestFerryCpEndsATransferWhoseEventRunsOutOfDeliveries(t *testing.T) {
 	t.Parallel()
 	proxy, err := faultproxy.Start("http://"+fakeGCS.Host, faultproxy.Plan{
 		Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/compose") }, Fault: faultproxy.Status500, First: 1 << 30})
-	must(t, err)
+	testutil.OK(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	c := newCpRun(t, strings.TrimPrefix(proxy.URL(), "http://"))
 	big := filepath.Join(t.TempDir(), "big.csv")
-	writeCSV(t, big, 3<<20, 11)
+	testutil.WriteCSV(t, big, 3<<20, 11)
 	p := c.start("--chunk-size", "1MiB", big, "gs://"+c.bucket+"/never")
 	start := time.Now()
 	code := p.wait(5 * time.Minute)
@@ -182,7 +183,7 @@ func TestTheFleetRidesOutADroppedConnectionOnEveryKindOfCall(t *testing.T) {
 			dir := t.TempDir()
 			tree := filepath.Join(dir, "tree")
 			smallTree(t, tree, 30)
-			writeCSV(t, filepath.Join(dir, "big.csv"), 3<<20, 5)
+			testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 3<<20, 5)
 			req := producer.Request{Sources: []string{tree, filepath.Join(dir, "big.csv")}, Destination: "gs://" + s.bucket + "/dropped",
 				Codec: codec.Zstd, ChunkSize: 1 << 20, Method: "e2e-dropped"}
 			done, err := s.transfer(req)

@@ -18,23 +18,9 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
-
-func writeCSV(t *testing.T, path string, size, seed int64) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := datagen.WriteCSV(f, size, seed); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // predictWire compresses path chunk by chunk, as the producer does (chunks
 // here are below codec.FrameSize: one frame each), and combines the frames'
@@ -82,7 +68,7 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10}) // chunks go through the spool
 	src := filepath.Join(t.TempDir(), "large_upload.csv")
 	const chunk = 64 << 10
-	writeCSV(t, src, 3_000_000, 1) // 46 chunks: more than one compose of 32
+	testutil.WriteCSV(t, src, 3_000_000, 1) // 46 chunks: more than one compose of 32
 	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/bench",
 		Codec: codec.Zstd, Level: 3, ChunkSize: chunk, Method: "e2e"}) // a fixed level: predictWire's
 	if err != nil || done.Status != message.StatusOK {
@@ -125,7 +111,7 @@ func TestLargeFileComposesATwoLevelTree(t *testing.T) {
 func TestAdaptiveLevelsReachTheRow(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	src := filepath.Join(t.TempDir(), "adaptive.csv")
-	writeCSV(t, src, 2_000_000, 4)
+	testutil.WriteCSV(t, src, 2_000_000, 4)
 	done, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/adaptive",
 		ChunkSize: 64 << 10, Method: "e2e-adaptive"})
 	if err != nil || done.Status != message.StatusOK {
@@ -158,7 +144,7 @@ func TestDirectoryOfSmallFilesAndAnEmptyFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeCSV(t, filepath.Join(dir, "nested", "deeper", "one.csv"), 150_000, 9) // 3 chunks via the spool
+	testutil.WriteCSV(t, filepath.Join(dir, "nested", "deeper", "one.csv"), 150_000, 9) // 3 chunks via the spool
 	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip, codec.None} {
 		t.Run(string(c), func(t *testing.T) {
 			prefix := "runs/" + string(c)
@@ -221,7 +207,7 @@ func TestZeroByteFileAlone(t *testing.T) {
 func TestExistingDestinationFailsClearlyAndIsUntouched(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 1, inlineMax: 256 << 10})
 	src := filepath.Join(t.TempDir(), "data.csv")
-	writeCSV(t, src, 300_000, 5)
+	testutil.WriteCSV(t, src, 300_000, 5)
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/x", ChunkSize: 64 << 10}
 	first, err := s.transfer(req)
 	if err != nil || first.Status != message.StatusOK {
@@ -253,7 +239,7 @@ func TestPubSubTransportSharesNothingButPubSub(t *testing.T) {
 	if err := datagen.WriteManySmall(filepath.Join(dir, "small"), 30, 15_000, 5); err != nil {
 		t.Fatal(err)
 	}
-	writeCSV(t, filepath.Join(dir, "large.csv"), 8_000_000, 6)
+	testutil.WriteCSV(t, filepath.Join(dir, "large.csv"), 8_000_000, 6)
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/fleet", Codec: codec.Zstd, ChunkSize: 32 << 20}
 	done, err := s.transfer(req)
 	if err != nil || done.Status != message.StatusOK || len(done.Objects) != 31 {

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -47,8 +48,8 @@ func testGCSFault(t *testing.T, fault faultproxy.Fault) {
 	const chunk = 64 << 10
 	dir := filepath.Join(t.TempDir(), "faulty")
 	big, small := filepath.Join(dir, "big.csv"), filepath.Join(dir, "small.csv")
-	writeCSV(t, big, 700_000, 61)  // 11 chunks through the spool, composed by the merger
-	writeCSV(t, small, 40_000, 62) // one chunk: the worker writes the final object itself
+	testutil.WriteCSV(t, big, 700_000, 61)  // 11 chunks through the spool, composed by the merger
+	testutil.WriteCSV(t, small, 40_000, 62) // one chunk: the worker writes the final object itself
 	prefix := "faults"
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://bucket-set-below/" + prefix,
 		Codec: codec.Zstd, Level: 3, ChunkSize: chunk, Method: "e2e-gcs-faults"} // a fixed level: predictWire's
@@ -191,8 +192,8 @@ func TestPersistentGCSFaultFailsTheTransferCleanly(t *testing.T) {
 	start := time.Now()
 	dir := filepath.Join(t.TempDir(), "doomed")
 	big, small := filepath.Join(dir, "big.csv"), filepath.Join(dir, "small.csv")
-	writeCSV(t, big, 300_000, 71)
-	writeCSV(t, small, 40_000, 72)
+	testutil.WriteCSV(t, big, 300_000, 71)
+	testutil.WriteCSV(t, small, 40_000, 72)
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://bucket-set-below/doomed",
 		Codec: codec.Zstd, ChunkSize: 64 << 10, Method: "e2e-gcs-faults"}
 	_, files, err := plan.Resolve(req.Sources, req.Destination, req.Codec)

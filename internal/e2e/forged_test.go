@@ -11,6 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Issue 32 §1, on the real Pub/Sub emulator and the merger binary: failed
@@ -24,7 +25,7 @@ func TestForgedEndEventsOnTheControlTopicChangeNothing(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 1, noMerger: true, inlineMax: 4 << 10})
 	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "small.csv")
-	writeCSV(t, src, 300_000, 5)
+	testutil.WriteCSV(t, src, 300_000, 5)
 	env := s.env("FERRY_BUCKETS=" + s.bucket)
 
 	code, stdout, stderr := runBinary(t, env, "producer", "submit", src, "gs://"+s.bucket+"/forged", "--chunk-size", "1MiB")
@@ -47,7 +48,7 @@ func TestForgedEndEventsOnTheControlTopicChangeNothing(t *testing.T) {
 			if typ == message.EventFailed {
 				ev.Prefix = "forged"
 			}
-			must(t, control.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": id, "type": typ}))
+			testutil.OK(t, control.Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": id, "type": typ}))
 		}
 	}
 	merger := s.start("merger", "merger", env)
@@ -90,9 +91,9 @@ func TestForgedEndEventsOnTheControlTopicChangeNothing(t *testing.T) {
 	// TestForgedEndEventsChangeNothing's).
 	got := s.controlEvent(message.EventCancel, id2)
 	b, err := s.store.ReadAll(ctx, s.bucket, message.KeyObject(id2))
-	must(t, err)
+	testutil.OK(t, err)
 	var k message.Keys
-	must(t, message.Decode(b, &k))
+	testutil.OK(t, message.Decode(b, &k))
 	if got.TransferID != id2 || !k.Opens(got.Key) || len(k.SHA256) != 2 {
 		t.Fatalf("cancel event %+v and key object %+v: want the operator's key listed beside the submitter's", got, k)
 	}
@@ -109,7 +110,7 @@ func TestAPlantedKeyObjectCannotEndAKeyedTransfer(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 1, inlineMax: 4 << 10})
 	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "nightly.csv")
-	writeCSV(t, src, 200_000, 9)
+	testutil.WriteCSV(t, src, 200_000, 9)
 	const key = "nightly-2026-12-05"
 	guessed := producer.NewTransferID(key)
 
@@ -120,7 +121,7 @@ func TestAPlantedKeyObjectCannotEndAKeyedTransfer(t *testing.T) {
 	}
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: guessed, Bucket: s.bucket, Key: forger,
 		Error: "forged: your nightly failed", At: time.Now().UTC()}
-	must(t, s.q.Publisher(s.ps.ControlTopic).Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": guessed, "type": ev.Type}))
+	testutil.OK(t, s.q.Publisher(s.ps.ControlTopic).Publish(ctx, message.Encode(ev), map[string]string{"transfer_id": guessed, "type": ev.Type}))
 	teststack.Until(t, time.Minute, "the forged end of the guessed transfer", func() bool {
 		_, err := s.store.Attrs(ctx, s.bucket, message.DoneMarker(guessed))
 		return err == nil // the plant works on the id anyone computes

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Issue 42 §1 and §2: an overwrite replaces nothing until the transfer
@@ -26,11 +27,11 @@ import (
 // with seed, and returns the sources' names.
 func overwriteTree(t *testing.T, dir string, n int, seed int64) []string {
 	t.Helper()
-	must(t, os.MkdirAll(dir, 0o755))
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
 	for i := range n {
-		writeCSV(t, filepath.Join(dir, fmt.Sprintf("f%02d.csv", i)), 2_000+int64(i)*37, seed+int64(i))
+		testutil.WriteCSV(t, filepath.Join(dir, fmt.Sprintf("f%02d.csv", i)), 2_000+int64(i)*37, seed+int64(i))
 	}
-	writeCSV(t, filepath.Join(dir, "z-app.log"), 300_000, seed+99)
+	testutil.WriteCSV(t, filepath.Join(dir, "z-app.log"), 300_000, seed+99)
 	return []string{dir}
 }
 
@@ -40,7 +41,7 @@ func (s *stack) snapshot(prefix string) map[string]string {
 	out := map[string]string{}
 	for name, a := range s.objects(prefix) {
 		b, err := s.store.ReadAll(context.Background(), s.bucket, name)
-		must(s.t, err)
+		testutil.OK(s.t, err)
 		out[name] = fmt.Sprintf("generation %d, %d bytes, sha256 %x", a.Generation, len(b), sha256.Sum256(b))
 	}
 	return out
@@ -144,7 +145,7 @@ func TestAnOlderOverwriteNeverReplacesANewerOnesObjects(t *testing.T) {
 	// T1's lease would have T2 refused (TestTheSameCommandTwiceAtOnce…);
 	// without it (T1 quiet past FERRY_TRANSFER_TIMEOUT, or a producer
 	// from before leases) the generations T1 found still guard T2's ok.
-	must(t, s.store.Delete(context.Background(), s.bucket, message.LeaseObject(s.leaseHolder())))
+	testutil.OK(t, s.store.Delete(context.Background(), s.bucket, message.LeaseObject(s.leaseHolder())))
 	overwriteTree(t, dir2, 9, 3000)
 	d2, err := s.transfer(req2)
 	if err != nil || d2.Status != message.StatusOK {

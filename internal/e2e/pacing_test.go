@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Issue 32 §2 and issue 41: GCS answers 429 (rateLimitExceeded) to writes
@@ -47,8 +48,8 @@ func TestAFleetThatMeetsGCSsRateLimitSlowsDownAndEndsOK(t *testing.T) {
 	// Whatever Pub/Sub dead-letters would wait here.
 	ctx := context.Background()
 	dead := s.ps.ChunksDeadLetter + "-watch"
-	must(t, s.q.EnsureTopic(ctx, s.ps.ChunksDeadLetter))
-	must(t, s.q.EnsureSubscription(ctx, queue.Subscription{ID: dead, Topic: s.ps.ChunksDeadLetter, AckDeadline: 10 * time.Second}))
+	testutil.OK(t, s.q.EnsureTopic(ctx, s.ps.ChunksDeadLetter))
+	testutil.OK(t, s.q.EnsureSubscription(ctx, queue.Subscription{ID: dead, Topic: s.ps.ChunksDeadLetter, AckDeadline: 10 * time.Second}))
 
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/paced", Codec: codec.Zstd, ChunkSize: 8 << 20, Method: "e2e-paced"}
 	_, planned, err := plan.Resolve(req.Sources, req.Destination, req.Codec)

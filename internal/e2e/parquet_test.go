@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/table/tabletest"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // objects lists the bucket's objects under prefix, ferry's own aside.
@@ -42,13 +43,13 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 64 << 10})
 	dir := filepath.Join(t.TempDir(), "export")
 	seed := bytes.NewBuffer(seedCSV(t, dir, "prices.csv", 3<<20, 11))
-	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	testutil.OK(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 	tsv := "id\tnote\tat\n1\t\"two\nlines\"\t2026-12-04 10:00:00.123456\n2\t\t2026-12-04T10:00:01Z\n"
-	must(t, os.WriteFile(filepath.Join(dir, "sub", "notes.tsv"), []byte(tsv), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a table\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "sub", "notes.tsv"), []byte(tsv), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a table\n"), 0o644))
 	// Named as --to csv once named its temporary file for prices.csv
 	// (and emptied it, O_TRUNC, issue 42 §4).
-	must(t, os.WriteFile(filepath.Join(dir, ".prices.csv.ferry-csv"), []byte("a file of its own\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, ".prices.csv.ferry-csv"), []byte("a file of its own\n"), 0o644))
 
 	env := s.env("FERRY_BUCKETS=" + s.bucket)
 	// The TSV quotes its newline: said with --quote '"' (a TSV's quotes
@@ -60,8 +61,8 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 	}
 
 	cv, err := plan.ParseConvert("parquet", nil, nil, "")
-	must(t, err)
-	must(t, plan.SetText(cv, "", nil, `"`))
+	testutil.OK(t, err)
+	testutil.OK(t, plan.SetText(cv, "", nil, `"`))
 	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land",
 		ChunkSize: 1 << 20, Method: "e2e-parquet", Convert: cv})
 	if err != nil || done.Status != message.StatusOK {
@@ -100,7 +101,7 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 			}
 			parts++
 			b, err := s.store.ReadAll(context.Background(), s.bucket, n)
-			must(t, err)
+			testutil.OK(t, err)
 			a := objs[n]
 			if crc32c.Checksum(b) != a.CRC32C || a.ContentType != message.ParquetContentType || a.Metadata[message.MetaTableSource] != "export/"+source {
 				t.Fatalf("%s: CRC32C %08x, GCS says %08x; content type %q; metadata %v", n, crc32c.Checksum(b), a.CRC32C, a.ContentType, a.Metadata)
@@ -141,7 +142,7 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 		t.Fatalf("restore --to csv: exit %d, %s", code, stderr)
 	}
 	back, err := os.ReadFile(filepath.Join(out, "export", "prices.csv"))
-	must(t, err)
+	testutil.OK(t, err)
 	if !bytes.Equal(back, seed.Bytes()) {
 		t.Fatalf("prices.csv came back as %d bytes, not the %d sent", len(back), seed.Len())
 	}
@@ -152,7 +153,7 @@ func TestCSVLandsAsParquetParts(t *testing.T) {
 		t.Fatalf(".prices.csv.ferry-csv came back as %q, %v", b, err)
 	}
 	tsvBack, err := os.ReadFile(filepath.Join(out, "export", "sub", "notes.tsv"))
-	must(t, err)
+	testutil.OK(t, err)
 	got, want := tabletest.Records(t, tsvBack, '\t'), tabletest.Records(t, []byte(tsv), '\t')
 	types := []string{"INT64", "STRING", "TIMESTAMP"}
 	for i := range want {
@@ -180,10 +181,10 @@ func TestABadRecordLeavesNoPartBehind(t *testing.T) {
 	lines := strings.SplitAfter(string(seedCSV(t, dir, "a.csv", 3<<20, 5)), "\n")
 	bad := 25_000                     // in the third part: the first two are converted and stored first
 	lines[bad-1] = "x" + lines[bad-1] // not a DATE
-	must(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte(strings.Join(lines, "")), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte(strings.Join(lines, "")), 0o644))
 	cv, err := plan.ParseConvert("parquet", nil, nil, "")
-	must(t, err)
-	must(t, plan.SetText(cv, "", nil, `"`))
+	testutil.OK(t, err)
+	testutil.OK(t, plan.SetText(cv, "", nil, `"`))
 	done, err := s.transfer(producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/land",
 		ChunkSize: 1 << 20, Method: "e2e-parquet", Convert: cv})
 	want := fmt.Sprintf("b.csv: line %d, column 1 (date)", bad)
@@ -216,7 +217,7 @@ func TestBadRowsLandInARejectsObject(t *testing.T) {
 	at(15_000, func(l string) string { return l[:strings.LastIndexByte(l, ',')] + "\n" })                      // a field short
 	at(25_000, func(l string) string { f := strings.Split(l, ","); f[5] += "7"; return strings.Join(f, ",") }) // 7 decimals
 	data := strings.Join(lines, "")
-	must(t, os.WriteFile(filepath.Join(dir, "prices.csv"), []byte(data), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "prices.csv"), []byte(data), 0o644))
 	var good strings.Builder
 	for i, l := range lines {
 		if _, ok := bad[i+1]; !ok {
@@ -231,11 +232,11 @@ func TestBadRowsLandInARejectsObject(t *testing.T) {
 	}
 	rejName := "land/export/prices.csv/" + message.RejectsName
 	rej, err := s.store.ReadAll(context.Background(), s.bucket, rejName)
-	must(t, err)
+	testutil.OK(t, err)
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(string(rej)), "\n") {
 		var r message.Reject
-		must(t, json.Unmarshal([]byte(l), &r))
+		testutil.OK(t, json.Unmarshal([]byte(l), &r))
 		got = append(got, fmt.Sprintf("%s %d %d %s %q", r.Source, r.Line, r.Column, r.Name, r.Record))
 		if r.Record != bad[int(r.Line)] || r.Error == "" {
 			t.Fatalf("reject %+v: want the text of line %d, %q", r, r.Line, bad[int(r.Line)])
@@ -253,7 +254,7 @@ func TestBadRowsLandInARejectsObject(t *testing.T) {
 	row := 0
 	for k := range 3 {
 		b, err := s.store.ReadAll(context.Background(), s.bucket, fmt.Sprintf("land/export/prices.csv/part-%05d.parquet", k))
-		must(t, err)
+		testutil.OK(t, err)
 		_, types, rows := tabletest.ReadBack(t, b)
 		for _, r := range rows {
 			for c := range r {
@@ -275,9 +276,9 @@ func TestBadRowsLandInARejectsObject(t *testing.T) {
 		t.Fatalf("restore --to csv: exit %d, %s", code, stderr)
 	}
 	back, err := os.ReadFile(filepath.Join(out, "export", "prices.csv"))
-	must(t, err)
+	testutil.OK(t, err)
 	rejBack, err := os.ReadFile(filepath.Join(out, "export", "prices.csv."+message.RejectsName))
-	must(t, err)
+	testutil.OK(t, err)
 	if string(back) != good.String() || !bytes.Equal(rejBack, rej) {
 		t.Fatalf("restore --to csv: %d bytes of CSV (want the %d without the bad records), rejects %d bytes (want %d)", len(back), good.Len(), len(rejBack), len(rej))
 	}

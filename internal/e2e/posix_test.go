@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/localstack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // posixFile is one file of the attribute test's tree.
@@ -40,15 +41,15 @@ func TestTreeAttributesRoundTrip(t *testing.T) {
 	mtime := time.Date(2026, 11, 30, 12, 34, 56, 0, time.UTC)
 	for _, f := range files {
 		p := filepath.Join(src, filepath.FromSlash(f.rel))
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		testutil.OK(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		body := []byte("#!/bin/sh\necho " + f.rel + "\n")
 		if strings.HasSuffix(f.rel, "big.csv") {
 			body = make([]byte, 2_500_000) // zeros: small on the wire, three chunks
 		}
-		must(t, os.WriteFile(p, body, 0o644))
-		must(t, os.Chmod(p, f.mode))
-		must(t, os.Chown(p, f.uid, f.gid))
-		must(t, os.Chtimes(p, mtime, mtime))
+		testutil.OK(t, os.WriteFile(p, body, 0o644))
+		testutil.OK(t, os.Chmod(p, f.mode))
+		testutil.OK(t, os.Chown(p, f.uid, f.gid))
+		testutil.OK(t, os.Chtimes(p, mtime, mtime))
 	}
 	check := func(who, dir string, name func(string) string) {
 		t.Helper()
@@ -81,7 +82,7 @@ func TestTreeAttributesRoundTrip(t *testing.T) {
 	}
 	gc := gcloudEnv(t)
 	byGcloud := filepath.Join(t.TempDir(), "gcloud")
-	must(t, os.MkdirAll(byGcloud, 0o755))
+	testutil.OK(t, os.MkdirAll(byGcloud, 0o755))
 	gcloudRun(t, gc, "storage", "cp", "-r", "--preserve-posix", "gs://"+s.bucket+"/tree/*", byGcloud)
 	check("gcloud storage cp --preserve-posix of ferry's objects", byGcloud, func(rel string) string { return "tree/" + rel + ".zst" })
 

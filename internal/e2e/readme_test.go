@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // recipe returns the command lines of the README's by-hand recipe: the
@@ -226,7 +227,7 @@ func TestREADMERecipe(t *testing.T) {
 func personIn(t *testing.T) (dir string, env []string) {
 	t.Helper()
 	dir = t.TempDir()
-	must(t, os.Symlink(binaries(t), filepath.Join(dir, "bin")))
+	testutil.OK(t, os.Symlink(binaries(t), filepath.Join(dir, "bin")))
 	tmp := t.TempDir()
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")

@@ -18,6 +18,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // doneFeed collects every done event of a stack from the moment it is made.
@@ -77,8 +78,8 @@ func TestBatchSystemRequestsOverPubSub(t *testing.T) {
 	feed := s.doneFeed()
 	dir := filepath.Join(t.TempDir(), "export")
 	s.start("producer-serve", "producer", s.env("FERRY_SOURCE_ROOTS="+filepath.Dir(dir)), "serve")
-	writeCSV(t, filepath.Join(dir, "prices.csv"), 700_000, 41)
-	writeCSV(t, filepath.Join(dir, "small.csv"), 5_000, 42)
+	testutil.WriteCSV(t, filepath.Join(dir, "prices.csv"), 700_000, 41)
+	testutil.WriteCSV(t, filepath.Join(dir, "small.csv"), 5_000, 42)
 
 	good := fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/batch", "chunk_size": 131072,
 		"method": "nightly", "labels": {"team": "risk"}, "idempotency_key": "export-2026-11-29"}`, dir, s.bucket)
@@ -136,7 +137,7 @@ func TestUsageGcloudPublishExample(t *testing.T) {
 	feed := s.doneFeed()
 	src := filepath.Join(t.TempDir(), "report.csv")
 	s.start("producer-serve", "producer", s.env("FERRY_SOURCE_ROOTS="+filepath.Dir(src)), "serve")
-	writeCSV(t, src, 50_000, 43)
+	testutil.WriteCSV(t, src, 50_000, 43)
 	body := fmt.Sprintf(`{"v":1,"sources":[%q],"destination":"gs://%s/reports","idempotency_key":"report-1"}`, src, s.bucket)
 	cmd := exec.Command("gcloud", "pubsub", "topics", "publish", s.ps.RequestsTopic, "--project", s.ps.Project, "--message", body)
 	cmd.Env = append(os.Environ(),
@@ -169,7 +170,7 @@ func TestServicesServeMetricsAndHealth(t *testing.T) {
 		return addr != ""
 	})
 	src := filepath.Join(t.TempDir(), "m.csv")
-	writeCSV(t, src, 400_000, 44)
+	testutil.WriteCSV(t, src, 400_000, 44)
 	if d, err := s.transfer(producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/m", ChunkSize: 64 << 10}); err != nil || d.Status != message.StatusOK {
 		t.Fatalf("transfer: %v %+v", err, d)
 	}

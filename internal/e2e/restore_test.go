@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -22,18 +21,9 @@ import (
 	"github.com/ferry-dev/ferry/internal/restore"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
-
-// csvBytes is datagen's CSV, in memory.
-func csvBytes(t *testing.T, size, seed int64) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if _, err := datagen.WriteCSV(&b, size, seed); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // summary runs to completion and decodes restore --json.
 func summary(t *testing.T, p *proc) restore.Summary {
@@ -60,8 +50,8 @@ func TestKill9RestoreThenRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	raw := csvBytes(t, 4_000_000, 41)
-	small := csvBytes(t, 20_000, 42)
+	raw := testutil.CSV(t, 4_000_000, 41)
+	small := testutil.CSV(t, 20_000, 42)
 	teststack.FerryObject(t, store, bucket, "k/big.csv.zst", raw, teststack.FerryOptions{ChunkSize: 256 << 10, FrameSize: 64 << 10})
 	teststack.FerryObject(t, store, bucket, "k/small.csv.gz", small, teststack.FerryOptions{Codec: codec.Gzip})
 
@@ -117,9 +107,9 @@ func TestKill9RestoreThenRerun(t *testing.T) {
 func TestRestoreThroughThePipeline(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10})
 	dir := filepath.Join(t.TempDir(), "data")
-	writeCSV(t, filepath.Join(dir, "big.csv"), 3_000_000, 51)
-	writeCSV(t, filepath.Join(dir, "one.csv"), 40_000, 52)
-	writeCSV(t, filepath.Join(dir, "sub", "two.csv"), 70_000, 53)
+	testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 3_000_000, 51)
+	testutil.WriteCSV(t, filepath.Join(dir, "one.csv"), 40_000, 52)
+	testutil.WriteCSV(t, filepath.Join(dir, "sub", "two.csv"), 70_000, 53)
 	if err := os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

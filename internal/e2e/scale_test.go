@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/localstack"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/waiter"
 )
 
@@ -52,10 +53,10 @@ func TestTwoHundredThousandFilesThroughTheStack(t *testing.T) {
 	for i := range scaleFiles {
 		dir := filepath.Join(src, fmt.Sprintf("d%03d", i/1000))
 		if i%1000 == 0 {
-			must(t, os.MkdirAll(dir, 0o755))
+			testutil.OK(t, os.MkdirAll(dir, 0o755))
 		}
 		name := fmt.Sprintf("f%06d.txt", i)
-		must(t, os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644))
 		want = append(want, fmt.Sprintf("big/tree/d%03d/%s.zst", i/1000, name))
 	}
 	slices.Sort(want)

@@ -13,6 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Issue 13 §2, on the whole stack (producer, workers and merger over the
@@ -26,18 +27,18 @@ func TestRerunSkipsWhatIsThereAndFinishesTheRest(t *testing.T) {
 	s := newStack(t, stackOptions{workers: 2, inlineMax: 4 << 10, bundleMax: 32 << 10})
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(filepath.Join(dir, "deep", "er"), 0o755))
+	testutil.OK(t, os.MkdirAll(filepath.Join(dir, "deep", "er"), 0o755))
 	var names []string
 	for i := range 24 {
 		name := fmt.Sprintf("f%02d.csv", i)
 		if i%3 == 0 {
 			name = filepath.Join("deep", name)
 		}
-		writeCSV(t, filepath.Join(dir, name), int64(2_000+i*700), int64(i))
+		testutil.WriteCSV(t, filepath.Join(dir, name), int64(2_000+i*700), int64(i))
 		names = append(names, name)
 	}
-	writeCSV(t, filepath.Join(dir, "deep", "er", "big.csv"), 300_000, 99) // five chunks, composed
-	must(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
+	testutil.WriteCSV(t, filepath.Join(dir, "deep", "er", "big.csv"), 300_000, 99) // five chunks, composed
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
 	names = append(names, filepath.Join("deep", "er", "big.csv"), "empty.csv")
 	obj := func(name string) string { return "sync/tree/" + filepath.ToSlash(name) + ".zst" }
 	req := producer.Request{Sources: []string{dir}, Destination: "gs://" + s.bucket + "/sync", Codec: codec.Zstd, ChunkSize: 64 << 10, SkipUnchanged: true}
@@ -54,7 +55,7 @@ func TestRerunSkipsWhatIsThereAndFinishesTheRest(t *testing.T) {
 	}
 	generations := func() map[string]int64 {
 		g := map[string]int64{}
-		must(t, s.store.List(ctx, s.bucket, "sync/", func(a gcs.Attrs) error { g[a.Name] = a.Generation; return nil }))
+		testutil.OK(t, s.store.List(ctx, s.bucket, "sync/", func(a gcs.Attrs) error { g[a.Name] = a.Generation; return nil }))
 		return g
 	}
 
@@ -86,18 +87,18 @@ func TestRerunSkipsWhatIsThereAndFinishesTheRest(t *testing.T) {
 	// grown, one touched (same bytes, new mtime), one new file.
 	gone := []string{names[0], names[1], names[5], names[10], "deep/er/big.csv"}
 	for _, n := range gone {
-		must(t, s.store.Delete(ctx, s.bucket, obj(n)))
+		testutil.OK(t, s.store.Delete(ctx, s.bucket, obj(n)))
 	}
 	grown := names[2]
 	f, err := os.OpenFile(filepath.Join(dir, grown), os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = f.WriteString("one,more,row\n")
-	must(t, err)
-	must(t, f.Close())
+	testutil.OK(t, err)
+	testutil.OK(t, f.Close())
 	touched := names[3]
 	later := time.Now().Add(time.Hour)
-	must(t, os.Chtimes(filepath.Join(dir, touched), later, later))
-	writeCSV(t, filepath.Join(dir, "new.csv"), 4_000, 7)
+	testutil.OK(t, os.Chtimes(filepath.Join(dir, touched), later, later))
+	testutil.WriteCSV(t, filepath.Join(dir, "new.csv"), 4_000, 7)
 	done, _ = run("partial re-run", req)
 	wantSent := map[string]bool{obj(grown): true, obj(touched): true, obj("new.csv"): true}
 	for _, n := range gone {

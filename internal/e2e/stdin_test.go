@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/verify"
 )
 
@@ -41,9 +42,9 @@ func TestSubmitStdinThroughTheBinary(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, stackOptions{workers: 2, pubsub: tc.pubsub})
 			src := filepath.Join(t.TempDir(), "dump.sql")
-			writeCSV(t, src, tc.size, 11)
+			testutil.WriteCSV(t, src, tc.size, 11)
 			data, err := os.ReadFile(src)
-			must(t, err)
+			testutil.OK(t, err)
 			size := int64(len(data)) // whole rows: a little over tc.size
 			env := s.env("FERRY_BUCKETS="+s.bucket, "FERRY_MESSAGE_MAX=3MiB", "FERRY_BUNDLE_MAX=1MiB")
 			if tc.pubsub {
@@ -61,7 +62,7 @@ func TestSubmitStdinThroughTheBinary(t *testing.T) {
 			}
 			out := stdout.String()
 			var done message.Done
-			must(t, json.Unmarshal([]byte(out[bytes.IndexByte([]byte(out), '\n')+1:]), &done))
+			testutil.OK(t, json.Unmarshal([]byte(out[bytes.IndexByte([]byte(out), '\n')+1:]), &done))
 			const object = "dumps/db.sql.zst"
 			if done.Status != message.StatusOK || len(done.Objects) != 1 || done.Objects[0].Name != "gs://"+s.bucket+"/"+object ||
 				done.Objects[0].RawSize != size || done.Objects[0].RawCRC32C != crc32c.Checksum(data) {
@@ -75,11 +76,11 @@ func TestSubmitStdinThroughTheBinary(t *testing.T) {
 				t.Fatal("the stock zstd CLI did not read the object (not on PATH?)")
 			}
 			wire, err := s.store.ReadAll(ctx, s.bucket, object)
-			must(t, err)
+			testutil.OK(t, err)
 			tableSize, err := seektable.TableSize(wire)
-			must(t, err)
+			testutil.OK(t, err)
 			frames, err := seektable.Parse(wire[int64(len(wire))-tableSize:])
-			must(t, err)
+			testutil.OK(t, err)
 			var raw int64
 			for _, f := range frames {
 				raw += int64(f.Raw)

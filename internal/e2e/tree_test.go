@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // oddTree writes a tree with what real trees hold besides files: links to a
@@ -24,9 +25,9 @@ import (
 func oddTree(t *testing.T) (string, []string) {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755))
-	writeCSV(t, filepath.Join(root, "a.csv"), 20_000, 1)
-	writeCSV(t, filepath.Join(root, "dir", "sub", "b.csv"), 200_000, 2)
+	testutil.OK(t, os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755))
+	testutil.WriteCSV(t, filepath.Join(root, "a.csv"), 20_000, 1)
+	testutil.WriteCSV(t, filepath.Join(root, "dir", "sub", "b.csv"), 200_000, 2)
 	teststack.OddEntries(t, root, "a.csv", "file-link.csv")
 	return root, []string{"tree/a.csv", "tree/dir/sub/b.csv", "tree/file-link.csv"}
 }

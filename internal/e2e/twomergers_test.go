@@ -9,6 +9,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // TestTwoMergersOnOneSubscription (issue 9 §2): two mergers receive from
@@ -24,7 +25,7 @@ func TestTwoMergersOnOneSubscription(t *testing.T) {
 	var waits []func() (message.Done, error)
 	for i := 0; i < 3; i++ {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("set%d", i))
-		writeCSV(t, filepath.Join(dir, "big.csv"), 400_000, int64(80+i))
+		testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 400_000, int64(80+i))
 		if err := datagen.WriteManySmall(filepath.Join(dir, "small"), 5, 5_000, int64(90+i)); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // appendStaged stages a transfer that appends two chunks to a file whose
@@ -27,7 +28,7 @@ func appendStaged(t *testing.T) (*staged, gcs.Attrs) {
 	old := s.wire[0][0]
 	a, err := s.store.Upload(context.Background(), s.bucket, f.Object, bytes.NewReader(old), gcs.UploadOptions{
 		Size: int64(len(old)), CRC32C: crc32c.Checksum(old), Metadata: message.FinalMetadata("tid-earlier", c.RawSize, c.RawCRC32C, "none")})
-	must(t, err)
+	testutil.OK(t, err)
 	f.Chunks[0].Object, f.Chunks[0].Generation = f.Object, a.Generation
 	return s, a
 }
@@ -41,20 +42,20 @@ func TestAnAppendComposesOntoTheObjectAsProven(t *testing.T) {
 	done := &teststack.Recorder{}
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	for j := 1; j < 3; j++ {
-		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+		testutil.OK(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
 	}
 	s.seal()
-	must(t, handle(t, m, s.event(message.EventSealed)))
-	must(t, handle(t, m, s.event(message.EventSealed))) // an end handled again
+	testutil.OK(t, handle(t, m, s.event(message.EventSealed)))
+	testutil.OK(t, handle(t, m, s.event(message.EventSealed))) // an end handled again
 	d := dones(t, done)
 	f := s.man.Files[0]
 	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Files != 1 {
 		t.Fatalf("done events %+v", d)
 	}
 	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
-	must(t, err)
+	testutil.OK(t, err)
 	a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
-	must(t, err)
+	testutil.OK(t, err)
 	if !bytes.Equal(b, bytes.Join(s.wire[0], nil)) || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != s.man.TransferID ||
 		a.Metadata[message.MetaRawSize] != strconv.FormatInt(f.Size, 10) {
 		t.Fatalf("final object: %d bytes, crc32c %08x (want %08x), metadata %v", len(b), a.CRC32C, f.WireCRC32, a.Metadata)
@@ -69,11 +70,11 @@ func TestAnAppendToAnObjectThatChangedFailsAndLeavesIt(t *testing.T) {
 	f := s.man.Files[0]
 	other := []byte("someone else's bytes")
 	b, err := s.store.Upload(context.Background(), s.bucket, f.Object, bytes.NewReader(other), gcs.UploadOptions{Size: int64(len(other)), CRC32C: crc32c.Checksum(other)})
-	must(t, err)
+	testutil.OK(t, err)
 	done := &teststack.Recorder{}
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	for j := 1; j < 3; j++ {
-		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+		testutil.OK(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
 	}
 	s.seal()
 	_ = handle(t, m, s.event(message.EventSealed))
@@ -101,23 +102,23 @@ func TestAnAppendComposedBeforeACrashEndsOnce(t *testing.T) {
 	dying := &teststack.Recorder{Err: errors.New("the merger dies here")}
 	m := New(Options{Store: s.store, Done: dying, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	for j := 1; j < 3; j++ {
-		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+		testutil.OK(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
 	}
 	s.seal()
 	if err := handle(t, m, s.event(message.EventSealed)); err == nil {
 		t.Fatal("the end went through without its done event")
 	}
 	a, err := s.store.Attrs(context.Background(), s.bucket, f.Object)
-	must(t, err)
+	testutil.OK(t, err)
 	if a.Size != f.WireSize || a.CRC32C != f.WireCRC32 {
 		t.Fatalf("after the compose: %d bytes, crc32c %08x; want %d, %08x", a.Size, a.CRC32C, f.WireSize, f.WireCRC32)
 	}
 	done := &teststack.Recorder{}
 	next := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
-	must(t, handle(t, next, s.event(message.EventSealed)))
+	testutil.OK(t, handle(t, next, s.event(message.EventSealed)))
 	d := dones(t, done)
 	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
-	must(t, err)
+	testutil.OK(t, err)
 	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Appended != 1 || !bytes.Equal(b, bytes.Join(s.wire[0], nil)) {
 		t.Fatalf("done events %+v; object %d bytes, want %d", d, len(b), len(bytes.Join(s.wire[0], nil)))
 	}
@@ -164,11 +165,11 @@ func appendRefused(t *testing.T, class bool, want string) {
 	s, _ := appendStaged(t)
 	f := s.man.Files[0]
 	before, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)
-	must(t, err)
+	testutil.OK(t, err)
 	done := &teststack.Recorder{}
 	m := New(Options{Store: heldStore{objectStore: s.store, name: f.Object, class: class}, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	for j := 1; j < 3; j++ {
-		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+		testutil.OK(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
 	}
 	s.seal()
 	err = handle(t, m, s.event(message.EventSealed))
@@ -193,7 +194,7 @@ func TestACancelledAppendKeepsTheObjectItGrew(t *testing.T) {
 	dying := &teststack.Recorder{Err: errors.New("the merger dies here")}
 	m := New(Options{Store: s.store, Done: dying, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	for j := 1; j < 3; j++ {
-		must(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
+		testutil.OK(t, handle(t, m, s.event(message.EventChunk, s.upload(0, j))))
 	}
 	s.seal()
 	if err := handle(t, m, s.event(message.EventSealed)); err == nil {
@@ -203,7 +204,7 @@ func TestACancelledAppendKeepsTheObjectItGrew(t *testing.T) {
 	next := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test"})
 	ev := s.event(message.EventCancel)
 	ev.Key = s.endKey()
-	must(t, next.HandleControl(context.Background(), queue.Message{ID: "c", Data: message.Encode(ev)}))
+	testutil.OK(t, next.HandleControl(context.Background(), queue.Message{ID: "c", Data: message.Encode(ev)}))
 	d := dones(t, done)
 	if len(d) != 1 || d[0].Status != message.StatusCancelled || d[0].Kept != 1 || len(d[0].Objects) != 1 ||
 		d[0].Objects[0].Name != "gs://"+s.bucket+"/"+f.Object || !strings.Contains(d[0].Error, "1 objects it had replaced or appended to stay") {

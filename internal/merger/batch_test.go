@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // appendTransfers stages n transfers of three Parquet parts (60 rows)
@@ -32,7 +33,7 @@ func appendTransfers(t *testing.T, m func(*staged) *Merger, n int) ([]*staged, *
 	mg := m(ss[0])
 	for _, s := range ss {
 		for _, ev := range s.uploadAll() {
-			must(t, handle(t, mg, ev))
+			testutil.OK(t, handle(t, mg, ev))
 		}
 		s.seal()
 	}
@@ -48,7 +49,7 @@ func endAll(t *testing.T, m *Merger, ss []*staged) {
 		wg.Go(func() { errs[i] = handle(t, m, s.event(message.EventSealed)) })
 	}
 	wg.Wait()
-	must(t, errors.Join(errs...))
+	testutil.OK(t, errors.Join(errs...))
 }
 
 // Issue 29 §2: appends into one table that end together share one load
@@ -144,14 +145,14 @@ func TestAClaimedBatchRunsAgainAsClaimed(t *testing.T) {
 	whole := claim("ferry_load_batch_crashed", ss[0], ss[1])
 	put := func(s *staged, b []byte) {
 		_, err := s.store.Upload(context.Background(), s.bucket, message.LoadClaimObject(s.man.TransferID), bytes.NewReader(b), gcs.UploadOptions{Size: int64(len(b)), CRC32C: crc32c.Checksum(b)})
-		must(t, err)
+		testutil.OK(t, err)
 	}
 	put(ss[0], whole)
 	put(ss[1], whole)
 	ghost := &staged{bucket: ss[2].bucket, man: message.Manifest{TransferID: "tid-never-claimed"}}
 	put(ss[2], claim("ferry_load_batch_void", ss[2], ghost))
 	for _, s := range ss {
-		must(t, handle(t, m, s.event(message.EventSealed)))
+		testutil.OK(t, handle(t, m, s.event(message.EventSealed)))
 	}
 	var ids []string
 	for _, j := range tables.jobs {

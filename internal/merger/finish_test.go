@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Issue 12 §2, issue 17 §1: files of one chunk, which workers write to their
@@ -496,7 +497,7 @@ func TestAnEventOnItsLastDeliveryEndsItsTransfer(t *testing.T) {
 	done := &teststack.Recorder{}
 	m := New(Options{Store: failingCompose{s.store}, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", MaxAttempts: 5})
 	for _, ev := range s.uploadAll() {
-		must(t, handle(t, m, ev))
+		testutil.OK(t, handle(t, m, ev))
 	}
 	s.seal()
 	sealed := message.Encode(s.event(message.EventSealed))

@@ -13,6 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // fakeTables records the load jobs it is given and answers with rows, or
@@ -64,11 +65,11 @@ func TestOKTransferLoadsItsPartsIntoTheTable(t *testing.T) {
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rows), Version: "test", Tables: tables,
 		Loads: config.Loads{Datasets: []string{"proj-1.landing"}}})
 	for _, ev := range s.uploadAll() {
-		must(t, handle(t, m, ev))
+		testutil.OK(t, handle(t, m, ev))
 	}
 	s.seal()
-	must(t, handle(t, m, s.event(message.EventSealed)))
-	must(t, handle(t, m, s.event(message.EventSealed))) // an end handled again loads nothing more
+	testutil.OK(t, handle(t, m, s.event(message.EventSealed)))
+	testutil.OK(t, handle(t, m, s.event(message.EventSealed))) // an end handled again loads nothing more
 	d := dones(t, done)
 	if len(d) != 1 || d[0].Status != message.StatusOK || d[0].Load == nil || d[0].Load.Rows != 60 || d[0].Load.JobID != message.LoadJobID(s.man.TransferID) {
 		t.Fatalf("done events %+v", d)
@@ -109,10 +110,10 @@ func TestFailedLoadEndsFailedAndKeepsTheParts(t *testing.T) {
 				Loads: config.Loads{Datasets: tc.allowed}})
 			evs := s.uploadAll()
 			for _, ev := range evs[:3] {
-				must(t, handle(t, m, ev))
+				testutil.OK(t, handle(t, m, ev))
 			}
 			s.seal()
-			must(t, handle(t, m, s.event(message.EventSealed))) // the listing confirms the fourth
+			testutil.OK(t, handle(t, m, s.event(message.EventSealed))) // the listing confirms the fourth
 			d := dones(t, done)
 			if len(d) != 1 || d[0].Status != message.StatusFailed || !strings.Contains(d[0].Error, tc.want) || d[0].Files != 4 {
 				t.Fatalf("done events %+v, want failed saying %q over 4 files", d, tc.want)
@@ -124,13 +125,6 @@ func TestFailedLoadEndsFailedAndKeepsTheParts(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -151,7 +145,7 @@ func TestManifestWhoseRowsDoNotAddUpIsRefused(t *testing.T) {
 	putManifest(t, &s.man, func(name string, body []byte) error {
 		if name == message.ManifestObject(s.man.TransferID) {
 			var h message.Manifest
-			must(t, message.Decode(body, &h))
+			testutil.OK(t, message.Decode(body, &h))
 			h.Totals.Rows = 11 // the pages hold 10
 			body = message.Encode(h)
 		}

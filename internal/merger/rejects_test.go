@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // A transfer's rejects gather per source, in the order of its parts, into
@@ -21,7 +22,7 @@ func TestRejectsGatherPerSourceAndAreBounded(t *testing.T) {
 	var r rejects
 	for _, f := range []*message.File{part("p/a.csv/part-00000.parquet", 3), part("p/a.csv/part-00001.parquet"),
 		part("p/b.csv/part-00000.parquet", 7, 9), part("p/a.csv/part-00002.parquet", 40), {Object: "p/readme.txt.zst"}} {
-		must(t, r.add(f))
+		testutil.OK(t, r.add(f))
 	}
 	var got []string
 	for _, o := range r.objects {
@@ -36,7 +37,7 @@ func TestRejectsGatherPerSourceAndAreBounded(t *testing.T) {
 	}
 	big := part("p/c.csv/part-00000.parquet")
 	big.Table.Rejects = make([]message.Reject, message.MaxBadRows)
-	must(t, r.add(big))
+	testutil.OK(t, r.add(big))
 	if err := r.tooMany(); err == nil || len(r.objects) != 0 || !strings.Contains(err.Error(), "more than 10000 rejected records") {
 		t.Fatalf("past the bound: %v, %d objects kept", err, len(r.objects))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // A CSV sent again with fewer parts: the ok transfer removes the parts an
@@ -27,7 +28,7 @@ func TestAnEndRemovesTheStalePartsOfItsSources(t *testing.T) {
 		b := []byte("old " + name)
 		_, err := s.store.Upload(context.Background(), s.bucket, name, bytes.NewReader(b), gcs.UploadOptions{
 			Size: int64(len(b)), CRC32C: crc32c.Checksum(b), Metadata: meta})
-		must(t, err)
+		testutil.OK(t, err)
 	}
 	old := func(source string) map[string]string {
 		m := message.FinalMetadata("tid-earlier", 1, 1, "none")
@@ -46,10 +47,10 @@ func TestAnEndRemovesTheStalePartsOfItsSources(t *testing.T) {
 	m := New(Options{Store: s.store, Done: done, Sink: sinkAt(t, rowsPath(t)), Version: "test", Tables: &fakeTables{rows: 60},
 		Loads: config.Loads{Datasets: []string{"proj-1.landing"}}})
 	for _, ev := range s.uploadAll() {
-		must(t, handle(t, m, ev))
+		testutil.OK(t, handle(t, m, ev))
 	}
 	s.seal()
-	must(t, handle(t, m, s.event(message.EventSealed)))
+	testutil.OK(t, handle(t, m, s.event(message.EventSealed)))
 	if d := dones(t, done); len(d) != 1 || d[0].Status != message.StatusOK {
 		t.Fatalf("done events %+v", d)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/table"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // A tree with converted and plain files plans in the order GCS lists the
@@ -26,13 +27,13 @@ func TestConvertPlansPartsInObjectOrder(t *testing.T) {
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		must(t, os.WriteFile(p, []byte(body), 0o644))
+		testutil.OK(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		testutil.OK(t, os.WriteFile(p, []byte(body), 0o644))
 	}
 	cv, err := ParseConvert("parquet", []string{"*.dat"}, nil, "snappy")
-	must(t, err)
+	testutil.OK(t, err)
 	p, err := New(Spec{Sources: []string{dir + "/"}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: cv}, Limits{})
-	must(t, err)
+	testutil.OK(t, err)
 	var objs []string
 	var covered int64
 	for i, f := range p.Files {
@@ -64,13 +65,13 @@ func TestConvertPlansPartsInObjectOrder(t *testing.T) {
 // first column's name.
 func TestEmptyDaysAndABOM(t *testing.T) {
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "good.csv"), []byte("\ufeffid,name\r\n1,a\r\n2,b\r\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "header.csv"), []byte("id,name\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "good.csv"), []byte("\ufeffid,name\r\n1,a\r\n2,b\r\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "header.csv"), []byte("id,name\n"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
 	cv, err := ParseConvert("parquet", nil, nil, "")
-	must(t, err)
+	testutil.OK(t, err)
 	p, err := New(Spec{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: cv}, Limits{})
-	must(t, err)
+	testutil.OK(t, err)
 	byName := map[string]File{}
 	for _, f := range p.Files {
 		byName[filepath.Base(f.Rel)] = f
@@ -102,9 +103,9 @@ func TestConvertRefusals(t *testing.T) {
 		"wide.csv":  {strings.Repeat("c,", table.MaxColumns) + "c\n1\n", "", "wide.csv: line 1: the header has 10001 columns; BigQuery takes 10000 at most"},
 	} {
 		p := filepath.Join(dir, name)
-		must(t, os.WriteFile(p, []byte(tc.body), 0o644))
+		testutil.OK(t, os.WriteFile(p, []byte(tc.body), 0o644))
 		cv, err := ParseConvert("parquet", nil, []byte(tc.schema), "")
-		must(t, err)
+		testutil.OK(t, err)
 		_, err = New(Spec{Sources: []string{p}, Destination: "gs://bkt/p", ChunkSize: MinRequestChunk, Convert: cv}, Limits{})
 		if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error ending %q", name, err, tc.want)

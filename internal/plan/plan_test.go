@@ -11,14 +11,8 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestChunkSizeGrowsToKeepMaxChunks(t *testing.T) {
 	tests := []struct {
@@ -49,8 +43,8 @@ func TestFileTooLargeForTheCapNamesItAll(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "big.bin")
 	f, err := os.Create(src)
-	must(t, err)
-	must(t, f.Truncate(10<<20)) // sparse: 10 MiB
+	testutil.OK(t, err)
+	testutil.OK(t, f.Truncate(10<<20)) // sparse: 10 MiB
 	f.Close()
 	capSize := MessageChunkCap(codec.Zstd, 1<<20)
 	l := Limits{MaxChunks: 5, MessageMax: 1 << 20}
@@ -94,14 +88,14 @@ func TestMessageChunkCapFitsIncompressibleData(t *testing.T) {
 				raw[i] = byte(rng.Uint32())
 			}
 			enc, err := codec.NewEncoder(c, c.DefaultLevel())
-			must(t, err)
+			testutil.OK(t, err)
 			var wire []byte
 			var frames []seektable.Frame
 			for off := 0; off < len(raw); off += codec.FrameSize {
 				before := len(wire)
 				piece := raw[off:min(off+codec.FrameSize, len(raw))]
 				wire, err = enc.Encode(wire, piece)
-				must(t, err)
+				testutil.OK(t, err)
 				frames = append(frames, seektable.Frame{Wire: uint32(len(wire) - before), Raw: uint32(len(piece))})
 			}
 			if c == codec.Zstd {
@@ -125,10 +119,10 @@ func TestMessageChunkCapFitsIncompressibleData(t *testing.T) {
 func TestBadRequestsNameTheInput(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f.csv")
-	must(t, os.WriteFile(file, []byte("x"), 0o644))
-	must(t, os.Symlink(dir, filepath.Join(dir, "loop")))
-	must(t, os.WriteFile(filepath.Join(dir, "back\\slash.txt"), []byte("x"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, ".x.ferry-part"), []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(file, []byte("x"), 0o644))
+	testutil.OK(t, os.Symlink(dir, filepath.Join(dir, "loop")))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "back\\slash.txt"), []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, ".x.ferry-part"), []byte("x"), 0o644))
 	tests := []struct {
 		name string
 		s    Spec
@@ -170,15 +164,15 @@ func TestRootsConfineSources(t *testing.T) {
 	base := t.TempDir()
 	root := filepath.Join(base, "root")
 	outside := filepath.Join(base, "secret.txt")
-	must(t, os.MkdirAll(filepath.Join(root, "data", "sub"), 0o755))
-	must(t, os.WriteFile(outside, []byte("secret"), 0o600))
-	must(t, os.WriteFile(filepath.Join(root, "data", "ok.csv"), []byte("ok"), 0o644))
-	must(t, os.WriteFile(filepath.Join(root, "data", "sub", "ok2.csv"), []byte("ok2"), 0o644))
-	must(t, os.Symlink(outside, filepath.Join(root, "escape.txt")))
-	must(t, os.MkdirAll(filepath.Join(root, "tree"), 0o755))
-	must(t, os.Symlink(outside, filepath.Join(root, "tree", "escape.txt")))
-	must(t, os.Symlink(filepath.Join(root, "data", "ok.csv"), filepath.Join(root, "inside-link.csv")))
-	must(t, os.Symlink(base, filepath.Join(root, "up")))
+	testutil.OK(t, os.MkdirAll(filepath.Join(root, "data", "sub"), 0o755))
+	testutil.OK(t, os.WriteFile(outside, []byte("secret"), 0o600))
+	testutil.OK(t, os.WriteFile(filepath.Join(root, "data", "ok.csv"), []byte("ok"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(root, "data", "sub", "ok2.csv"), []byte("ok2"), 0o644))
+	testutil.OK(t, os.Symlink(outside, filepath.Join(root, "escape.txt")))
+	testutil.OK(t, os.MkdirAll(filepath.Join(root, "tree"), 0o755))
+	testutil.OK(t, os.Symlink(outside, filepath.Join(root, "tree", "escape.txt")))
+	testutil.OK(t, os.Symlink(filepath.Join(root, "data", "ok.csv"), filepath.Join(root, "inside-link.csv")))
+	testutil.OK(t, os.Symlink(base, filepath.Join(root, "up")))
 
 	spec := func(src string) Spec {
 		return Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 1 << 20, Roots: []string{root}}
@@ -205,7 +199,7 @@ func TestRootsConfineSources(t *testing.T) {
 	var got []string
 	for _, f := range p.Files {
 		fh, err := f.Open()
-		must(t, err)
+		testutil.OK(t, err)
 		b := make([]byte, 10)
 		n, _ := fh.Read(b)
 		fh.Close()
@@ -225,9 +219,9 @@ func TestRootsConfineSources(t *testing.T) {
 
 func TestResolveNamesObjectsAsTheProducerDoes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "src")
-	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "a.csv"), []byte("aa"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "sub", "b.csv"), nil, 0o644))
+	testutil.OK(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "a.csv"), []byte("aa"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "sub", "b.csv"), nil, 0o644))
 	dest, files, err := Resolve([]string{dir}, "gs://bkt/pre/", codec.Gzip)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +241,7 @@ func TestResolveNamesObjectsAsTheProducerDoes(t *testing.T) {
 // producer's memory or, with FERRY_TRANSPORT=pubsub, the message sets.
 func TestStdinIsOneStreamNamedByTheDestination(t *testing.T) {
 	p, err := New(Spec{Sources: []string{"-"}, Destination: "gs://bkt/dumps/2026/db.sql", ChunkSize: 32 << 20}, Limits{StreamMax: 73 << 20})
-	must(t, err)
+	testutil.OK(t, err)
 	f := p.Files[0]
 	if p.Dest.Prefix != "dumps/2026" || f.Object != "dumps/2026/db.sql.zst" || f.Rel != "db.sql" || f.Stream == nil {
 		t.Fatalf("plan %+v, file %+v", p.Dest, f)
@@ -263,7 +257,7 @@ func TestStdinIsOneStreamNamedByTheDestination(t *testing.T) {
 	}
 	// With FERRY_TRANSPORT=pubsub every chunk is the message cap.
 	p, err = New(Spec{Sources: []string{"-"}, Destination: "gs://bkt/db.sql", ChunkSize: 32 << 20, Codec: codec.Gzip}, Limits{StreamMax: 73 << 20, MessageMax: 9 << 20})
-	must(t, err)
+	testutil.OK(t, err)
 	capSize := MessageChunkCap(codec.Gzip, 9<<20)
 	if s := p.Files[0].Stream; s.First != capSize || s.Max != capSize || s.Most() != 1000*capSize || p.Files[0].Object != "db.sql.gz" {
 		t.Errorf("pubsub stream %+v, object %s; want every chunk %d", s, p.Files[0].Object, capSize)
@@ -295,7 +289,7 @@ func TestStdinIsOneStreamNamedByTheDestination(t *testing.T) {
 func TestNoDestinationOrObjectUnderFerrysOwnPrefixes(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f.csv")
-	must(t, os.WriteFile(file, []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(file, []byte("x"), 0o644))
 	for _, root := range message.ReservedRoots() {
 		t.Run(root, func(t *testing.T) {
 			for _, dest := range []string{"gs://bkt/" + strings.TrimSuffix(root, "/"), "gs://bkt/" + root + "victim"} {
@@ -305,8 +299,8 @@ func TestNoDestinationOrObjectUnderFerrysOwnPrefixes(t *testing.T) {
 				}
 			}
 			tree := filepath.Join(t.TempDir(), strings.TrimSuffix(root, "/"))
-			must(t, os.MkdirAll(tree, 0o755))
-			must(t, os.WriteFile(filepath.Join(tree, "victim"), []byte("x"), 0o644))
+			testutil.OK(t, os.MkdirAll(tree, 0o755))
+			testutil.OK(t, os.WriteFile(filepath.Join(tree, "victim"), []byte("x"), 0o644))
 			p, err := New(Spec{Sources: []string{tree}, Destination: "gs://bkt", ChunkSize: 1 << 20, Codec: codec.None}, Limits{})
 			if err == nil {
 				err = p.Walk(func(File) error { return nil }, func(Skipped) {})

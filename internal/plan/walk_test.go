@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // oddTree is a directory with what real trees hold besides files: links to
@@ -18,9 +19,9 @@ import (
 func oddTree(t *testing.T) string {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755))
-	must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("a"), 0o644))
-	must(t, os.WriteFile(filepath.Join(root, "dir", "sub", "b.txt"), []byte("b"), 0o644))
+	testutil.OK(t, os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755))
+	testutil.OK(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("a"), 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(root, "dir", "sub", "b.txt"), []byte("b"), 0o644))
 	teststack.OddEntries(t, root, "a.txt", "file-link")
 	return root
 }
@@ -86,8 +87,8 @@ func TestWalkTakesARealTree(t *testing.T) {
 func TestFiltersChooseWhatIsSent(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "src")
 	for _, f := range []string{"a.csv", "a.tmp", "keep/b.csv", "keep/b.tmp", "logs/c.log", "deep/x/y/z.csv", "top.csv"} {
-		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
-		must(t, os.WriteFile(filepath.Join(root, f), []byte(f), 0o644))
+		testutil.OK(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
+		testutil.OK(t, os.WriteFile(filepath.Join(root, f), []byte(f), 0o644))
 	}
 	for _, tc := range []struct {
 		rules []string
@@ -103,11 +104,11 @@ func TestFiltersChooseWhatIsSent(t *testing.T) {
 		var sel Selection
 		for _, r := range tc.rules {
 			f, err := ParseFilter(r)
-			must(t, err)
+			testutil.OK(t, err)
 			sel.Filters = append(sel.Filters, f)
 		}
 		p, err := New(Spec{Sources: []string{root}, Destination: "gs://bkt/p", ChunkSize: 1 << 20, Selection: sel}, Limits{})
-		must(t, err)
+		testutil.OK(t, err)
 		if got, _ := rels(p); !slices.Equal(got, tc.want) {
 			t.Errorf("rules %q: sent %q, want %q", tc.rules, got, tc.want)
 		}
@@ -124,12 +125,12 @@ func TestFiltersChooseWhatIsSent(t *testing.T) {
 func TestFilesFromSendsExactlyTheListedFiles(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "out")
 	for _, f := range []string{"a.csv", "b.csv", "d/c.csv", "d/e/f.csv"} {
-		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
-		must(t, os.WriteFile(filepath.Join(root, f), []byte(f), 0o644))
+		testutil.OK(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
+		testutil.OK(t, os.WriteFile(filepath.Join(root, f), []byte(f), 0o644))
 	}
 	p, err := New(Spec{Sources: []string{root}, Destination: "gs://bkt/p", ChunkSize: 1 << 20,
 		Selection: Selection{FilesFrom: []string{"b.csv", "./d/e"}}}, Limits{})
-	must(t, err)
+	testutil.OK(t, err)
 	if got, _ := rels(p); !slices.Equal(got, []string{"out/b.csv", "out/d/e/f.csv"}) {
 		t.Fatalf("sent %q", got)
 	}
@@ -145,9 +146,9 @@ func TestFilesFromSendsExactlyTheListedFiles(t *testing.T) {
 // the end, for the progress line of a large tree.
 func TestWalkReportsWhatItFound(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "many")
-	must(t, os.MkdirAll(root, 0o755))
+	testutil.OK(t, os.MkdirAll(root, 0o755))
 	for i := range 600 {
-		must(t, os.WriteFile(filepath.Join(root, strings.Repeat("x", 1+i%7)+string(rune('a'+i%26))+strconv.Itoa(i)), []byte("12345"), 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(root, strings.Repeat("x", 1+i%7)+string(rune('a'+i%26))+strconv.Itoa(i)), []byte("12345"), 0o644))
 	}
 	var calls []int
 	var last int64

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // BenchmarkCompressVsZstdCLI runs the producer's pipeline (read, compress
@@ -34,7 +35,7 @@ func BenchmarkCompressVsZstdCLI(b *testing.B) {
 	src := os.Getenv("FERRY_BENCH_FILE")
 	if src == "" {
 		src = filepath.Join(b.TempDir(), "medium_upload.csv")
-		genFile(b, src, 200_000_000)
+		testutil.WriteCSV(b, src, 200_000_000, 1)
 	}
 	st, err := os.Stat(src)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // smallTree writes n small files of varied sizes (one empty) and one file
@@ -24,7 +25,7 @@ import (
 func smallTree(t *testing.T, n int) (string, map[string][]byte) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	testutil.OK(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 	files := map[string][]byte{}
 	for i := range n {
 		rel := fmt.Sprintf("f%03d.csv", i)
@@ -35,11 +36,11 @@ func smallTree(t *testing.T, n int) (string, map[string][]byte) {
 		if i > 0 {
 			b = []byte(strings.Repeat("2026-11-30,IDX"+strconv.Itoa(i)+",1.5\n", 1+i*37%500))
 		}
-		must(t, os.WriteFile(filepath.Join(dir, rel), b, 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(dir, rel), b, 0o644))
 		files["tree/"+rel] = b
 	}
 	big := filepath.Join(dir, "big.csv")
-	genFile(t, big, 300_000)
+	testutil.WriteCSV(t, big, 300_000, 1)
 	files["tree/big.csv"], _ = os.ReadFile(big)
 	return dir, files
 }
@@ -214,7 +215,7 @@ func TestOneBadFileFailsTheBundleClearly(t *testing.T) {
 	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: events, SpoolDir: spoolDir, InlineMax: 1 << 10,
 		BundleMax: 64 << 10, FailGrace: time.Millisecond, planned: func(f *plan.File) {
 			if f.Path == victim {
-				must(t, os.Remove(victim))
+				testutil.OK(t, os.Remove(victim))
 			}
 		}})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: 64 << 10})

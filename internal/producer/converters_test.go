@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/table"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // A converter's column writers grow with the table's width, not with the
@@ -42,7 +43,7 @@ func TestATableTooWideForTheBudgetIsRefusedUpFrontNamingItsWidth(t *testing.T) {
 		}
 	}
 	b.WriteByte('\n')
-	must(t, os.WriteFile(src, []byte(b.String()), 0o644))
+	testutil.OK(t, os.WriteFile(src, []byte(b.String()), 0o644))
 	need := table.ConverterMemory(columns) + 1<<20 // and two parts of a few records
 	if need < 256<<20 {
 		t.Fatalf("a converter of %d columns is counted as %d bytes: less than the default budget", columns, need)
@@ -55,7 +56,7 @@ func TestATableTooWideForTheBudgetIsRefusedUpFrontNamingItsWidth(t *testing.T) {
 		dest := fmt.Sprintf("gs://%s/w%d/", bucket, tc.memory)
 		m, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: dest, Codec: codec.Zstd, ChunkSize: 64 << 10, Convert: &plan.Convert{}})
 		if !tc.refused {
-			must(t, err)
+			testutil.OK(t, err)
 			if len(m.Files) == 0 {
 				t.Errorf("at %d bytes of budget: no part sent", tc.memory)
 			}
@@ -71,7 +72,7 @@ func TestATableTooWideForTheBudgetIsRefusedUpFrontNamingItsWidth(t *testing.T) {
 			}
 		}
 		// Refused before its lease: nothing in the bucket.
-		must(t, gs.List(context.Background(), bucket, "", func(a gcs.Attrs) error {
+		testutil.OK(t, gs.List(context.Background(), bucket, "", func(a gcs.Attrs) error {
 			t.Errorf("a refused transfer left %s", a.Name)
 			return nil
 		}))

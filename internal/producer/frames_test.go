@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // runEncoders starts n frame encoders for a test and stops them at its end.
@@ -81,7 +82,7 @@ func TestChunkEncoderCutsFramesWithTheirCRCs(t *testing.T) {
 func TestOneChunkZstdPayloadEndsWithItsSeekTable(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "f.csv")
-	genFile(t, src, codec.FrameSize+300_000) // two frames
+	testutil.WriteCSV(t, src, codec.FrameSize+300_000, 1) // two frames
 	pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 8 << 20}, plan.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestOneChunkZstdPayloadEndsWithItsSeekTable(t *testing.T) {
 	}
 	if zstd, err := exec.LookPath("zstd"); err == nil {
 		obj := filepath.Join(dir, "f.csv.zst")
-		must(t, os.WriteFile(obj, payload, 0o644))
+		testutil.OK(t, os.WriteFile(obj, payload, 0o644))
 		out, err := exec.Command(zstd, "-d", "-c", obj).Output()
 		if err != nil || !bytes.Equal(out, raw) {
 			t.Fatalf("stock zstd -d: %v, %d bytes, want %d", err, len(out), len(raw))
@@ -128,7 +129,7 @@ func TestOneChunkZstdPayloadEndsWithItsSeekTable(t *testing.T) {
 // goroutine of the pipeline, frame encoders included, has stopped.
 func TestFailedSubmitLeavesNoGoroutine(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 3<<20)
+	testutil.WriteCSV(t, src, 3<<20, 1)
 	failing := &teststack.Recorder{Err: errors.New("topic gone")}
 	full := newMemSpool()
 	full.failAt, full.err = 2, errors.New("no space left on device")

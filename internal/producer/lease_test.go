@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // Two transfers to one destination started at the same moment, many
@@ -27,9 +28,9 @@ func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
 	const bucket = "p-lease"
 	gs := teststack.Bucket(t, bucket)
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(dir, 0o755))
-	genFile(t, filepath.Join(dir, "a.csv"), 5_000)
-	genFile(t, filepath.Join(dir, "b.csv"), 6_000)
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
+	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 5_000, 1)
+	testutil.WriteCSV(t, filepath.Join(dir, "b.csv"), 6_000, 1)
 	for round := range 20 {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
@@ -53,7 +54,7 @@ func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
 			t.Fatalf("round %d: %s: %v; %s: %v; want one ok and the other refused naming it", round, ids[0], errs[0], ids[1], errs[1])
 		}
 		var leases []string
-		must(t, gs.List(context.Background(), bucket, message.LeaseRoot, func(a gcs.Attrs) error {
+		testutil.OK(t, gs.List(context.Background(), bucket, message.LeaseRoot, func(a gcs.Attrs) error {
 			leases = append(leases, a.Name)
 			return nil
 		}))
@@ -64,7 +65,7 @@ func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
 		if len(leases) != 1 || leases[0] != message.LeaseObject(winner) {
 			t.Fatalf("round %d: leases %v, want only %s's: the refused transfer leaves none", round, leases, winner)
 		}
-		must(t, gs.Delete(context.Background(), bucket, leases[0]))
+		testutil.OK(t, gs.Delete(context.Background(), bucket, leases[0]))
 	}
 }
 
@@ -92,15 +93,15 @@ func TestAConvertedFilesLeaseCoversItsRejects(t *testing.T) {
 	gs := teststack.Bucket(t, bucket)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "prices.csv")
-	must(t, os.WriteFile(src, []byte("id,price\n1,2.50\n2,3.75\n"), 0o644))
+	testutil.OK(t, os.WriteFile(src, []byte("id,price\n1,2.50\n2,3.75\n"), 0o644))
 	p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
 	m, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/t/", Codec: codec.Zstd,
 		ChunkSize: 64 << 10, Convert: &plan.Convert{BadRows: 3}})
-	must(t, err)
+	testutil.OK(t, err)
 	b, err := gs.ReadAll(context.Background(), bucket, message.LeaseObject(m.TransferID))
-	must(t, err)
+	testutil.OK(t, err)
 	var l message.Lease
-	must(t, message.Decode(b, &l))
+	testutil.OK(t, message.Decode(b, &l))
 	if l.Scope != "t/prices.csv/" {
 		t.Fatalf("lease scope %q, want t/prices.csv/: its parts and its rejects object", l.Scope)
 	}
@@ -113,10 +114,10 @@ func TestALeaseOfAProcessThatIsGoneHoldsNothingOff(t *testing.T) {
 	const bucket = "p-lease-holder"
 	gs := teststack.Bucket(t, bucket)
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(dir, 0o755))
-	genFile(t, filepath.Join(dir, "a.csv"), 5_000)
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
+	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 5_000, 1)
 	gone := exec.Command("true")
-	must(t, gone.Run())
+	testutil.OK(t, gone.Run())
 	host, _ := os.Hostname()
 	for _, tc := range []struct {
 		holder  string
@@ -125,15 +126,15 @@ func TestALeaseOfAProcessThatIsGoneHoldsNothingOff(t *testing.T) {
 		dead := NewTransferID("")
 		l := message.Lease{V: message.Version, TransferID: dead, Destination: "gs://" + bucket + "/h", Scope: "h/", Holder: tc.holder}
 		_, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(dead), message.Encode(l), true, "application/json")
-		must(t, err)
+		testutil.OK(t, err)
 		p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
 		req := Request{TransferID: NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
 		_, err = p.Submit(context.Background(), req)
 		if refused := err != nil && strings.Contains(err.Error(), "transfer "+dead+" is writing there"); refused != tc.refused {
 			t.Errorf("a lease held by %q: Submit = %v, want refused %v", tc.holder, err, tc.refused)
 		}
-		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
-		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(req.TransferID)))
+		testutil.OK(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
+		testutil.OK(t, gs.Delete(context.Background(), bucket, message.LeaseObject(req.TransferID)))
 	}
 }
 
@@ -145,8 +146,8 @@ func TestALeaseNobodyRenewsHoldsNothingOffOnceStale(t *testing.T) {
 	const bucket = "p-lease-stale"
 	gs := teststack.Bucket(t, bucket)
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(dir, 0o755))
-	genFile(t, filepath.Join(dir, "a.csv"), 5_000)
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
+	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 5_000, 1)
 	for _, tc := range []struct {
 		renews  bool
 		later   time.Duration
@@ -156,7 +157,7 @@ func TestALeaseNobodyRenewsHoldsNothingOffOnceStale(t *testing.T) {
 		dead := NewTransferID("")
 		l := message.Lease{V: message.Version, TransferID: dead, Destination: "gs://" + bucket + "/h", Scope: "h/", Holder: "another-host 1", Renews: tc.renews}
 		_, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(dead), message.Encode(l), true, "application/json")
-		must(t, err)
+		testutil.OK(t, err)
 		now := time.Now().Add(tc.later)
 		p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1,
 			Now: func() time.Time { return now }})
@@ -165,7 +166,7 @@ func TestALeaseNobodyRenewsHoldsNothingOffOnceStale(t *testing.T) {
 		if refused := err != nil && strings.Contains(err.Error(), "transfer "+dead+" is writing there"); refused != tc.refused {
 			t.Errorf("a lease (renews %v) %v later: Submit = %v, want refused %v", tc.renews, tc.later, err, tc.refused)
 		}
-		must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
+		testutil.OK(t, gs.Delete(context.Background(), bucket, message.LeaseObject(dead)))
 		_ = gs.Delete(context.Background(), bucket, message.LeaseObject(req.TransferID))
 	}
 }
@@ -192,7 +193,7 @@ func TestTheProducerRenewsItsLeaseWhileItRuns(t *testing.T) {
 	tid := NewTransferID("")
 	l := message.Lease{V: message.Version, TransferID: tid, Destination: "gs://" + bucket + "/r", Scope: "r/", Renews: true}
 	first, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(tid), message.Encode(l), true, "application/json")
-	must(t, err)
+	testutil.OK(t, err)
 	ts := touchStore{Store: gs, touched: make(chan string, 16)}
 	p := New(Options{Store: ts, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
 	stop := p.renewLease(context.Background(), bucket, tid, time.Millisecond)
@@ -203,7 +204,7 @@ func TestTheProducerRenewsItsLeaseWhileItRuns(t *testing.T) {
 	}
 	stop()
 	a, err := gs.Attrs(context.Background(), bucket, message.LeaseObject(tid))
-	must(t, err)
+	testutil.OK(t, err)
 	if a.Metadata[message.MetaRenewed] == "" || !a.Created.Equal(first.Created) || a.Updated.Before(first.Updated) {
 		t.Errorf("renewed lease: metadata %v, created %v (was %v), updated %v (was %v)", a.Metadata, a.Created, first.Created, a.Updated, first.Updated)
 	}

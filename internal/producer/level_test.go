@@ -13,6 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // levelsUsed checks that a manifest's levels add up to its transfer and
@@ -43,11 +44,11 @@ func levelsUsed(t *testing.T, man *message.Manifest) map[int]int {
 // and bytes.
 func TestLevelRisesWhileTheWorkersFallBehind(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
-	genFile(t, src, 32<<20) // 32 chunks of 1 MiB: each large enough to vote
+	testutil.WriteCSV(t, src, 32<<20, 1) // 32 chunks of 1 MiB: each large enough to vote
 	fs := newMemSpool()
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
-	must(t, err)
+	testutil.OK(t, err)
 	if man.Level != 0 {
 		t.Fatalf("manifest level %d, want 0 (adaptive)", man.Level)
 	}
@@ -63,12 +64,12 @@ func TestLevelRisesWhileTheWorkersFallBehind(t *testing.T) {
 func TestSmallFilesKeepTheLevel(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 200 {
-		genFile(t, filepath.Join(dir, fmt.Sprintf("f%03d.csv", i)), 20_000)
+		testutil.WriteCSV(t, filepath.Join(dir, fmt.Sprintf("f%03d.csv", i)), 20_000, 1)
 	}
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: newMemSpool(), InlineMax: 1 << 10,
 		BundleMax: 256 << 10, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
-	must(t, err)
+	testutil.OK(t, err)
 	if used := levelsUsed(t, man); len(used) != 1 || used[1] != 200 {
 		t.Fatalf("levels %+v: want all 200 files at level 1", man.Levels)
 	}
@@ -80,11 +81,11 @@ func TestSmallFilesKeepTheLevel(t *testing.T) {
 // the file.
 func TestLevelStaysLowWhileTheLinkKeepsUp(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
-	genFile(t, src, 16<<20)
+	testutil.WriteCSV(t, src, 16<<20, 1)
 	rec := &teststack.Recorder{}
 	p := New(Options{Store: nopStore{}, Chunks: rec, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Transport: config.TransportPubSub, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
-	must(t, err)
+	testutil.OK(t, err)
 	used := levelsUsed(t, man)
 	if used[1] <= man.Totals.Chunks/2 {
 		t.Fatalf("levels %+v: want most chunks at level 1 when the link keeps up", man.Levels)
@@ -96,7 +97,7 @@ func TestLevelStaysLowWhileTheLinkKeepsUp(t *testing.T) {
 		wire = append(wire, m.partBytes()[0]...)
 	}
 	want, err := os.ReadFile(src)
-	must(t, err)
+	testutil.OK(t, err)
 	if got := decompress(t, codec.Zstd, wire); !bytes.Equal(got, want) {
 		t.Fatalf("chunks decompress to %d bytes, not the file's %d", len(got), len(want))
 	}
@@ -105,17 +106,17 @@ func TestLevelStaysLowWhileTheLinkKeepsUp(t *testing.T) {
 // TestAFixedLevelStaysFixed: a level asked for is every chunk's.
 func TestAFixedLevelStaysFixed(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
-	genFile(t, src, 1<<20)
+	testutil.WriteCSV(t, src, 1<<20, 1)
 	fs := newMemSpool()
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10, Level: 3})
-	must(t, err)
+	testutil.OK(t, err)
 	if used := levelsUsed(t, man); man.Level != 3 || len(used) != 1 {
 		t.Fatalf("level %d, levels %+v: want 3 for all chunks", man.Level, man.Levels)
 	}
 	for _, c := range []codec.Codec{codec.Gzip, codec.None} {
 		man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/" + string(c), ChunkSize: 64 << 10, Codec: c})
-		must(t, err)
+		testutil.OK(t, err)
 		want := c.DefaultLevel()
 		if levelsUsed(t, man); man.Level != want || len(man.Levels) != 1 || man.Levels[0].Level != want {
 			t.Fatalf("%s: level %d, levels %+v; want %d throughout", c, man.Level, man.Levels, want)

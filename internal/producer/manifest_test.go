@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // TestSealedManifestPredictsTheFinalObject: the manifest's wire size and
@@ -22,7 +23,7 @@ import (
 func TestSealedManifestPredictsTheFinalObject(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "big.csv")
-	genFile(t, src, 26_000_000) // chunks of 12, 12 and 0.8 MiB: 2, 2 and 1 frames of at most 8 MiB
+	testutil.WriteCSV(t, src, 26_000_000, 1) // chunks of 12, 12 and 0.8 MiB: 2, 2 and 1 frames of at most 8 MiB
 	raw, _ := os.ReadFile(src)
 	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip} {
 		t.Run(string(c), func(t *testing.T) {
@@ -66,7 +67,7 @@ func TestSealedManifestPredictsTheFinalObject(t *testing.T) {
 			}
 			if zstd, err := exec.LookPath("zstd"); err == nil {
 				obj := filepath.Join(dir, "big.csv.zst")
-				must(t, os.WriteFile(obj, object, 0o644))
+				testutil.OK(t, os.WriteFile(obj, object, 0o644))
 				out, err := exec.Command(zstd, "-d", "-c", obj).Output()
 				if err != nil || !bytes.Equal(out, raw) {
 					t.Fatalf("stock zstd -d: %v (%d bytes)", err, len(out))

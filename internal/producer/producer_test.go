@@ -10,27 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
-
-func genFile(t testing.TB, path string, size int64) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := datagen.WriteCSV(f, size, 1); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // peakHeapGrowth submits a file of size bytes with a 16 MiB buffer budget and
 // returns how far the heap grew above where it started.
@@ -38,7 +26,7 @@ func peakHeapGrowth(t *testing.T, bucket string, size int64) int64 {
 	t.Helper()
 	store := teststack.Bucket(t, bucket)
 	src := filepath.Join(t.TempDir(), "big.csv")
-	genFile(t, src, size)
+	testutil.WriteCSV(t, src, size, 1)
 	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
 		Concurrency: 2, MemoryLimit: 16 << 20})
 	man, growth := heapGrowth(t, func() (*message.Manifest, error) {
@@ -70,9 +58,9 @@ func TestMemoryDoesNotGrowWithFileSize(t *testing.T) {
 func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
 	store := teststack.Bucket(t, "p-seal")
 	dir := filepath.Join(t.TempDir(), "src")
-	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	genFile(t, filepath.Join(dir, "a.csv"), 300_000)
-	must(t, os.WriteFile(filepath.Join(dir, "sub", "empty.csv"), nil, 0o644))
+	testutil.OK(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 300_000, 1)
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "sub", "empty.csv"), nil, 0o644))
 	chunks, events := &teststack.Recorder{}, &teststack.Recorder{}
 	spool := t.TempDir()
 	p := New(Options{Store: store, Chunks: chunks, Events: events, SpoolDir: spool, InlineMax: 1 << 10, Concurrency: 2})
@@ -135,18 +123,11 @@ func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
 func TestMissingBucketIsNamed(t *testing.T) {
 	store := teststack.Bucket(t, "p-exists")
 	src := filepath.Join(t.TempDir(), "f.csv")
-	must(t, os.WriteFile(src, []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(src, []byte("x"), 0o644))
 	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://no-such-bucket/x", ChunkSize: 1 << 20})
 	if err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
 		t.Fatalf("error = %v, want one naming the bucket", err)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -156,7 +137,7 @@ func must(t *testing.T, err error) {
 func TestStartedOnlyOnceTheTransferReallyStarts(t *testing.T) {
 	store := teststack.Bucket(t, "p-started")
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 200_000)
+	testutil.WriteCSV(t, src, 200_000, 1)
 	var started []string
 	chunks := &teststack.Recorder{}
 	chunksAtStart := -1
@@ -189,7 +170,7 @@ func TestStartedOnlyOnceTheTransferReallyStarts(t *testing.T) {
 func TestManifestRecordsTheVersion(t *testing.T) {
 	store := teststack.Bucket(t, "p-version")
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 1000)
+	testutil.WriteCSV(t, src, 1000, 1)
 	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Version: "v1.2.3"})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://p-version/x", ChunkSize: 1 << 20})
 	if err != nil {
@@ -210,7 +191,7 @@ func TestManifestRecordsTheVersion(t *testing.T) {
 func TestContradictingSkipFlagsAreRefused(t *testing.T) {
 	store := teststack.Bucket(t, "p-skipflags")
 	src := filepath.Join(t.TempDir(), "f.csv")
-	must(t, os.WriteFile(src, []byte("x"), 0o644))
+	testutil.OK(t, os.WriteFile(src, []byte("x"), 0o644))
 	req := Request{Sources: []string{src}, Destination: "gs://p-skipflags/x", ChunkSize: 1 << 20}
 	for _, tc := range []struct {
 		name string
@@ -242,14 +223,14 @@ func TestContradictingSkipFlagsAreRefused(t *testing.T) {
 // Producer.
 func TestTransfersReuseRawBuffers(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 600_000)
+	testutil.WriteCSV(t, src, 600_000, 1)
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: newMemSpool(), Concurrency: 2})
 	req := Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10}
 	_, err := p.Submit(context.Background(), req)
-	must(t, err)
+	testutil.OK(t, err)
 	first := p.bufsMade.Load()
 	_, err = p.Submit(context.Background(), req)
-	must(t, err)
+	testutil.OK(t, err)
 	if first == 0 || p.bufsMade.Load() != first {
 		t.Fatalf("%d raw buffers made by the first transfer, %d by the second; want the second to reuse them all", first, p.bufsMade.Load()-first)
 	}
@@ -265,12 +246,12 @@ func TestSealWritesAPagedManifestInObjectOrder(t *testing.T) {
 	for i := range n {
 		// "a.b" before "a": the walk's order is not the objects'.
 		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%7))
-		must(t, os.MkdirAll(sub, 0o755))
+		testutil.OK(t, os.MkdirAll(sub, 0o755))
 		name := fmt.Sprintf("f%d", i)
 		if i%2 == 0 {
 			name += ".b"
 		}
-		must(t, os.WriteFile(filepath.Join(sub, name), []byte(name), 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(sub, name), []byte(name), 0o644))
 	}
 	p := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), BundleMax: 1 << 20})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://p-paged/pre", ChunkSize: 1 << 20, Method: "m"})
@@ -316,8 +297,8 @@ func TestAnIdempotencyKeyNamesOneRequest(t *testing.T) {
 	store := teststack.Bucket(t, "p-key")
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
-	genFile(t, a, 10_000)
-	genFile(t, b, 20_000)
+	testutil.WriteCSV(t, a, 10_000, 1)
+	testutil.WriteCSV(t, b, 20_000, 1)
 	chunks := &teststack.Recorder{}
 	p := New(Options{Store: store, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
 	first := Request{Sources: []string{a}, Destination: "gs://p-key/day", ChunkSize: 1 << 20, Codec: codec.Gzip, IdempotencyKey: "export-2026-12-05"}
@@ -326,7 +307,7 @@ func TestAnIdempotencyKeyNamesOneRequest(t *testing.T) {
 	}
 	sent := len(chunks.Messages())
 	keys, err := store.ReadAll(context.Background(), "p-key", message.KeyObject(NewTransferID(first.IdempotencyKey)))
-	must(t, err)
+	testutil.OK(t, err)
 
 	other := first
 	other.Sources = []string{b}

@@ -21,6 +21,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/ratelimit/ratelimittest"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 func writeRandom(t testing.TB, path string, n int, seed uint64) []byte {
@@ -115,7 +116,7 @@ func TestSpoolTransportInlinesOnlySmallPayloads(t *testing.T) {
 // fails Submit with the chunk named, and a failed event tells the merger.
 func TestPublishErrorFailsTheTransferNamingTheChunk(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 100_000)
+	testutil.WriteCSV(t, src, 100_000, 1)
 	events := &teststack.Recorder{}
 	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{Err: errors.New("topic ferry-chunks: permission denied")}, Events: events, SpoolDir: t.TempDir(), FailGrace: time.Millisecond})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
@@ -134,8 +135,8 @@ func TestPublishErrorFailsTheTransferNamingTheChunk(t *testing.T) {
 func TestPubSubRefusesAFileTooLargeForTheCap(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "huge.bin")
 	f, err := os.Create(src)
-	must(t, err)
-	must(t, f.Truncate(20<<20))
+	testutil.OK(t, err)
+	testutil.OK(t, f.Truncate(20<<20))
 	f.Close()
 	chunks := &teststack.Recorder{}
 	p := New(Options{Store: nopStore{}, Chunks: chunks, Events: &teststack.Recorder{}, Transport: config.TransportPubSub,

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // readAll runs the read stage over pl and returns the jobs it sent, their
@@ -50,16 +51,16 @@ func readAll(t *testing.T, pl *plan.Plan, bundleMax int64) ([]job, error) {
 // is the file's.
 func TestReadStageCutsChunksAndBundles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "src")
-	must(t, os.MkdirAll(dir, 0o755))
-	genFile(t, filepath.Join(dir, "big.csv"), 200_000)
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
+	testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 200_000, 1)
 	for _, n := range []string{"a.csv", "b.csv", "c.csv"} {
-		must(t, os.WriteFile(filepath.Join(dir, n), []byte(strings.Repeat(n, 1000)), 0o644))
+		testutil.OK(t, os.WriteFile(filepath.Join(dir, n), []byte(strings.Repeat(n, 1000)), 0o644))
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "empty.csv"), nil, 0o644))
 	pl, err := plan.New(plan.Spec{Sources: []string{dir}, Destination: "gs://bkt/p", ChunkSize: 64 << 10}, plan.Limits{})
-	must(t, err)
+	testutil.OK(t, err)
 	jobs, err := readAll(t, pl, 16<<10)
-	must(t, err)
+	testutil.OK(t, err)
 	var singles, bundled int
 	for _, j := range jobs {
 		for _, pc := range j.pieces {
@@ -86,14 +87,14 @@ func TestReadStageCutsChunksAndBundles(t *testing.T) {
 func TestReadStageRefusesAFileThatChanged(t *testing.T) {
 	for _, bundleMax := range []int64{0, 1 << 20} { // chunks, then a bundle
 		src := filepath.Join(t.TempDir(), "f.csv")
-		genFile(t, src, 100_000-bundleMax/16)
+		testutil.WriteCSV(t, src, 100_000-bundleMax/16, 1)
 		pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10}, plan.Limits{})
-		must(t, err)
+		testutil.OK(t, err)
 		fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-		must(t, err)
+		testutil.OK(t, err)
 		_, err = fh.WriteString("one more line\n")
 		fh.Close()
-		must(t, err)
+		testutil.OK(t, err)
 		_, err = readAll(t, pl, bundleMax)
 		if err == nil || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), "while it was read") {
 			t.Fatalf("bundle max %d: read = %v, want an error naming the file that changed", bundleMax, err)
@@ -110,20 +111,20 @@ func TestReadStageRefusesAFileSwappedAfterPlanning(t *testing.T) {
 		swap func(t *testing.T, p string)
 		want string
 	}{
-		{"fifo", func(t *testing.T, p string) { must(t, os.Remove(p)); must(t, syscall.Mkfifo(p, 0o644)) }, "named pipe"},
+		{"fifo", func(t *testing.T, p string) { testutil.OK(t, os.Remove(p)); testutil.OK(t, syscall.Mkfifo(p, 0o644)) }, "named pipe"},
 		{"other file", func(t *testing.T, p string) {
 			// Written beside it, then renamed over it, as editors and
 			// rsync replace files: a new inode.
-			must(t, os.WriteFile(p+".new", []byte("other"), 0o644))
-			must(t, os.Rename(p+".new", p))
+			testutil.OK(t, os.WriteFile(p+".new", []byte("other"), 0o644))
+			testutil.OK(t, os.Rename(p+".new", p))
 		}, "replaced by another file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, bundleMax := range []int64{0, 1 << 20} {
 				src := filepath.Join(t.TempDir(), "f.csv")
-				genFile(t, src, 100_000)
+				testutil.WriteCSV(t, src, 100_000, 1)
 				pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10}, plan.Limits{})
-				must(t, err)
+				testutil.OK(t, err)
 				tc.swap(t, src)
 				jobs, err := readAll(t, pl, bundleMax)
 				var se *SourceError
@@ -143,17 +144,17 @@ func TestReadStageRefusesAFileSwappedAfterPlanning(t *testing.T) {
 // refused: its ctime moved.
 func TestReadStageRefusesAFileOverwrittenWithItsMtimeSetBack(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 100_000)
+	testutil.WriteCSV(t, src, 100_000, 1)
 	st, err := os.Stat(src)
-	must(t, err)
+	testutil.OK(t, err)
 	pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10}, plan.Limits{})
-	must(t, err)
+	testutil.OK(t, err)
 	fh, err := os.OpenFile(src, os.O_WRONLY, 0)
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = fh.WriteAt([]byte("OVERWRITTEN"), 50_000)
 	fh.Close()
-	must(t, err)
-	must(t, os.Chtimes(src, st.ModTime(), st.ModTime()))
+	testutil.OK(t, err)
+	testutil.OK(t, os.Chtimes(src, st.ModTime(), st.ModTime()))
 	if st2, _ := os.Stat(src); st2.Size() != st.Size() || !st2.ModTime().Equal(st.ModTime()) {
 		t.Fatalf("size and mtime not restored: %v %v", st2.Size(), st2.ModTime())
 	}
@@ -168,19 +169,19 @@ func TestReadStageRefusesAFileOverwrittenWithItsMtimeSetBack(t *testing.T) {
 // torn file is converted.
 func TestReadStageRefusesAConvertedFileThatChanged(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
-	genFile(t, src, 300_000)
+	testutil.WriteCSV(t, src, 300_000, 1)
 	cv, err := plan.ParseConvert("parquet", nil, nil, "")
-	must(t, err)
+	testutil.OK(t, err)
 	pl, err := plan.New(plan.Spec{Sources: []string{src}, Destination: "gs://bkt/p", ChunkSize: 64 << 10, Convert: cv}, plan.Limits{})
-	must(t, err)
+	testutil.OK(t, err)
 	if len(pl.Files) < 2 || pl.Files[0].Part == nil {
 		t.Fatalf("%d files planned, want the parts of a converted file", len(pl.Files))
 	}
 	fh, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = fh.WriteString("one more line\n")
 	fh.Close()
-	must(t, err)
+	testutil.OK(t, err)
 	jobs, err := readAll(t, pl, 0)
 	if err == nil || !errors.Is(err, plan.ErrChanged) || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), "while it was read") {
 		t.Fatalf("read = %v, want an error naming the file that changed", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // countingStore counts the calls the skip stage makes.
@@ -46,9 +47,9 @@ func (s *countingStore) Attrs(ctx context.Context, bucket, name string) (gcs.Att
 func putFinal(t *testing.T, store *gcs.Store, bucket, object, path string, mtime time.Time, crc *uint32) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
-	must(t, err)
+	testutil.OK(t, err)
 	st, err := os.Stat(path)
-	must(t, err)
+	testutil.OK(t, err)
 	if mtime.IsZero() {
 		mtime = st.ModTime()
 	}
@@ -61,7 +62,7 @@ func putFinal(t *testing.T, store *gcs.Store, bucket, object, path string, mtime
 	body := []byte("an earlier upload")
 	_, err = store.Upload(context.Background(), bucket, object, bytes.NewReader(body), gcs.UploadOptions{
 		Size: int64(len(body)), CRC32C: crc32c.Checksum(body), Metadata: md})
-	must(t, err)
+	testutil.OK(t, err)
 }
 
 // putDone leaves the done marker of transfer tid, ended with status.
@@ -69,7 +70,7 @@ func putDone(t *testing.T, store *gcs.Store, bucket, tid, status string) {
 	t.Helper()
 	d := message.Done{V: message.Version, TransferID: tid, Status: status, Destination: "gs://" + bucket}
 	_, err := store.PutSmall(context.Background(), bucket, message.DoneMarker(tid), message.Encode(d), false, "application/json")
-	must(t, err)
+	testutil.OK(t, err)
 }
 
 // Issue 17 §3: an object another transfer wrote counts as there only once
@@ -81,24 +82,24 @@ func TestSkipTrustsOnlyObjectsOfTransfersThatEndedOK(t *testing.T) {
 	const bucket = "p-skip-settled"
 	gs := teststack.Bucket(t, bucket)
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(dir, 0o755))
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
 	writers := map[string]string{"ok": "t-ok", "ok2": "t-ok", "failed": "t-failed", "cancelled": "t-cancelled", "running": "t-running", "old": "t-old"}
 	for name, tid := range writers {
-		genFile(t, filepath.Join(dir, name), 3_000)
+		testutil.WriteCSV(t, filepath.Join(dir, name), 3_000, 1)
 		raw, err := os.ReadFile(filepath.Join(dir, name))
-		must(t, err)
+		testutil.OK(t, err)
 		st, err := os.Stat(filepath.Join(dir, name))
-		must(t, err)
+		testutil.OK(t, err)
 		md := message.FinalMetadata(tid, int64(len(raw)), crc32c.Checksum(raw), "zstd")
 		md[message.MetaMtime] = message.FormatMtime(st.ModTime())
 		_, err = gs.Upload(context.Background(), bucket, "pre/tree/"+name+".zst", bytes.NewReader(raw), gcs.UploadOptions{Size: int64(len(raw)), CRC32C: crc32c.Checksum(raw), Metadata: md})
-		must(t, err)
+		testutil.OK(t, err)
 	}
 	putDone(t, gs, bucket, "t-ok", message.StatusOK)
 	putDone(t, gs, bucket, "t-failed", message.StatusFailed)
 	putDone(t, gs, bucket, "t-cancelled", message.StatusCancelled)
 	_, err := gs.PutSmall(context.Background(), bucket, message.RunObject("t-running"), []byte("0123456789abcdef"), false, "")
-	must(t, err)
+	testutil.OK(t, err)
 
 	for _, flag := range []string{"no-clobber", "skip-unchanged"} {
 		t.Run(flag, func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestSkipTrustsOnlyObjectsOfTransfersThatEndedOK(t *testing.T) {
 			req := Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/pre", Codec: codec.Zstd, ChunkSize: 64 << 10,
 				NoClobber: flag == "no-clobber", SkipUnchanged: flag == "skip-unchanged"}
 			dry, err := p.DryRun(context.Background(), req)
-			must(t, err)
+			testutil.OK(t, err)
 			var skipped, sent []string
 			for _, s := range dry.Skipped {
 				skipped = append(skipped, s.Path)
@@ -150,10 +151,10 @@ func TestSkipDecidesFromOneListing(t *testing.T) {
 	const bucket = "p-skip"
 	gs := teststack.Bucket(t, bucket)
 	dir := filepath.Join(t.TempDir(), "tree")
-	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	testutil.OK(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 	files := map[string]int64{"same.csv": 5_000, "touched.csv": 6_000, "grown.csv": 7_000, "new.csv": 8_000, "foreign.csv": 9_000, "sub/big.csv": 300_000}
 	for name, size := range files {
-		genFile(t, filepath.Join(dir, name), size)
+		testutil.WriteCSV(t, filepath.Join(dir, name), size, 1)
 	}
 	obj := func(name string) string { return "pre/tree/" + name + ".zst" }
 	src := func(name string) string { return filepath.Join(dir, name) }
@@ -162,13 +163,13 @@ func TestSkipDecidesFromOneListing(t *testing.T) {
 	putFinal(t, gs, bucket, obj("touched.csv"), src("touched.csv"), time.Unix(1_000_000, 0), nil) // same bytes, other mtime
 	wrong := uint32(1)
 	putFinal(t, gs, bucket, obj("grown.csv"), src("grown.csv"), time.Time{}, &wrong) // same mtime, other content...
-	must(t, os.Truncate(src("grown.csv"), 6_999))                                    // ...and now another size
+	testutil.OK(t, os.Truncate(src("grown.csv"), 6_999))                             // ...and now another size
 	body := []byte("someone else's object, no ferry metadata")
 	_, err := gs.Upload(context.Background(), bucket, obj("foreign.csv"), bytes.NewReader(body), gcs.UploadOptions{Size: int64(len(body)), CRC32C: crc32c.Checksum(body)})
-	must(t, err)
+	testutil.OK(t, err)
 	// An object outside the tree, under the same prefix, changes nothing.
 	_, err = gs.PutSmall(context.Background(), bucket, "pre/other.zst", []byte("x"), false, "")
-	must(t, err)
+	testutil.OK(t, err)
 	// The transfer that wrote them ended ok: one read of its done marker.
 	putDone(t, gs, bucket, "earlier", message.StatusOK)
 
@@ -191,9 +192,9 @@ func TestSkipDecidesFromOneListing(t *testing.T) {
 			req := Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/pre", Codec: codec.Zstd, ChunkSize: 64 << 10}
 			tc.req(&req)
 			man, err := p.Submit(context.Background(), req)
-			must(t, err)
+			testutil.OK(t, err)
 			// No merger ends it here: free the destination as one would.
-			must(t, gs.Delete(context.Background(), bucket, message.LeaseObject(man.TransferID)))
+			testutil.OK(t, gs.Delete(context.Background(), bucket, message.LeaseObject(man.TransferID)))
 			lists := slices.DeleteFunc(store.lists, func(p string) bool { return p == message.LeaseRoot })
 			if !slices.Equal(lists, []string{"pre/tree/"}) || store.attrsN != 0 {
 				t.Fatalf("listed %q and asked %d objects' attributes; want one listing of pre/tree/ and none", store.lists, store.attrsN)
@@ -238,12 +239,12 @@ func TestEverythingSkippedSealsAnEmptyTransfer(t *testing.T) {
 	const bucket = "p-skip-all"
 	gs := teststack.Bucket(t, bucket)
 	src := filepath.Join(t.TempDir(), "one.csv")
-	genFile(t, src, 1_000)
+	testutil.WriteCSV(t, src, 1_000, 1)
 	putFinal(t, gs, bucket, "x/one.csv.zst", src, time.Time{}, nil)
 	chunks := &teststack.Recorder{}
 	p := New(Options{Store: gs, Chunks: chunks, Events: &teststack.Recorder{}, SpoolDir: t.TempDir()})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://" + bucket + "/x", ChunkSize: 1 << 20, SkipUnchanged: true})
-	must(t, err)
+	testutil.OK(t, err)
 	if len(man.Files) != 0 || len(man.Skipped) != 1 || len(chunks.Messages()) != 0 || !man.Sealed {
 		t.Fatalf("manifest %+v with %d chunk messages; want sealed, nothing sent, one file skipped", man, len(chunks.Messages()))
 	}

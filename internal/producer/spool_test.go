@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // TestSpoolWaitsWhileFull: a write that would pass the bound waits, looking
@@ -44,17 +45,17 @@ func TestSpoolWaitsWhileFull(t *testing.T) {
 	if ok, _ := fs.Exists("t-b"); ok {
 		t.Fatal("t-b was written while the spool was full")
 	}
-	must(t, fs.Remove("t-a")) // a worker finished t-a
+	testutil.OK(t, fs.Remove("t-a")) // a worker finished t-a
 	select {
 	case err := <-done:
-		must(t, err)
+		testutil.OK(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the write did not go on once the spool had room")
 	}
 	if u := s.usage(); u != 60 {
 		t.Fatalf("spool usage %d, want 60", u)
 	}
-	must(t, fs.Remove("t-b"))
+	testutil.OK(t, fs.Remove("t-b"))
 	if b := s.backlog(); b != 0 {
 		t.Fatalf("backlog %d once the workers removed every file, want 0", b)
 	}
@@ -109,7 +110,7 @@ func TestSubmitKeepsTheSpoolWithinSpoolMax(t *testing.T) {
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10})
 	close(w.names)
 	<-w.done
-	must(t, err)
+	testutil.OK(t, err)
 	if fs.writes != 32 || fs.peak > spoolMax || fs.exists == 0 {
 		t.Fatalf("%d spool writes, peak %d bytes (FERRY_SPOOL_MAX %d), %d looks at the spool; want 32 writes within the bound, having waited",
 			fs.writes, fs.peak, spoolMax, fs.exists)
@@ -177,12 +178,12 @@ func realWriteErrorChild(t *testing.T, spoolDir string) {
 	// random.bin's first chunk (256 KiB of noise: a little more once
 	// compressed) passes the limit.
 	srcDir := t.TempDir()
-	genFile(t, filepath.Join(srcDir, "a.csv"), 300_000)
+	testutil.WriteCSV(t, filepath.Join(srcDir, "a.csv"), 300_000, 1)
 	writeRandom(t, filepath.Join(srcDir, "random.bin"), 600<<10, 7)
 	written := 0
 	signal.Ignore(syscall.SIGXFSZ)
 	lim := syscall.Rlimit{Cur: 256 << 10, Max: 256 << 10}
-	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim))
+	testutil.OK(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim))
 	p := New(Options{Store: nopStore{}, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: spoolDir, InlineMax: 1 << 10,
 		FailGrace: time.Millisecond, Concurrency: 1, Publishers: 1, MemoryLimit: 1 << 20})
 	p.o.Chunks = publishFunc(func() { left, _ := os.ReadDir(spoolDir); written = max(written, len(left)) })
@@ -232,13 +233,13 @@ func TestResubmitRemovesTheKilledRunsTemporaryFiles(t *testing.T) {
 	orphan := filepath.Join(spoolDir, spoolName(tid, 0, 3)+spoolTemp+"123456")
 	other := filepath.Join(spoolDir, spoolName("t20200101t000000-00000000", 0, 1)+spoolTemp+"654321")
 	for _, f := range []string{orphan, other} {
-		must(t, os.WriteFile(f, []byte("half a frame"), 0o644))
+		testutil.OK(t, os.WriteFile(f, []byte("half a frame"), 0o644))
 	}
 	src := filepath.Join(t.TempDir(), "f.csv")
-	must(t, os.WriteFile(src, []byte("a,b\n1,2\n"), 0o644))
+	testutil.OK(t, os.WriteFile(src, []byte("a,b\n1,2\n"), 0o644))
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, SpoolDir: spoolDir})
 	_, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20, IdempotencyKey: "nightly"})
-	must(t, err)
+	testutil.OK(t, err)
 	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
 		t.Errorf("the killed run's temporary file %s is still there (%v)", filepath.Base(orphan), err)
 	}
@@ -256,12 +257,12 @@ func TestPrepareSweepsOrphanedTemporaryFiles(t *testing.T) {
 	fresh := filepath.Join(dir, "t2-000001"+spoolTemp+"456")
 	done := filepath.Join(dir, "t1-000002")
 	for _, p := range []string{old, fresh, done} {
-		must(t, os.WriteFile(p, []byte("x"), 0o644))
+		testutil.OK(t, os.WriteFile(p, []byte("x"), 0o644))
 	}
 	long := time.Now().Add(-2 * orphanAge)
-	must(t, os.Chtimes(old, long, long))
-	must(t, os.Chtimes(done, long, long))
-	must(t, dirSpool{dir}.Prepare())
+	testutil.OK(t, os.Chtimes(old, long, long))
+	testutil.OK(t, os.Chtimes(done, long, long))
+	testutil.OK(t, dirSpool{dir}.Prepare())
 	for p, want := range map[string]bool{old: false, fresh: true, done: true} {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s: exists %v, want %v", filepath.Base(p), err == nil, want)
@@ -281,8 +282,8 @@ func TestBacklogLooksAtTheOldestFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(t, fs.Remove("t-00"))                                  // the oldest: seen
-	must(t, fs.Remove(fmt.Sprintf("t-%02d", backlogPresent+1))) // the newest, behind 16 present: not looked at
+	testutil.OK(t, fs.Remove("t-00"))                                  // the oldest: seen
+	testutil.OK(t, fs.Remove(fmt.Sprintf("t-%02d", backlogPresent+1))) // the newest, behind 16 present: not looked at
 	if b, want := s.backlog(), int64(10*(backlogPresent+1)); b != want {
 		t.Fatalf("backlog %d, want %d (the oldest file gone, the newest not looked at)", b, want)
 	}

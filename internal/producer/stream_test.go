@@ -11,24 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
-
-// csvBytes returns n bytes of seed-like CSV.
-func csvBytes(t testing.TB, n int64) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if _, err := datagen.WriteCSV(&b, n, 3); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()[:n]
-}
 
 // onlyReader hides a reader's other methods, as a pipe would.
 type onlyReader struct{ r io.Reader }
@@ -63,7 +53,7 @@ func submitStdin(t *testing.T, data []byte, o Options, req Request) (*message.Ma
 // the seek table the merger composes last. The chunks' payloads, in order,
 // are the stream.
 func TestStdinStreamsInGrowingStagedChunks(t *testing.T) {
-	data := csvBytes(t, 1_400_000)
+	data := testutil.CSV(t, 1_400_000, 3)[:1_400_000]
 	man, msgs, err := submitStdin(t, data, Options{MaxChunks: 32}, Request{Codec: codec.Zstd})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +107,7 @@ func TestStdinStreamsInGrowingStagedChunks(t *testing.T) {
 // its payload ending with its seek table, no mtime.
 func TestStdinOfOneChunkGoesStraightToItsFinalName(t *testing.T) {
 	for _, n := range []int64{64 << 10, 1000, 0} {
-		data := csvBytes(t, n)
+		data := testutil.CSV(t, n, 3)[:n]
 		man, msgs, err := submitStdin(t, data, Options{}, Request{Codec: codec.Zstd})
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +135,7 @@ func TestStdinLongerThanTheChunksHoldFailsClearly(t *testing.T) {
 	events := &teststack.Recorder{}
 	// MaxChunks 4: 4 × 64 KiB (every chunk doubles after 1: 64, 128, 256,
 	// 512 KiB = 960 KiB at most).
-	_, _, err := submitStdin(t, csvBytes(t, 1_000_000), Options{MaxChunks: 4, Events: events}, Request{Codec: codec.Zstd})
+	_, _, err := submitStdin(t, testutil.CSV(t, 1_000_000, 3)[:1_000_000], Options{MaxChunks: 4, Events: events}, Request{Codec: codec.Zstd})
 	for _, want := range []string{"standard input: longer than 983040 bytes", "FERRY_MAX_CHUNKS=4", "raise FERRY_MAX_CHUNKS"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v; want it to say %q", err, want)

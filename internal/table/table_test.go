@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/table"
 	"github.com/ferry-dev/ferry/internal/table/tabletest"
+	"github.com/ferry-dev/ferry/internal/testutil"
 )
 
 // convertFile cuts data into parts of target bytes, converts each, and
@@ -368,17 +369,10 @@ func TestConstantColumnsFollowTheFilesAndStayOutOfTheCSV(t *testing.T) {
 	}
 	var out bytes.Buffer
 	w := table.NewCSVWriter(&out, ',')
-	must(t, w.Part(context.Background(), "part-00000.parquet", bytes.NewReader(pq)))
-	must(t, w.Flush())
+	testutil.OK(t, w.Part(context.Background(), "part-00000.parquet", bytes.NewReader(pq)))
+	testutil.OK(t, w.Flush())
 	if out.String() != "id,note\n1,a\n2,\"c\nd\"\n" {
 		t.Fatalf("restore --to csv wrote %q", out.String())
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -405,7 +399,7 @@ func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
 	}
 	p := src.Parts[0]
 	c, err := table.NewConverter(src.Schema, table.Options{Inferred: true})
-	must(t, err)
+	testutil.OK(t, err)
 	_, _, err = c.Convert(data[p.Offset:p.Offset+p.Size], "zips.csv", p.Line)
 	var re *table.RowError
 	if !errors.As(err, &re) || re.Column != 1 || !strings.Contains(err.Error(), "would lose its leading zeros as an INT64") {
@@ -417,21 +411,21 @@ func TestAnInferredTypeNeverAltersALaterValue(t *testing.T) {
 	// With BadRows, those records are left out and named, and every
 	// value stored is the text's.
 	c, err = table.NewConverter(src.Schema, table.Options{Inferred: true, BadRows: 1000})
-	must(t, err)
+	testutil.OK(t, err)
 	_, rows, err := c.Convert(data[p.Offset:p.Offset+p.Size], "zips.csv", p.Line)
-	must(t, err)
+	testutil.OK(t, err)
 	if zeros := strings.Count(b.String(), "\n0"); len(c.Rejects) != zeros || rows != int64(n-zeros) {
 		t.Fatalf("%d rows, %d rejects; want %d rejects (each leading zero) and the other %d rows", rows, len(c.Rejects), zeros, n-zeros)
 	}
 	// --infer-rows all: the whole file decides, and the codes are text.
 	all, err := table.Scan(bytes.NewReader(data), int64(len(data)), "zips.csv", 1<<30, table.ScanOptions{Comma: ',', InferRows: -1})
-	must(t, err)
+	testutil.OK(t, err)
 	if all.Schema[0].Type != table.String {
 		t.Fatalf("--infer-rows all: zip is %s, want STRING", all.Schema[0].Type)
 	}
 	// A given schema takes what its types parse, as BigQuery's loads do.
 	c, err = table.NewConverter(src.Schema, table.Options{})
-	must(t, err)
+	testutil.OK(t, err)
 	if _, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "zips.csv", p.Line); err != nil {
 		t.Fatalf("a given INT64 schema: %v", err)
 	}
@@ -460,7 +454,7 @@ func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T)
 		t.Fatalf("no --bad-rows: %v, want the short record refused naming line 5", err)
 	}
 	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "d.csv", 16<<10, table.ScanOptions{Comma: ',', BadRows: 1})
-	must(t, err)
+	testutil.OK(t, err)
 	if len(src.Parts) < 4 || (table.Schema{src.Schema[1]}).String() != "v NUMERIC(18, 1)" {
 		t.Fatalf("%d parts, schema %v: want several parts and v NUMERIC(18, 1) from the 7,001st record", len(src.Parts), src.Schema)
 	}
@@ -473,12 +467,12 @@ func TestTheSampleIsTheFirstRecordsWhateverThePartsAndTakesBadRows(t *testing.T)
 func TestEmptyIsNullAndQuotedEmptyIsAString(t *testing.T) {
 	s := table.Schema{{Name: "id", Type: table.Int64}, {Name: "note", Type: table.String}, {Name: "n", Type: table.Int64}}
 	c, err := table.NewConverter(s, table.Options{})
-	must(t, err)
+	testutil.OK(t, err)
 	// (A quoted "" in another type is NULL, as DuckDB's allow_quoted_nulls
 	// reads it.)
 	data := []byte("id,note,n\n1,,\n2,\"\",5\n3,\"a \"\"b\"\"\",\n4,x,\n5,\"\",\n6,,\"\"\n")
 	b, _, err := c.Convert(data[len("id,note,n\n"):], "d.csv", 2)
-	must(t, err)
+	testutil.OK(t, err)
 	_, _, rows := tabletest.ReadBackNulls(t, b)
 	N := tabletest.Null
 	want := [][]string{{"1", N, N}, {"2", "", "5"}, {"3", `a "b"`, N}, {"4", "x", N}, {"5", "", N}, {"6", N, N}}
@@ -487,8 +481,8 @@ func TestEmptyIsNullAndQuotedEmptyIsAString(t *testing.T) {
 	}
 	var out bytes.Buffer
 	w := table.NewCSVWriter(&out, ',')
-	must(t, w.Part(context.Background(), "part", bytes.NewReader(b)))
-	must(t, w.Flush())
+	testutil.OK(t, w.Part(context.Background(), "part", bytes.NewReader(b)))
+	testutil.OK(t, w.Flush())
 	if want := strings.TrimSuffix(string(data), "6,,\"\"\n") + "6,,\n"; out.String() != want {
 		t.Fatalf("restore --to csv wrote\n%s\nwant\n%s", out.String(), want)
 	}
@@ -500,16 +494,16 @@ func TestBoolSpellings(t *testing.T) {
 	hdr := []string{"a", "b", "c"}
 	sample := [][]string{{"yes", "T", "y"}, {"No", "f", "N"}, {"YES", "t", "Y"}}
 	s, err := table.Infer(hdr, sample)
-	must(t, err)
+	testutil.OK(t, err)
 	for _, f := range s {
 		if f.Type != table.Bool {
 			t.Fatalf("schema %s: want every column BOOL", s)
 		}
 	}
 	c, err := table.NewConverter(table.Schema{{Name: "a", Type: table.Bool}}, table.Options{})
-	must(t, err)
+	testutil.OK(t, err)
 	b, _, err := c.Convert([]byte("1\n0\nTrue\nn\n"), "d.csv", 2)
-	must(t, err)
+	testutil.OK(t, err)
 	if _, _, rows := tabletest.ReadBack(t, b); fmt.Sprint(rows) != "[[true] [false] [true] [false]]" {
 		t.Fatalf("rows %v", rows)
 	}
@@ -529,12 +523,12 @@ func TestBQShowSchemaOutputIsTakenAsItIs(t *testing.T) {
   {"collation": "und:ci", "name": "note", "type": "STRING"}
 ]`
 	s, err := table.ParseSchema([]byte(out))
-	must(t, err)
+	testutil.OK(t, err)
 	if got := s.String(); got != "day DATE REQUIRED\nsym STRING\npx NUMERIC(10, 2)\nnote STRING" || s[1].MaxLength != 4 {
 		t.Fatalf("schema %q (maxLength %d)", got, s[1].MaxLength)
 	}
 	c, err := table.NewConverter(s, table.Options{})
-	must(t, err)
+	testutil.OK(t, err)
 	if _, _, err := c.Convert([]byte("2026-12-05,ABCD,1.50,x\n2026-12-05,ABCDE,1.50,x\n"), "d.csv", 2); err == nil ||
 		!strings.Contains(err.Error(), `line 3, column 2 (sym): "ABCDE" is 5 characters; the column's maxLength is 4`) {
 		t.Fatalf("a value over maxLength: %v", err)
@@ -552,7 +546,7 @@ func TestBQShowSchemaOutputIsTakenAsItIs(t *testing.T) {
 func TestHeaderNamesBigQueryRefusesAreMapped(t *testing.T) {
 	hdr := []string{"", "Amount ($)", "Qty.", "ratio/pct", "@at", "_PARTITIONTIME", "ok name", "naïve-ü"}
 	s, err := table.Infer(hdr, [][]string{{"1", "2", "3", "4", "5", "6", "7", "8"}})
-	must(t, err)
+	testutil.OK(t, err)
 	want := []string{"column1", "Amount ___", "Qty_", "ratio_pct", "_at", "c_PARTITIONTIME", "ok name", "naïve-ü"}
 	for i, f := range s {
 		if f.Name != want[i] || f.Renamed != (want[i] != hdr[i]) {
@@ -581,18 +575,18 @@ func TestHeaderNamesBigQueryRefusesAreMapped(t *testing.T) {
 // encoding ferry does not read is refused naming those it does.
 func TestLatin1AndNullMarkers(t *testing.T) {
 	text, err := table.ParseText("latin1", []string{"NULL", `\N`, "NA"}, "")
-	must(t, err)
+	testutil.OK(t, err)
 	data := []byte("caf\xe9,prix\nd\xe9j\xe0,1.50\nNULL,\\N\nna\xefve,NA\n")
 	src, err := table.Scan(bytes.NewReader(data), int64(len(data)), "l.csv", 1<<20, table.ScanOptions{Comma: ',', Text: text})
-	must(t, err)
+	testutil.OK(t, err)
 	if got := src.Schema.String(); got != "café STRING\nprix NUMERIC(18, 2)" {
 		t.Fatalf("schema %q: want the Latin-1 name read, and prix NUMERIC (its markers not values)", got)
 	}
 	c, err := table.NewConverter(src.Schema, table.Options{Text: text, Inferred: true})
-	must(t, err)
+	testutil.OK(t, err)
 	p := src.Parts[0]
 	b, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], "l.csv", p.Line)
-	must(t, err)
+	testutil.OK(t, err)
 	_, _, rows := tabletest.ReadBackNulls(t, b)
 	N := tabletest.Null
 	if want := [][]string{{"déjà", "1.50"}, {N, N}, {"naïve", N}}; fmt.Sprint(rows) != fmt.Sprint(want) {
@@ -625,7 +619,7 @@ func TestMixedScalesAreExactNumerics(t *testing.T) {
 		{"2.25", "1.5", "2.5", "1", "1", "0", "1"},
 		{"3", "7", "3", "2", "-2", "1.5", "2"},
 	})
-	must(t, err)
+	testutil.OK(t, err)
 	if got := s.String(); got != "px NUMERIC(18, 2)\nbig NUMERIC(38, 9)\nsci FLOAT64\nthird BIGNUMERIC(54, 16)\nhuge BIGNUMERIC(38, 0)\nwide BIGNUMERIC(76, 38)\npast FLOAT64 (not every value reads back exactly: 0.11111111111111111111111111111111111111 as 0.1111111111111111)" {
 		t.Fatalf("schema %q", got)
 	}
@@ -633,11 +627,11 @@ func TestMixedScalesAreExactNumerics(t *testing.T) {
 		t.Fatalf("schema JSON %s: want third a BIGNUMERIC", j)
 	}
 	c, err := table.NewConverter(s, table.Options{Inferred: true})
-	must(t, err)
+	testutil.OK(t, err)
 	in := "1.5,123456789012345678.123456789,1e5,0.5," + strings.Repeat("7", 35) + "," + wide + ",1\n" +
 		"-2,-1.5,2.5,-0.3333333333333333,-1,-0.00000000000000000000000000000000000001,2\n"
 	b, _, err := c.Convert([]byte(in), "d.csv", 2)
-	must(t, err)
+	testutil.OK(t, err)
 	_, types, rows := tabletest.ReadBack(t, b)
 	if types[3] != "DECIMAL(54,16)" || types[5] != "DECIMAL(76,38)" {
 		t.Fatalf("types read back %v", types)
@@ -655,8 +649,8 @@ func TestMixedScalesAreExactNumerics(t *testing.T) {
 	}
 	var out bytes.Buffer
 	w := table.NewCSVWriter(&out, ',')
-	must(t, w.Part(context.Background(), "p.parquet", bytes.NewReader(b)))
-	must(t, w.Flush())
+	testutil.OK(t, w.Part(context.Background(), "p.parquet", bytes.NewReader(b)))
+	testutil.OK(t, w.Flush())
 	if lines := strings.Split(out.String(), "\n"); lines[1] != "1.50,123456789012345678.123456789,100000,0.5000000000000000,"+strings.Repeat("7", 35)+","+wide+",1" {
 		t.Fatalf("restore --to csv wrote %q", lines[1])
 	}
@@ -671,7 +665,7 @@ func TestMixedScalesAreExactNumerics(t *testing.T) {
 // refused naming the type.
 func TestGivenNumericsKeepBigQuerysBounds(t *testing.T) {
 	s, err := table.ParseSchema([]byte(`[{"name":"a","type":"NUMERIC"},{"name":"b","type":"BIGNUMERIC"},{"name":"c","type":"BIGNUMERIC","precision":"50","scale":"20"},{"name":"d","type":"NUMERIC","precision":"29"}]`))
-	must(t, err)
+	testutil.OK(t, err)
 	if got := s.String(); got != "a NUMERIC(38, 9)\nb BIGNUMERIC(76, 38)\nc BIGNUMERIC(50, 20)\nd NUMERIC(29, 0)" {
 		t.Fatalf("schema %q", got)
 	}
@@ -730,7 +724,7 @@ func TestAQuoteInsideAFieldIsACharacter(t *testing.T) {
 // digit, so that the analyst can give --schema instead.
 func TestDryRunSaysWhichFloatsWillNotReadBackExactly(t *testing.T) {
 	s, err := table.Infer([]string{"x", "y"}, [][]string{{"1e-3", "2.5e3"}, {"1234567890.12345678901e0", "0.1"}})
-	must(t, err)
+	testutil.OK(t, err)
 	if got := s.String(); got != "x FLOAT64 (not every value reads back exactly: 1234567890.12345678901e0 as 1.2345678901234567e+09)\ny FLOAT64" {
 		t.Fatalf("schema %q", got)
 	}
@@ -744,14 +738,14 @@ func TestDryRunSaysWhichFloatsWillNotReadBackExactly(t *testing.T) {
 // does not take is refused naming its line and column.
 func TestDatetimeTimeBytesAndJSONFromASchema(t *testing.T) {
 	s, err := table.ParseSchema([]byte(`[{"name":"at","type":"DATETIME"},{"name":"tod","type":"TIME"},{"name":"blob","type":"BYTES"},{"name":"doc","type":"JSON"}]`))
-	must(t, err)
+	testutil.OK(t, err)
 	csvText := "2026-12-05 10:11:12.123456,10:11:12.5,aGVsbG8=,\"{\"\"a\"\": [1, 2]}\"\n" +
 		"2026-12-05,23:59:59,,null\n" +
 		",,,\n"
 	c, err := table.NewConverter(s, table.Options{})
-	must(t, err)
+	testutil.OK(t, err)
 	part, rows, err := c.Convert([]byte(csvText), "d.csv", 2)
-	must(t, err)
+	testutil.OK(t, err)
 	if rows != 3 {
 		t.Fatalf("%d rows, want 3", rows)
 	}
@@ -769,8 +763,8 @@ func TestDatetimeTimeBytesAndJSONFromASchema(t *testing.T) {
 	}
 	var back bytes.Buffer
 	w := table.NewCSVWriter(&back, ',')
-	must(t, w.Part(context.Background(), "d.parquet", bytes.NewReader(part)))
-	must(t, w.Flush())
+	testutil.OK(t, w.Part(context.Background(), "d.parquet", bytes.NewReader(part)))
+	testutil.OK(t, w.Flush())
 	if wantCSV := "at,tod,blob,doc\n2026-12-05 10:11:12.123456,10:11:12.5,aGVsbG8=,\"{\"\"a\"\": [1, 2]}\"\n2026-12-05 00:00:00,23:59:59,,null\n,,,\n"; back.String() != wantCSV {
 		t.Fatalf("restore --to csv gives\n%s\nwant\n%s", back.String(), wantCSV)
 	}
@@ -795,7 +789,7 @@ func scanAll(t *testing.T, data []byte, name string, target int64, o table.ScanO
 		return nil, nil, err
 	}
 	c, err := table.NewConverter(src.Schema, table.Options{Comma: src.Comma, Text: src.Text, Inferred: src.Inferred})
-	must(t, err)
+	testutil.OK(t, err)
 	var rows [][]string
 	for _, p := range src.Parts {
 		b, _, err := c.Convert(data[p.Offset:p.Offset+p.Size], name, p.Line)
@@ -842,14 +836,14 @@ func TestAUTF16FileConvertsAsItsUTF8(t *testing.T) {
 	}
 	utf8Data := []byte(b.String())
 	wantSchema, want, err := scanAll(t, utf8Data, "u.csv", 4<<10, table.ScanOptions{Comma: ','})
-	must(t, err)
+	testutil.OK(t, err)
 	for _, be := range []bool{false, true} {
 		for _, enc := range []string{"", "UTF-16"} {
 			text, err := table.ParseText(enc, nil, "")
-			must(t, err)
+			testutil.OK(t, err)
 			data := utf16Of(b.String(), be, true)
 			s, rows, err := scanAll(t, data, "u.csv", 4<<10, table.ScanOptions{Comma: ',', Text: text})
-			must(t, err)
+			testutil.OK(t, err)
 			if s.String() != wantSchema.String() || fmt.Sprint(rows) != fmt.Sprint(want) {
 				t.Fatalf("big-endian %v, encoding %q: schema %q and %d rows (first %q), want %q and %d rows (first %q)",
 					be, enc, s, len(rows), rows[0], wantSchema, len(want), want[0])
@@ -858,12 +852,12 @@ func TestAUTF16FileConvertsAsItsUTF8(t *testing.T) {
 	}
 	// Without a byte order mark, the order said.
 	text, err := table.ParseText("utf-16be", nil, "")
-	must(t, err)
+	testutil.OK(t, err)
 	if _, rows, err := scanAll(t, utf16Of(b.String(), true, false), "u.csv", 4<<10, table.ScanOptions{Comma: ',', Text: text}); err != nil || fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("UTF-16BE without a mark: %v", err)
 	}
 	text, err = table.ParseText("UTF-16", nil, "")
-	must(t, err)
+	testutil.OK(t, err)
 	if _, _, err := scanAll(t, utf16Of(b.String(), false, false), "u.csv", 4<<10, table.ScanOptions{Comma: ',', Text: text}); err == nil || !strings.Contains(err.Error(), "u.csv: line 1: no UTF-16 byte order mark") {
 		t.Fatalf("UTF-16 without a mark: %v, want the order asked for", err)
 	}
@@ -886,20 +880,20 @@ func TestQuotesAreATSVsCharacters(t *testing.T) {
 		"\"open\tnever closed\t2\n" +
 		"x\t\t3\n")
 	_, rows, err := scanAll(t, tsv, "q.tsv", 8, table.ScanOptions{Comma: '\t'})
-	must(t, err)
+	testutil.OK(t, err)
 	N := tabletest.Null
 	want := [][]string{{`Monitor 27" LED`, `"as is"`, "1"}, {`"open`, "never closed", "2"}, {"x", N, "3"}}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("TSV rows %q, want %q", rows, want)
 	}
 	quoted, err := table.ParseText("", nil, `"`)
-	must(t, err)
+	testutil.OK(t, err)
 	data := []byte("a\tb\n\"x\ty\"\t\"\"\n")
 	if _, rows, err := scanAll(t, data, "q.tsv", 1<<20, table.ScanOptions{Comma: '\t', Text: quoted}); err != nil || fmt.Sprint(rows) != fmt.Sprint([][]string{{"x\ty", ""}}) {
 		t.Fatalf("TSV with --quote '\"': %q %v", rows, err)
 	}
 	none, err := table.ParseText("", nil, "NONE")
-	must(t, err)
+	testutil.OK(t, err)
 	if _, rows, err := scanAll(t, []byte("a,b\n\"x\",\"\"\n"), "q.csv", 1<<20, table.ScanOptions{Comma: ',', Text: none}); err != nil || fmt.Sprint(rows) != fmt.Sprint([][]string{{`"x"`, `""`}}) {
 		t.Fatalf("CSV with --quote none: %q %v", rows, err)
 	}

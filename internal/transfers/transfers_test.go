@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -21,6 +20,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/worker"
 )
 
@@ -44,18 +44,6 @@ func run(m *testing.M) int {
 	defer emu.Stop()
 	pubsubHost = emu.Host
 	return teststack.MainWithGCS(m)
-}
-
-func writeCSV(t *testing.T, path string, size int64) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := datagen.WriteCSV(f, size, 7); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // pipeline is a transfer run by the real producer, worker and merger
@@ -84,8 +72,8 @@ func newPipeline(t *testing.T, bucket string) *pipeline {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeCSV(t, filepath.Join(dir, "big.csv"), 300_000) // five 64 KiB chunks
-	writeCSV(t, filepath.Join(dir, "small.csv"), 5_000) // one chunk, straight to its final name
+	testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 300_000, 7) // five 64 KiB chunks
+	testutil.WriteCSV(t, filepath.Join(dir, "small.csv"), 5_000, 7) // one chunk, straight to its final name
 	prod := producer.New(producer.Options{Store: p.store, Chunks: p.chunks, Events: p.events, SpoolDir: spool, InlineMax: 1 << 10, Concurrency: 2})
 	if p.man, err = prod.Submit(context.Background(), producer.Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/out",
 		Codec: codec.Zstd, ChunkSize: 64 << 10}); err != nil {
@@ -165,17 +153,17 @@ func TestStatusFollowsATransfer(t *testing.T) {
 		}
 	}
 	st, err := Status(ctx, p.store, p.bucket, id)
-	must(t, err)
+	testutil.OK(t, err)
 	check("sealed, nothing uploaded", st, want)
 
 	p.upload("big.csv", 0, 2)
 	p.upload("small.csv", 0, 1)
 	st, err = Status(ctx, p.store, p.bucket, id)
-	must(t, err)
+	testutil.OK(t, err)
 	want.FilesDone, want.BytesDone, want.ChunksStaged = 1, small.Size+big.Chunks[0].RawSize+big.Chunks[1].RawSize, 2
 	check("part uploaded", st, want)
 	list, err := List(ctx, p.store, p.bucket, 10)
-	must(t, err)
+	testutil.OK(t, err)
 	if len(list) != 1 {
 		t.Fatalf("list %+v, want the one transfer", list)
 	}
@@ -184,20 +172,20 @@ func TestStatusFollowsATransfer(t *testing.T) {
 	p.upload("big.csv", 2, 5)
 	p.merge()
 	st, err = Status(ctx, p.store, p.bucket, id)
-	must(t, err)
+	testutil.OK(t, err)
 	if st.State != message.StatusOK || st.FilesDone != 2 || st.BytesDone != want.Bytes || st.Files != 2 || len(st.Objects) != 2 || st.FinishedAt.IsZero() {
 		t.Fatalf("after the merger: %+v", st)
 	}
 	for _, o := range st.Objects {
 		name := strings.TrimPrefix(o.Name, "gs://tr-follow/")
 		a, err := p.store.Attrs(ctx, p.bucket, name)
-		must(t, err)
+		testutil.OK(t, err)
 		if o.CRC32C != crc32c.Base64(a.CRC32C) || o.Size != a.Size {
 			t.Errorf("%s: crc32c %s size %d; GCS has %s and %d", o.Name, o.CRC32C, o.Size, crc32c.Base64(a.CRC32C), a.Size)
 		}
 	}
 	list, err = List(ctx, p.store, p.bucket, 10)
-	must(t, err)
+	testutil.OK(t, err)
 	if len(list) != 1 || list[0].State != message.StatusOK || list[0].BytesDone != want.Bytes || list[0].Objects != nil {
 		t.Fatalf("list after the merger: %+v", list)
 	}
@@ -215,19 +203,19 @@ func TestCancelPublishesTheEvent(t *testing.T) {
 	store := teststack.Bucket(t, "tr-cancel")
 	id := producer.NewTransferID("")
 	_, err := store.PutSmall(ctx, "tr-cancel", message.ChunkObject(id, 0, 0), []byte("zstd bytes"), true, "")
-	must(t, err)
+	testutil.OK(t, err)
 	st, err := Status(ctx, store, "tr-cancel", id)
-	must(t, err)
+	testutil.OK(t, err)
 	if st.State != StateRunning || st.ChunksStaged != 1 || st.WireStaged != 10 || st.Files != 0 {
 		t.Fatalf("status of an unsealed transfer: %+v", st)
 	}
 
 	q, err := queue.Dial(ctx, "ferry-test", nil, queue.WithEmulator(pubsubHost))
-	must(t, err)
+	testutil.OK(t, err)
 	defer q.Close()
 	topic, sub := "tr-cancel-events", "tr-cancel-events-sub"
-	must(t, q.EnsureTopic(ctx, topic))
-	must(t, q.EnsureSubscription(ctx, queue.Subscription{ID: sub, Topic: topic, AckDeadline: 10 * time.Second}))
+	testutil.OK(t, q.EnsureTopic(ctx, topic))
+	testutil.OK(t, q.EnsureSubscription(ctx, queue.Subscription{ID: sub, Topic: topic, AckDeadline: 10 * time.Second}))
 	key := message.NewEndKey()
 	if _, err := Cancel(ctx, store, q.Publisher(topic), "tr-cancel", id, key); err != nil {
 		t.Fatal(err)
@@ -235,7 +223,7 @@ func TestCancelPublishesTheEvent(t *testing.T) {
 	var got message.Event
 	rctx, stop := context.WithCancel(ctx)
 	_ = q.Receive(rctx, sub, queue.ReceiveSettings{MaxMessages: 1, MaxBytes: 1 << 20}, func(_ context.Context, m queue.Message) error {
-		must(t, message.Decode(m.Data, &got))
+		testutil.OK(t, message.Decode(m.Data, &got))
 		stop()
 		return nil
 	})
@@ -258,21 +246,21 @@ func TestOperatorKeyAndKeyFiles(t *testing.T) {
 	submitter := message.NewEndKey()
 	k := message.Keys{V: message.Version, TransferID: id, SHA256: []string{message.KeyHash(submitter)}}
 	_, err := store.PutSmall(ctx, "tr-keys", message.KeyObject(id), message.Encode(k), true, "application/json")
-	must(t, err)
+	testutil.OK(t, err)
 	op, err := OperatorKey(ctx, store, "tr-keys", id)
-	must(t, err)
+	testutil.OK(t, err)
 	b, err := store.ReadAll(ctx, "tr-keys", message.KeyObject(id))
-	must(t, err)
+	testutil.OK(t, err)
 	var got message.Keys
-	must(t, message.Decode(b, &got))
+	testutil.OK(t, message.Decode(b, &got))
 	if !got.Opens(submitter) || !got.Opens(op) || got.Opens(message.NewEndKey()) || got.Check(id) != nil {
 		t.Fatalf("key object %+v after an operator's key: want the submitter's and the operator's, nothing else", got)
 	}
 
 	dir := filepath.Join(t.TempDir(), "keys")
-	must(t, SaveKey(dir, id, submitter))
+	testutil.OK(t, SaveKey(dir, id, submitter))
 	fi, err := os.Stat(filepath.Join(dir, id))
-	must(t, err)
+	testutil.OK(t, err)
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
 	}
@@ -295,7 +283,7 @@ func TestUnknownTransfersAndBadIDs(t *testing.T) {
 	ctx := context.Background()
 	store := teststack.Bucket(t, "tr-unknown")
 	_, err := store.PutSmall(ctx, "tr-unknown", ".ferry/results/transfers/t1.ndjson", []byte("{}\n"), true, "")
-	must(t, err)
+	testutil.OK(t, err)
 	_, err = Status(ctx, store, "tr-unknown", "t20260101t000000-00000000")
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "gs://tr-unknown") || !strings.Contains(err.Error(), ".ferry-done/") {
 		t.Fatalf("Status of an unknown id = %v", err)
@@ -320,21 +308,14 @@ func TestListNewestFirstAndLimited(t *testing.T) {
 		id := fmt.Sprintf("k%d", i)
 		d := message.Done{V: message.Version, TransferID: id, Status: message.StatusFailed, Error: "boom", Destination: "gs://tr-list/x"}
 		a, err := store.PutSmall(ctx, "tr-list", message.DoneMarker(id), message.Encode(d), true, "application/json")
-		must(t, err)
+		testutil.OK(t, err)
 		// The next marker must be created later: wait for the clock to
 		// pass this one's creation time.
 		teststack.Until(t, 10*time.Second, "the clock to pass the marker's creation", func() bool { return time.Now().After(a.Created) })
 	}
 	list, err := List(ctx, store, "tr-list", 2)
-	must(t, err)
+	testutil.OK(t, err)
 	if len(list) != 2 || list[0].ID != "k2" || list[1].ID != "k1" || list[0].State != message.StatusFailed || list[0].Error != "boom" {
 		t.Fatalf("list %+v, want k2 then k1, failed", list)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
