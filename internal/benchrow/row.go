@@ -16,10 +16,10 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/osfile"
 )
 
 // Row is one transfer's benchmark record: a row of the BigQuery table
@@ -176,10 +176,10 @@ func (f *File) Write(_ context.Context, r Row, chunks iter.Seq[ChunkRow]) error 
 		return fmt.Errorf("results file: %w", err)
 	}
 	defer fh.Close()
-	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX); err != nil {
+	if err := osfile.Lock(fh); err != nil {
 		return fmt.Errorf("results file %s: lock: %w", f.path, err)
 	}
-	defer syscall.Flock(int(fh.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	defer osfile.Unlock(fh) //nolint:errcheck // closing unlocks too
 	if err := f.catchUp(fh); err != nil {
 		return err
 	}

@@ -9,12 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
-
-	"github.com/google/renameio/v2"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/osfile"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/producer"
 )
@@ -59,9 +57,9 @@ func openJournal(state string, req producer.Request) (*journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ferry cp's journal: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := osfile.TryLock(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, osfile.ErrLocked) {
 			return &journal{}, nil // the same command runs in another process
 		}
 		return nil, fmt.Errorf("ferry cp's journal: locking %s: %w", path+".lock", err)
@@ -138,7 +136,7 @@ func (j *journal) write(tid string) error {
 	if j.path == "" {
 		return nil
 	}
-	if err := renameio.WriteFile(j.path, []byte(tid+"\n"), 0o600); err != nil {
+	if err := osfile.WriteFile(j.path, []byte(tid+"\n"), 0o600); err != nil {
 		return fmt.Errorf("ferry cp's journal: %w", err)
 	}
 	return nil

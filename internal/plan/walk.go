@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/ferry-dev/ferry/internal/names"
+	"github.com/ferry-dev/ferry/internal/osfile"
 )
 
 // Symlinks is what a walk does with a symbolic link it finds inside a
@@ -266,13 +267,13 @@ func (w *walker) source(src string) error {
 		}
 		return w.file(src, filepath.Base(filepath.Clean(src)), "", fi)
 	}
-	return w.dir(walkFrom, base, "", []fileID{idOf(fi)})
+	return w.dir(walkFrom, base, "", []fs.FileInfo{fi})
 }
 
 // dir walks directory p, whose objects are named rel/…; inner is p's path
 // inside its source, which filters match. ancestors are the directories
 // being walked, for -L's loop check.
-func (w *walker) dir(p, rel, inner string, ancestors []fileID) error {
+func (w *walker) dir(p, rel, inner string, ancestors []fs.FileInfo) error {
 	entries, err := os.ReadDir(p)
 	if err != nil {
 		if w.sel.SkipUnreadable && errors.Is(err, fs.ErrPermission) {
@@ -296,7 +297,7 @@ func (w *walker) dir(p, rel, inner string, ancestors []fileID) error {
 // entry takes one thing found in a directory (or named by --files-from):
 // path p, object path rel, path inner inside its source, its type as
 // lstat gives it, and a way to get its lstat info.
-func (w *walker) entry(p, rel, inner string, typ fs.FileMode, lstat func() (fs.FileInfo, error), ancestors []fileID) error {
+func (w *walker) entry(p, rel, inner string, typ fs.FileMode, lstat func() (fs.FileInfo, error), ancestors []fs.FileInfo) error {
 	isDir := typ.IsDir()
 	var info fs.FileInfo // set for a followed link: its target's
 	if typ&fs.ModeSymlink != 0 {
@@ -335,14 +336,14 @@ func (w *walker) entry(p, rel, inner string, typ fs.FileMode, lstat func() (fs.F
 		w.excluded++
 		return nil
 	}
-	var id fileID
+	var id fs.FileInfo // nil: no loop to look for
 	switch {
 	case info != nil && w.sel.Symlinks != SymlinksFollow:
 		w.skip(p, rel, SkipDirLink)
 		return nil
 	case info != nil: // a followed link: it may lead back up
-		id = idOf(info)
-		if slices.Contains(ancestors, id) {
+		id = info
+		if slices.ContainsFunc(ancestors, func(a fs.FileInfo) bool { return a != nil && os.SameFile(a, info) }) {
 			w.skip(p, rel, SkipLoop)
 			return nil
 		}
@@ -356,7 +357,7 @@ func (w *walker) entry(p, rel, inner string, typ fs.FileMode, lstat func() (fs.F
 		if err != nil {
 			return fmt.Errorf("source %s: %w", p, unwrapPathErr(err))
 		}
-		id = idOf(d)
+		id = d
 	}
 	return w.dir(p, rel, inner, append(ancestors, id))
 }
@@ -372,7 +373,7 @@ func (w *walker) listed(src string, list []string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("source %s: --files-from names paths inside one source directory; this is not a directory", src)
 	}
-	ancestors := []fileID{idOf(fi)}
+	ancestors := []fs.FileInfo{fi}
 	for n, line := range list {
 		inner := path.Clean(strings.TrimPrefix(line, "./"))
 		if err := names.Check(inner); err != nil || inner == "." {
@@ -403,7 +404,7 @@ func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
 	if err := names.Check(rel); err != nil {
 		return fmt.Errorf("source %s: %w", p, err)
 	}
-	if err := syscall.Access(p, 4 /* R_OK */); err != nil {
+	if err := osfile.Readable(p); err != nil {
 		if w.sel.SkipUnreadable {
 			w.skip(p, rel, SkipUnreadable)
 			return nil
@@ -414,9 +415,7 @@ func (w *walker) file(p, rel, inner string, fi fs.FileInfo) error {
 	w.bytes += f.Size
 	f.Ino, f.Ctime = statID(fi)
 	f.Perm = uint32(fi.Mode().Perm())
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		f.UID, f.GID, f.Owned = st.Uid, st.Gid, true
-	}
+	f.UID, f.GID, f.Owned = osfile.Owner(fi)
 	if w.conf != nil {
 		var err error
 		if f.Root, f.InRoot, err = w.conf.place(p); err != nil {
@@ -465,25 +464,10 @@ func (w *walker) order(p string, entries []fs.DirEntry) {
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(keys[a.Name()], keys[b.Name()]) })
 }
 
-// fileID is a directory's device and inode, what -L's loop check compares.
-type fileID struct{ dev, ino uint64 }
-
-func idOf(fi fs.FileInfo) fileID {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fileID{uint64(st.Dev), st.Ino} //nolint:unconvert // Dev's type differs between platforms
-	}
-	return fileID{}
-}
-
 // statID is a file's inode and change time (UnixNano): what a reader
 // compares to see that the file it opened is the one planned, unchanged.
 // ctime cannot be set back, as mtime can (cp -p, rsync -t, tar x).
-func statID(fi fs.FileInfo) (ino uint64, ctime int64) {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino, st.Ctim.Nano()
-	}
-	return 0, 0
-}
+func statID(fi fs.FileInfo) (ino uint64, ctime int64) { return osfile.Change(fi) }
 
 // StatID is statID for a reader's fstat.
 func StatID(fi fs.FileInfo) (ino uint64, ctime int64) { return statID(fi) }

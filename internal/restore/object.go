@@ -19,6 +19,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/osfile"
 )
 
 // metaMTime is the source file's modification time ferry records (RFC 3339,
@@ -222,24 +223,12 @@ func (r *Restorer) room(root *os.Root, tmp string, size int64) error {
 		return fmt.Errorf("free space of %s: %w", root.Name(), err)
 	}
 	if fi, err := root.Lstat(tmp); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			free += st.Blocks * 512
-		}
+		free += osfile.Allocated(fi)
 	}
 	if size > free {
 		return fmt.Errorf("%w: it restores to %d bytes, the file system of %s has %d bytes free", ErrNoSpace, size, root.Name(), free)
 	}
 	return nil
-}
-
-// statfsFree is the bytes an unprivileged writer may still use in dir's
-// file system.
-func statfsFree(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * st.Bsize, nil //nolint:unconvert // field types differ between platforms
 }
 
 // existing reports whether rel already holds the wanted bytes. Another

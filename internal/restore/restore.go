@@ -39,6 +39,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/osfile"
 )
 
 // ErrCorrupt marks an object whose bytes are not what GCS or its ferry
@@ -152,7 +153,7 @@ type Restorer struct {
 	objects, listed    atomic.Int64
 	listing            atomic.Bool
 	start              time.Time
-	// freeSpace is statfsFree; tests inject a small disk.
+	// freeSpace is osfile.FreeSpace; tests inject a small disk.
 	freeSpace func(dir string) (int64, error)
 	// euid is os.Geteuid; tests restore as someone else.
 	euid func() int
@@ -179,7 +180,7 @@ func New(store Store, o Options) (*Restorer, error) {
 		bufSize:   min(perSlot/2, o.RangeSize),
 		window:    uint64(min(perSlot/2, 1<<30)),
 		start:     time.Now(),
-		freeSpace: statfsFree, euid: os.Geteuid, temps: newTemps(),
+		freeSpace: osfile.FreeSpace, euid: os.Geteuid, temps: newTemps(),
 	}
 	return r, nil
 }

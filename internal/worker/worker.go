@@ -35,6 +35,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/osfile"
 	"github.com/ferry-dev/ferry/internal/pacer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
@@ -516,7 +517,7 @@ func (w *Worker) openSpool(c *message.Chunk) (*os.File, error) {
 	if w.spool == nil {
 		return nil, queue.Permanent(fmt.Errorf("%s: message names spool file %s, but this worker has no spool (FERRY_TRANSPORT=pubsub)", where, c.Spool))
 	}
-	f, err := w.spool.OpenFile(c.Spool, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := w.spool.OpenFile(c.Spool, os.O_RDONLY|osfile.NoFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
