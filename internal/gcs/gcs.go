@@ -99,8 +99,12 @@ type Attrs struct {
 	Size       int64
 	CRC32C     uint32
 	Generation int64
-	Metadata   map[string]string
-	Created    time.Time
+	// Metageneration counts the changes of this generation's metadata
+	// (1 when written): a patch moves it and keeps Generation, so a
+	// delete under both (DeleteAsSeen) spares an object patched since.
+	Metageneration int64
+	Metadata       map[string]string
+	Created        time.Time
 	// Updated is when the object's metadata last changed (Created for an
 	// object never patched): Touch moves it.
 	Updated time.Time
@@ -308,6 +312,19 @@ func (s *Store) Touch(ctx context.Context, bucket, name, key, value string) erro
 		defer cancel()
 		_, err := s.c.Bucket(bucket).Object(name).Update(ctx, storage.ObjectAttrsToUpdate{Metadata: map[string]string{key: value}})
 		return s.fail(ctx, fmt.Sprintf("touch gs://%s/%s", bucket, name), err)
+	})
+}
+
+// Patch sets the metadata keys of md on the object a names, only if it is
+// still the version a shows: its generation and, where the server keeps
+// one, its metageneration (ErrPrecondition otherwise; ErrNotFound when it
+// is gone). Its bytes stay. As Touch, it answers nothing of the object.
+func (s *Store) Patch(ctx context.Context, bucket string, a Attrs, md map[string]string) error {
+	return s.paced(ctx, bucket, true, nil, func() error {
+		ctx, cancel := withTimeout(ctx, metaTimeout)
+		defer cancel()
+		_, err := asSeen(s.c.Bucket(bucket).Object(a.Name), a).Update(ctx, storage.ObjectAttrsToUpdate{Metadata: md})
+		return s.fail(ctx, fmt.Sprintf("patch gs://%s/%s#%d", bucket, a.Name, a.Generation), err)
 	})
 }
 
@@ -743,6 +760,32 @@ func (s *Store) DeleteGeneration(ctx context.Context, bucket, name string, gen i
 	return err
 }
 
+// DeleteAsSeen removes the object a names only if it is still the
+// version a shows, its metadata unchanged too (a.Metageneration, where the
+// server keeps one): an object written or patched since (adopted by
+// another transfer) fails with ErrPrecondition and stays. One already
+// gone is not an error.
+func (s *Store) DeleteAsSeen(ctx context.Context, bucket string, a Attrs) error {
+	err := s.paced(ctx, bucket, true, nil, func() error {
+		ctx, cancel := withTimeout(ctx, metaTimeout)
+		defer cancel()
+		o := asSeen(s.c.Bucket(bucket).Object(a.Name), a)
+		return s.fail(ctx, fmt.Sprintf("delete gs://%s/%s#%d", bucket, a.Name, a.Generation), o.Delete(ctx))
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// asSeen makes a call on o hold only for the version of it a shows.
+func asSeen(o *storage.ObjectHandle, a Attrs) *storage.ObjectHandle {
+	if a.Generation == 0 {
+		return o.If(storage.Conditions{DoesNotExist: true}) // a shows none
+	}
+	return o.If(storage.Conditions{GenerationMatch: a.Generation, MetagenerationMatch: a.Metageneration})
+}
+
 // conditions puts a write's preconditions on o.
 func conditions(o *storage.ObjectHandle, ifAbsent bool, generation int64) *storage.ObjectHandle {
 	switch {
@@ -758,7 +801,7 @@ func fromAttrs(a *storage.ObjectAttrs) Attrs {
 	if a == nil {
 		return Attrs{}
 	}
-	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metadata: a.Metadata,
+	return Attrs{Name: a.Name, Size: a.Size, CRC32C: a.CRC32C, Generation: a.Generation, Metageneration: a.Metageneration, Metadata: a.Metadata,
 		Created: a.Created, Updated: a.Updated, KMSKey: a.KMSKeyName, ContentType: a.ContentType, ComponentCount: a.ComponentCount}
 }
 

@@ -186,6 +186,18 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.list(w, r)
 		return
 	}
+	if r.Method == http.MethodPatch && isObjectPath(r) {
+		s.writes.Lock()
+		defer s.writes.Unlock()
+		if bucket, name, ok := objectPath(r); ok && s.liveGeneration(bucket, name) != 0 { // else the fake's 404
+			if code, msg := s.generationMatch(bucket, name, r.URL.Query()); code != 0 {
+				writeError(w, code, msg)
+				return
+			}
+		}
+		s.next.ServeHTTP(w, r)
+		return
+	}
 	if r.Method == http.MethodDelete && isObjectPath(r) {
 		s.writes.Lock()
 		defer s.writes.Unlock()

@@ -282,9 +282,9 @@ func (m *Merger) removeFinals(ctx context.Context, bucket, prefix, tid string, k
 		}
 		n++
 		g.Go(func() error { // waits while the limit's calls are in flight
-			err := m.o.Store.DeleteGeneration(gctx, bucket, a.Name, a.Generation)
+			err := m.o.Store.DeleteAsSeen(gctx, bucket, a)
 			if errors.Is(err, gcs.ErrPrecondition) {
-				return nil // replaced since: not this transfer's any more
+				return nil // replaced or adopted since: not this transfer's any more
 			}
 			return err
 		})

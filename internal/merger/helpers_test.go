@@ -109,6 +109,12 @@ func (s *spyStore) DeleteGeneration(ctx context.Context, bucket, name string, ge
 	return s.objectStore.DeleteGeneration(ctx, bucket, name, gen)
 }
 
+func (s *spyStore) DeleteAsSeen(ctx context.Context, bucket string, a gcs.Attrs) error {
+	s.enter("Delete " + a.Name)
+	defer s.leave()
+	return s.objectStore.DeleteAsSeen(ctx, bucket, a)
+}
+
 func (s *spyStore) Delete(ctx context.Context, bucket, name string) error {
 	s.enter("Delete " + name)
 	defer s.leave()
@@ -495,6 +501,10 @@ func (s *memStore) Touch(_ context.Context, _, name, key, value string) error {
 	o.a.Updated = time.Now()
 	s.objs[name] = o
 	return nil
+}
+
+func (s *memStore) DeleteAsSeen(ctx context.Context, bucket string, a gcs.Attrs) error {
+	return s.DeleteGeneration(ctx, bucket, a.Name, a.Generation)
 }
 
 func (s *memStore) DeleteGeneration(_ context.Context, _, name string, gen int64) error {

@@ -63,6 +63,9 @@ type objectStore interface {
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	Delete(ctx context.Context, bucket, name string) error
 	DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error
+	// DeleteAsSeen deletes the version a listing showed, its metadata
+	// unchanged (an object another transfer adopted since stays).
+	DeleteAsSeen(ctx context.Context, bucket string, a gcs.Attrs) error
 	// Touch renews a lease.
 	Touch(ctx context.Context, bucket, name, key, value string) error
 }

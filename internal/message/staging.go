@@ -122,14 +122,19 @@ const (
 	// onto (File.AppendsTo): its earlier bytes are in the new object and
 	// nowhere else, so a failed transfer's clean-up keeps it too.
 	MetaAppended = "ferry-appended"
+	// MetaAdopted is the transfer that wrote an object a later -n run
+	// skipped over and took as its own (ferry-transfer patched to it)
+	// because that transfer no longer ran: it stays whatever either
+	// transfer's end.
+	MetaAdopted = "ferry-adopted"
 )
 
 // KeptOnFailure reports whether an object with metadata md holds more
-// than its transfer created from nothing (it replaced an object, or an
-// append composed onto one), so that no failure, cancel or timeout may
-// delete it.
+// than its transfer created from nothing (it replaced an object, an
+// append composed onto one, or it was adopted from a transfer that no
+// longer ran), so that no failure, cancel or timeout may delete it.
 func KeptOnFailure(md map[string]string) bool {
-	return md[MetaReplaced] != "" || md[MetaAppended] != ""
+	return md[MetaReplaced] != "" || md[MetaAppended] != "" || md[MetaAdopted] != ""
 }
 
 // ParquetContentType is the media type of Apache Parquet files.

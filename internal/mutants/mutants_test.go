@@ -24,6 +24,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "-n adopts what it skips of a transfer that no longer runs",
+		file: "internal/producer/skip.go",
+		from: "\terr := s.p.o.Store.Patch(ctx, s.bucket, a, map[string]string{message.MetaTransfer: s.tid, message.MetaAdopted: owner})\n",
+		to:   "\terr := error(nil)\n",
+		pkg:  "internal/producer", test: "TestNoClobberAdoptsTheObjectsOfATransferThatNoLongerRuns",
+	},
+	{
+		name: "an adopted object is kept on failure",
+		file: "internal/message/staging.go",
+		from: " || md[MetaAdopted] != \"\"",
+		to:   "",
+		pkg:  "internal/message", test: "TestKeptOnFailure",
+	},
+	{
 		name: "a lease nobody renews goes stale",
 		file: "internal/producer/lease.go",
 		from: "\t\tif l.Stale(a.Updated, p.o.Now()) {",

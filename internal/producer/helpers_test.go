@@ -191,3 +191,5 @@ func heapGrowth(t *testing.T, submit func() (*message.Manifest, error)) (*messag
 	return man, grew
 }
 func (nopStore) Delete(context.Context, string, string) error { return nil }
+
+func (nopStore) Patch(context.Context, string, gcs.Attrs, map[string]string) error { return nil }

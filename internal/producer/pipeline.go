@@ -182,7 +182,7 @@ const walkAhead = 256
 // it closes files when it returns.
 func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pager, files chan<- planned) error {
 	defer close(files)
-	sk := p.newSkipper(ctx, pl, req)
+	sk := p.newSkipper(ctx, pl, req, pg.m.TransferID)
 	defer sk.close()
 	var skipErr, cbErr error // what the callbacks met: not the walk's own
 	walkSkips := 0

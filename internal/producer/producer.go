@@ -151,6 +151,8 @@ type objectStore interface {
 	Delete(ctx context.Context, bucket, name string) error
 	// Touch renews a lease.
 	Touch(ctx context.Context, bucket, name, key, value string) error
+	// Patch adopts an object of a dead transfer that -n skips.
+	Patch(ctx context.Context, bucket string, a gcs.Attrs, md map[string]string) error
 	// NewRangeReader reads an object's last bytes: an append's seek table.
 	NewRangeReader(ctx context.Context, bucket, name string, offset, length int64) (io.ReadCloser, error)
 }

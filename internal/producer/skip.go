@@ -28,6 +28,11 @@ import (
 // compares their CRC32C with the object's ferry-raw-crc32c instead of the
 // mtime. A file that is sent over an object notes the object's generation
 // (message.File.Replaces): the merger replaces that generation only.
+//
+// An object of a transfer that has not ended is skipped only once that
+// transfer no longer runs (its lease stale, or its ferry cp gone): the
+// running transfer adopts it first (adopt), so that the dead one's
+// clean-up, whenever it comes, leaves it.
 
 // Why a file was skipped, as the manifest records it.
 const (
@@ -65,12 +70,17 @@ type skipper struct {
 	next    func() (gcs.Attrs, error, bool)
 	stop    func()
 	cur     *gcs.Attrs
-	settled map[string]bool
+	settled map[string]writerState
+	// tid adopts the objects of dead transfers it skips; "" (a dry run)
+	// writes nothing, and reports them skipped as a run would.
+	tid  string
+	gone map[string]bool
 }
 
 // newSkipper lists what is under prefix (the destination's) as files are
-// checked; nil when req skips nothing. Call close when done.
-func (p *Producer) newSkipper(ctx context.Context, pl *plan.Plan, req Request) *skipper {
+// checked; nil when req skips nothing. Call close when done. Transfer tid
+// adopts what it skips of dead transfers; "" adopts nothing (a dry run).
+func (p *Producer) newSkipper(ctx context.Context, pl *plan.Plan, req Request, tid string) *skipper {
 	if !req.NoClobber && !req.SkipUnchanged && !req.Overwrite {
 		return nil
 	}
@@ -88,7 +98,7 @@ func (p *Producer) newSkipper(ctx context.Context, pl *plan.Plan, req Request) *
 		}
 	}
 	next, stop := iter.Pull2(listing)
-	return &skipper{p: p, req: req, codec: pl.Codec, bucket: pl.Dest.Bucket, next: next, stop: stop, settled: map[string]bool{}}
+	return &skipper{p: p, req: req, codec: pl.Codec, bucket: pl.Dest.Bucket, next: next, stop: stop, settled: map[string]writerState{}, tid: tid, gone: map[string]bool{}}
 }
 
 func (s *skipper) close() {
@@ -127,14 +137,25 @@ func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
 	if !s.req.NoClobber && !s.req.SkipUnchanged {
 		return "", nil // --overwrite: every file is sent
 	}
-	ok, err := s.p.settled(ctx, s.bucket, a.Metadata[message.MetaTransfer], s.settled)
-	if err != nil || !ok {
-		if err != nil {
-			err = fmt.Errorf("object %s: %w", a.Name, err)
-		}
-		return "", err
+	owner := a.Metadata[message.MetaTransfer]
+	state, err := s.p.settled(ctx, s.bucket, owner, s.settled)
+	if err != nil {
+		return "", fmt.Errorf("object %s: %w", a.Name, err)
+	}
+	if state == endedBadly {
+		return "", nil
 	}
 	reason, err := skipReason(f, a, s.req)
+	if state == notEnded {
+		// Its transfer may still remove the object.
+		if err != nil || reason == "" {
+			return "", asSourceError(err)
+		}
+		if adopted, err := s.adopt(ctx, a, owner); err != nil || !adopted {
+			return "", err // sent: its worker names whose object is in the way
+		}
+		return reason, nil
+	}
 	if err == nil && reason == "" && s.req.SkipUnchanged && !s.req.NoAppend {
 		var first message.ChunkInfo
 		var ok bool
@@ -142,20 +163,55 @@ func (s *skipper) check(ctx context.Context, f *plan.File) (string, error) {
 			f.AppendTo(first)
 		}
 	}
-	if err != nil {
-		var serr *SourceError
-		if !errors.As(err, &serr) {
-			err = &SourceError{err}
+	return reason, asSourceError(err)
+}
+
+// asSourceError marks err, nil for nil, as the source's fault.
+func asSourceError(err error) error {
+	var serr *SourceError
+	if err != nil && !errors.As(err, &serr) {
+		err = &SourceError{err}
+	}
+	return err
+}
+
+// adopt makes a, an object of transfer owner, which has not ended, the
+// skipper's transfer's, if owner no longer runs: its ferry-transfer names
+// this transfer and its ferry-adopted owner (message.KeptOnFailure), under
+// the generation and metageneration the listing showed, so that owner's
+// clean-up (its sweep, or a cancel) spares it. It reports whether a may
+// be skipped; false sends the file. A dry run only asks.
+func (s *skipper) adopt(ctx context.Context, a gcs.Attrs, owner string) (bool, error) {
+	gone, known := s.gone[owner]
+	if !known {
+		var err error
+		if gone, err = s.p.transferGone(ctx, s.bucket, owner); err != nil {
+			return false, fmt.Errorf("object %s: transfer %.64q that wrote it: %w", a.Name, owner, err)
+		}
+		s.gone[owner] = gone
+		if gone && s.tid != "" {
+			s.p.o.Log.Warn("objects of a transfer that never ended and no longer runs are there: this transfer skips them and takes them as its own, so that the dead one's clean-up leaves them",
+				"transfer_id", s.tid, "dead_transfer", owner, "first", "gs://"+s.bucket+"/"+a.Name)
 		}
 	}
-	return reason, err
+	if !gone || s.tid == "" {
+		return gone, nil
+	}
+	err := s.p.o.Store.Patch(ctx, s.bucket, a, map[string]string{message.MetaTransfer: s.tid, message.MetaAdopted: owner})
+	if errors.Is(err, gcs.ErrPrecondition) || errors.Is(err, gcs.ErrNotFound) {
+		return false, nil // changed since the listing: sent, as over any object
+	}
+	if err != nil {
+		return false, fmt.Errorf("adopting object gs://%s/%s of transfer %s, which no longer runs: %w", s.bucket, a.Name, owner, err)
+	}
+	return true, nil
 }
 
 // skip removes from pl (its files planned, in object order) the files
 // whose final object is there already (as req asks) and returns them, in
 // plan order: what a dry run shows.
 func (p *Producer) skip(ctx context.Context, pl *plan.Plan, req Request) ([]message.Skipped, error) {
-	sk := p.newSkipper(ctx, pl, req)
+	sk := p.newSkipper(ctx, pl, req, "")
 	defer sk.close()
 	if sk == nil {
 		return nil, nil
@@ -209,53 +265,111 @@ func (g *partGroup) add(f plan.File, reason string) ([]plan.File, []string) {
 	return files, reasons
 }
 
-// settled reports whether an object the transfer tid wrote may be skipped:
-// tid ended ok, or so long ago that its done marker is gone. An object of a
-// transfer that is still running (its staging run or manifest exists), or
-// that failed or was cancelled, is not: that transfer removes its final
-// objects when it fails, and a file skipped over one would be lost. Such a
-// file is sent, and its worker says whose object is in the way. Objects
-// ferry did not write (tid "") are settled. Answers are kept in seen.
-func (p *Producer) settled(ctx context.Context, bucket, tid string, seen map[string]bool) (bool, error) {
+// writerState is what became of the transfer that wrote an object.
+type writerState int
+
+const (
+	// settled: it ended ok, or so long ago that its done marker is gone,
+	// or ferry did not write the object.
+	settled writerState = iota
+	// endedBadly: it failed or was cancelled, and removed its final
+	// objects but those it keeps (message.KeptOnFailure).
+	endedBadly
+	// notEnded: it is still running (its staging run or manifest
+	// exists), or died before its end.
+	notEnded
+)
+
+// settled says what became of transfer tid, which wrote an object the
+// skip check found. Only the object of a settled transfer may be skipped:
+// one that is running, or that failed or was cancelled, removes its final
+// objects when it fails, and a file skipped over one would be lost. Such
+// a file is sent, and its worker says whose object is in the way, unless
+// its transfer no longer runs (skipper.adopt). Objects ferry did not write
+// (tid "") are settled. Answers are kept in seen.
+func (p *Producer) settled(ctx context.Context, bucket, tid string, seen map[string]writerState) (writerState, error) {
 	if tid == "" {
-		return true, nil
+		return settled, nil
 	}
-	if ok, known := seen[tid]; known {
-		return ok, nil
+	if st, known := seen[tid]; known {
+		return st, nil
 	}
-	ok, err := p.transferSettled(ctx, bucket, tid)
+	st, err := p.transferSettled(ctx, bucket, tid)
 	if err != nil {
-		return false, fmt.Errorf("transfer %.64q that wrote it: %w", tid, err)
+		return notEnded, fmt.Errorf("transfer %.64q that wrote it: %w", tid, err)
 	}
-	seen[tid] = ok
-	return ok, nil
+	seen[tid] = st
+	return st, nil
 }
 
-func (p *Producer) transferSettled(ctx context.Context, bucket, tid string) (bool, error) {
+// transferGone reports whether transfer tid, which has not ended, no
+// longer runs: its lease is there and holds nobody off any more (its ferry
+// cp is gone from this host, or nothing renewed it for
+// message.LeaseStaleAfter, or an earlier version's lease older than the
+// transfer timeout with nothing staged since). A transfer with no lease is
+// ending (its merger removes the lease before the done marker), or ended
+// long ago: it is not taken for gone.
+func (p *Producer) transferGone(ctx context.Context, bucket, tid string) (bool, error) {
 	if !message.ValidTransferID(tid) {
-		return true, nil // not a name ferry makes: not one of its transfers
+		return false, nil
+	}
+	name := message.LeaseObject(tid)
+	a, err := p.o.Store.Attrs(ctx, bucket, name)
+	if errors.Is(err, gcs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("its lease gs://%s/%s: %w", bucket, name, err)
+	}
+	b, err := p.o.Store.ReadAll(ctx, bucket, name)
+	if errors.Is(err, gcs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("its lease gs://%s/%s: %w", bucket, name, err)
+	}
+	var l message.Lease
+	if err := message.Decode(b, &l); err != nil || l.Check(name) != nil {
+		return false, nil // not a lease ferry wrote: nothing to go by
+	}
+	if holderGone(l.Holder) || l.Stale(a.Updated, p.o.Now()) {
+		return true, nil
+	}
+	if l.Renews {
+		return false, nil
+	}
+	live, err := p.live(ctx, bucket, tid, a.Created)
+	return !live, err
+}
+
+func (p *Producer) transferSettled(ctx context.Context, bucket, tid string) (writerState, error) {
+	if !message.ValidTransferID(tid) {
+		return settled, nil // not a name ferry makes: not one of its transfers
 	}
 	b, err := p.o.Store.ReadAll(ctx, bucket, message.DoneMarker(tid))
 	if err == nil {
 		var d message.Done
 		if err := message.Decode(b, &d); err != nil {
-			return false, fmt.Errorf("done marker: %w", err)
+			return notEnded, fmt.Errorf("done marker: %w", err)
 		}
-		return d.Status == message.StatusOK, nil
+		if d.Status != message.StatusOK {
+			return endedBadly, nil
+		}
+		return settled, nil
 	}
 	if !errors.Is(err, gcs.ErrNotFound) {
-		return false, err
+		return notEnded, err
 	}
 	for _, name := range []string{message.RunObject(tid), message.ManifestObject(tid)} {
 		_, err := p.o.Store.Attrs(ctx, bucket, name)
 		if err == nil {
-			return false, nil // still running
+			return notEnded, nil // still running
 		}
 		if !errors.Is(err, gcs.ErrNotFound) {
-			return false, err
+			return notEnded, err
 		}
 	}
-	return true, nil
+	return settled, nil
 }
 
 // skipReason says why f, whose final object a exists, is skipped; "" when

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -132,10 +133,11 @@ func TestSkipTrustsOnlyObjectsOfTransfersThatEndedOK(t *testing.T) {
 				}
 			}
 			// Beside each writer's done marker, read once: t-old's run
-			// and manifest looked for, t-running's run found. Never
-			// per object.
-			if store.attrsN != 3 {
-				t.Errorf("asked %d objects' attributes, want 3: one look per transfer", store.attrsN)
+			// and manifest looked for, t-running's run found, and its
+			// lease looked for (none: it may be ending, so it is not
+			// taken for dead). Never per object.
+			if store.attrsN != 4 {
+				t.Errorf("asked %d objects' attributes, want 4: one look per transfer", store.attrsN)
 			}
 		})
 	}
@@ -247,5 +249,91 @@ func TestEverythingSkippedSealsAnEmptyTransfer(t *testing.T) {
 	testutil.OK(t, err)
 	if len(man.Files) != 0 || len(man.Skipped) != 1 || len(chunks.Messages()) != 0 || !man.Sealed {
 		t.Fatalf("manifest %+v with %d chunk messages; want sealed, nothing sent, one file skipped", man, len(chunks.Messages()))
+	}
+}
+
+// -n over the objects of transfers that never ended: those of one that no
+// longer runs (its ferry cp gone, its lease stale) are skipped and become
+// this transfer's (ferry-transfer patched, ferry-adopted naming the dead
+// one), so that the dead one's clean-up spares them; those of one that may
+// still run (no lease: it is ending) are sent. A dry run says the same and
+// patches nothing.
+func TestNoClobberAdoptsTheObjectsOfATransferThatNoLongerRuns(t *testing.T) {
+	const bucket = "p-skip-adopt"
+	gs := teststack.Bucket(t, bucket)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "tree")
+	testutil.OK(t, os.MkdirAll(dir, 0o755))
+	gone := exec.Command("true")
+	testutil.OK(t, gone.Run())
+	host, _ := os.Hostname()
+	dead, stale, ending := NewTransferID(""), NewTransferID(""), NewTransferID("")
+	now := time.Now().Add(message.LeaseStaleAfter + time.Minute)
+	for name, tid := range map[string]string{"dead.csv": dead, "stale.csv": stale, "ending.csv": ending} {
+		testutil.WriteCSV(t, filepath.Join(dir, name), 3_000, 1)
+		body := []byte("the object " + tid + " wrote")
+		md := message.FinalMetadata(tid, 3_000, 1, "zstd")
+		_, err := gs.Upload(ctx, bucket, "pre/tree/"+name+".zst", bytes.NewReader(body), gcs.UploadOptions{Size: int64(len(body)), CRC32C: crc32c.Checksum(body), Metadata: md})
+		testutil.OK(t, err)
+		_, err = gs.PutSmall(ctx, bucket, message.RunObject(tid), []byte("0123456789abcdef"), false, "")
+		testutil.OK(t, err)
+	}
+	// dead's ferry cp is gone from this host; stale's lease was last
+	// renewed over LeaseStaleAfter ago (the producer's clock is moved on);
+	// both leases are for other scopes than this transfer's, so only the
+	// objects tell of them.
+	for tid, holder := range map[string]string{dead: fmt.Sprintf("%s %d", host, gone.Process.Pid), stale: "another-host 1"} {
+		l := message.Lease{V: message.Version, TransferID: tid, Destination: "gs://" + bucket + "/pre", Scope: "pre/", Holder: holder, Renews: true}
+		_, err := gs.PutSmall(ctx, bucket, message.LeaseObject(tid), message.Encode(l), true, "application/json")
+		testutil.OK(t, err)
+	}
+	p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1,
+		Now: func() time.Time { return now }})
+	req := Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/pre", Codec: codec.Zstd, ChunkSize: 64 << 10, NoClobber: true}
+	skippedOf := func(sk []message.Skipped) []string {
+		var paths []string
+		for _, s := range sk {
+			paths = append(paths, s.Path)
+		}
+		slices.Sort(paths)
+		return paths
+	}
+	writer := func(name string) (string, string) {
+		a, err := gs.Attrs(ctx, bucket, "pre/tree/"+name+".zst")
+		testutil.OK(t, err)
+		return a.Metadata[message.MetaTransfer], a.Metadata[message.MetaAdopted]
+	}
+	want := []string{"tree/dead.csv", "tree/stale.csv"}
+
+	dry, err := p.DryRun(ctx, req)
+	testutil.OK(t, err)
+	if got := skippedOf(dry.Skipped); !slices.Equal(got, want) {
+		t.Fatalf("a dry run would skip %q, want %q", got, want)
+	}
+	if tid, adopted := writer("dead.csv"); tid != dead || adopted != "" {
+		t.Fatalf("a dry run patched the dead transfer's object: ferry-transfer %s, ferry-adopted %q", tid, adopted)
+	}
+
+	man, err := p.Submit(ctx, req)
+	testutil.OK(t, err)
+	testutil.OK(t, gs.Delete(ctx, bucket, message.LeaseObject(man.TransferID)))
+	if got := skippedOf(man.Skipped); !slices.Equal(got, want) {
+		t.Fatalf("skipped %q, want %q", got, want)
+	}
+	if len(man.Files) != 1 || man.Files[0].Path != "tree/ending.csv" {
+		t.Fatalf("sent %+v, want tree/ending.csv only (its transfer may still be ending)", man.Files)
+	}
+	for name, was := range map[string]string{"dead.csv": dead, "stale.csv": stale} {
+		if tid, adopted := writer(name); tid != man.TransferID || adopted != was {
+			t.Errorf("%s: ferry-transfer %s, ferry-adopted %q; want %s and %s", name, tid, adopted, man.TransferID, was)
+		}
+		b, err := gs.ReadAll(ctx, bucket, "pre/tree/"+name+".zst")
+		testutil.OK(t, err)
+		if string(b) != "the object "+was+" wrote" {
+			t.Errorf("%s holds %q after its adoption", name, b)
+		}
+	}
+	if tid, adopted := writer("ending.csv"); tid != ending || adopted != "" {
+		t.Errorf("ending.csv: ferry-transfer %s, ferry-adopted %q; want it left to %s", tid, adopted, ending)
 	}
 }

@@ -195,6 +195,76 @@ func testTouch(t *testing.T, h *harness) {
 	}
 }
 
+// testPatch: a patch under the version a listing showed sets its keys and
+// keeps the others and the bytes; one under a version replaced since fails
+// with ErrPrecondition.
+func testPatch(t *testing.T, h *harness) {
+	ctx := context.Background()
+	v1 := h.put("p", []byte("v1"))
+	if _, err := h.s.PutSmall(ctx, h.bucket, h.obj("p"), []byte("the live one"), false, "application/octet-stream"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.Patch(ctx, h.bucket, v1, map[string]string{"ferry-transfer": "t2"}); !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("patch of the replaced generation %d: %v, want ErrPrecondition", v1.Generation, err)
+	}
+	seen := h.listed("p")
+	if err := h.s.Patch(ctx, h.bucket, seen, map[string]string{"ferry-transfer": "t2", "ferry-adopted": "t1"}); err != nil {
+		t.Fatalf("patch as listed: %v", err)
+	}
+	a := h.listed("p")
+	switch {
+	case a.Metadata["ferry-transfer"] != "t2" || a.Metadata["ferry-adopted"] != "t1":
+		t.Fatalf("patched metadata %v", a.Metadata)
+	case string(h.read("p")) != "the live one":
+		t.Fatalf("patched object holds %q", h.read("p"))
+	}
+	if err := h.s.Patch(ctx, h.bucket, gcs.Attrs{Name: h.obj("gone"), Generation: 1}, map[string]string{"k": "v"}); !errors.Is(err, gcs.ErrNotFound) && !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("patch of a missing object: %v, want ErrNotFound or ErrPrecondition", err)
+	}
+}
+
+// testDeleteAsSeen: a delete as a listing showed the object, made after a
+// patch (another transfer adopted the object a failed one is removing),
+// fails with ErrPrecondition and leaves it; a delete as it is removes it.
+func testDeleteAsSeen(t *testing.T, h *harness) {
+	ctx := context.Background()
+	h.put("d", []byte("adopted"))
+	seen := h.listed("d")
+	if err := h.s.Patch(ctx, h.bucket, seen, map[string]string{"ferry-transfer": "t2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.DeleteAsSeen(ctx, h.bucket, seen); !errors.Is(err, gcs.ErrPrecondition) {
+		t.Fatalf("delete as listed before a patch: %v, want ErrPrecondition", err)
+	}
+	if string(h.read("d")) != "adopted" {
+		t.Fatal("a refused delete removed the object")
+	}
+	if err := h.s.DeleteAsSeen(ctx, h.bucket, h.listed("d")); err != nil {
+		t.Fatalf("delete as it is: %v", err)
+	}
+	if _, err := h.s.Attrs(ctx, h.bucket, h.obj("d")); !errors.Is(err, gcs.ErrNotFound) {
+		t.Fatalf("after delete: %v, want ErrNotFound", err)
+	}
+}
+
+// listed is the object as a listing shows it.
+func (h *harness) listed(name string) gcs.Attrs {
+	h.t.Helper()
+	var seen gcs.Attrs
+	if err := h.s.List(context.Background(), h.bucket, h.obj(name), func(a gcs.Attrs) error {
+		if a.Name == h.obj(name) {
+			seen = a
+		}
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	if seen.Name == "" {
+		h.t.Fatalf("%s not listed", h.obj(name))
+	}
+	return seen
+}
+
 // testChecksumMismatch: an upload whose bytes do not match the CRC32C the
 // caller expects fails with ErrChecksum, and nothing is visible.
 func testChecksumMismatch(t *testing.T, h *harness) {

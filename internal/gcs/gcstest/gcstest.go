@@ -60,6 +60,14 @@ var differences = map[string][]struct{ kind, why string }{
 		{Shim, "fake-gcs-server ignores kmsKeyName and reports no key"},
 		{FakeFS, "fake-gcs-server ignores kmsKeyName and reports no key"},
 	},
+	"PatchAsSeen": {
+		{Fake, "fake-gcs-server ignores a patch's ifGenerationMatch"},
+	},
+	"DeleteAsSeenSparesAPatchedObject": {
+		{Fake, "fake-gcs-server keeps no metageneration (always 1), and a patch keeps the generation"},
+		{Shim, "fake-gcs-server keeps no metageneration (always 1), and a patch keeps the generation"},
+		{FakeFS, "fake-gcs-server keeps no metageneration (always 1), and a patch keeps the generation"},
+	},
 	"DeleteGenerationSparesANewerVersion": {
 		{Fake, "fake-gcs-server ignores a delete's ifGenerationMatch: it deletes the live version"},
 	},
@@ -79,6 +87,8 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"IfAbsentPrecondition", testIfAbsent},
 		{"GenerationPrecondition", testGeneration},
 		{"TouchKeepsCreated", testTouch},
+		{"PatchAsSeen", testPatch},
+		{"DeleteAsSeenSparesAPatchedObject", testDeleteAsSeen},
 		{"CRC32CMismatchRejected", testChecksumMismatch},
 		{"RangedReads", testRangedReads},
 		{"MissingObjectIsNotFound", testNotFound},
