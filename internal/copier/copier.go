@@ -192,7 +192,7 @@ func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store
 	j.remove()
 	kept := ""
 	if done.Kept > 0 {
-		kept = fmt.Sprintf("; %d objects it had replaced or appended to stay, whole (--json names them)", done.Kept)
+		kept = fmt.Sprintf("; %d objects it had replaced, appended to or taken over stay, whole (--json names them)", done.Kept)
 	}
 	fmt.Fprintf(stderr, "transfer %s ended %s: its staging objects are removed and nothing partial is left under the destination%s\n", tid, done.Status, kept)
 	if errors.Is(cause, errInterrupted) {
@@ -229,7 +229,7 @@ func cancelEarlier(ctx context.Context, store *gcs.Store, q *queue.Client, pcfg 
 	}
 	kept := ""
 	if done.Kept > 0 {
-		kept = fmt.Sprintf("; %d objects it had replaced or appended to stay", done.Kept)
+		kept = fmt.Sprintf("; %d objects it had replaced, appended to or taken over stay", done.Kept)
 	}
 	fmt.Fprintf(stderr, "transfer %s, which an earlier run of these sources and destination started with other options and did not finish, is cancelled: what it had staged and created is removed%s\n", tid, kept)
 	return nil

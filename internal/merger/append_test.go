@@ -207,7 +207,7 @@ func TestACancelledAppendKeepsTheObjectItGrew(t *testing.T) {
 	testutil.OK(t, next.HandleControl(context.Background(), queue.Message{ID: "c", Data: message.Encode(ev)}))
 	d := dones(t, done)
 	if len(d) != 1 || d[0].Status != message.StatusCancelled || d[0].Kept != 1 || len(d[0].Objects) != 1 ||
-		d[0].Objects[0].Name != "gs://"+s.bucket+"/"+f.Object || !strings.Contains(d[0].Error, "1 objects it had replaced or appended to stay") {
+		d[0].Objects[0].Name != "gs://"+s.bucket+"/"+f.Object || !strings.Contains(d[0].Error, "1 objects it had replaced, appended to or taken over") {
 		t.Fatalf("done events %+v, want cancelled keeping and naming gs://%s/%s", d, s.bucket, f.Object)
 	}
 	b, err := s.store.ReadAll(context.Background(), s.bucket, f.Object)

@@ -76,7 +76,7 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 		}
 	}
 	if done.Kept > 0 {
-		said := fmt.Sprintf("%d objects it had replaced or appended to stay, whole (their old bytes are in them and nowhere else): the done event and its listing name them", done.Kept)
+		said := fmt.Sprintf("%d objects it had replaced, appended to or taken over from a dead transfer stay, whole (what they held is in them and nowhere else): the done event and its listing name them", done.Kept)
 		if done.Error != "" {
 			said = done.Error + "; " + said
 		}

@@ -24,6 +24,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a dead letter stops ferry cp's wait",
+		file: "internal/engine/inprocess.go",
+		from: "\t\t\t\t\tstopped(fmt.Errorf(\"a message of the transfer ran out",
+		to:   "\t\t\t\t\t_ = (fmt.Errorf(\"a message of the transfer ran out",
+		pkg:  "internal/engine", test: "TestAMessageThatRanOutOfDeliveriesStopsTheLocalEngine",
+	},
+	{
+		name: "a dead letter its handler refused for good is the handler's to report",
+		file: "internal/engine/inprocess.go",
+		from: "\t\t\t\tif m.Attributes[\"ferry_error\"] == \"\" {",
+		to:   "\t\t\t\tif true {",
+		pkg:  "internal/engine", test: "TestAMessageThatRanOutOfDeliveriesStopsTheLocalEngine",
+	},
+	{
 		name: "-n adopts what it skips of a transfer that no longer runs",
 		file: "internal/producer/skip.go",
 		from: "\terr := s.p.o.Store.Patch(ctx, s.bucket, a, map[string]string{message.MetaTransfer: s.tid, message.MetaAdopted: owner})\n",
