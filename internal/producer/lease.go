@@ -63,6 +63,12 @@ func (p *Producer) lease(ctx context.Context, bucket, tid, dest, scope string) e
 	err = p.o.Store.List(ctx, bucket, message.LeaseRoot, func(a gcs.Attrs) error {
 		if a.Name != name {
 			others = append(others, a)
+		} else if a.Generation == mine.Generation && !a.Created.IsZero() {
+			// Mine as the listing shows it: the others' creation times
+			// come from the same listing, so both transfers order the
+			// two leases from the same figures, whatever precision an
+			// upload's answer gives.
+			mine.Created = a.Created
 		}
 		return nil
 	})
