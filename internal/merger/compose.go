@@ -75,7 +75,7 @@ func (m *Merger) composeAll(ctx context.Context, t *transfer) error {
 		if p.Chunks == p.Files && !t.manifest.Staged {
 			continue
 		}
-		files, err := t.pages.page(ctx, k)
+		files, err := t.pages.Page(ctx, k)
 		if err != nil {
 			return err
 		}
@@ -318,7 +318,7 @@ func countCompose(err error) {
 func (m *Merger) checkReplaces(ctx context.Context, t *transfer) error {
 	changed := 0
 	var first error
-	err := t.pages.join(ctx, t.finals, func(_ int, f *message.File, a *gcs.Attrs) error {
+	err := t.pages.Join(ctx, t.finals, func(_ int, f *message.File, a *gcs.Attrs) error {
 		if a == nil || a.Generation == f.Replaces || f.AppendsTo() != 0 ||
 			a.Metadata[message.MetaTransfer] == t.id && a.Size == f.WireSize && a.CRC32C == f.WireCRC32 {
 			return nil

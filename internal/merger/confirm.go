@@ -9,6 +9,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 )
 
@@ -162,7 +163,7 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = t.pages.joinExtra(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+	err = t.pages.JoinExtra(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
 		if a == nil || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
 			if sum.missing++; len(sum.unconfirmed) < maxUnconfirmed {
 				sum.unconfirmed = append(sum.unconfirmed, i)
@@ -234,9 +235,9 @@ func (m *Merger) confirm(ctx context.Context, t *transfer) (*summary, error) {
 // skipped file, one message.ListingEntry a line, through a temporary file,
 // so a million files cost the merger disk, not RAM. It reports whether
 // there was anything to list.
-func (m *Merger) writeListing(ctx context.Context, t *transfer, pg *pages, sum *summary) (bool, error) {
+func (m *Merger) writeListing(ctx context.Context, t *transfer, pg *manifest.Reader, sum *summary) (bool, error) {
 	bucket := t.bucket
-	err := pg.skipped(ctx, func(s message.Skipped) error {
+	err := pg.Skipped(ctx, func(s message.Skipped) error {
 		return sum.listing.Add(message.ListingEntry{DoneObject: message.DoneObject{Name: "gs://" + bucket + "/" + s.Object}, Path: s.Path, Skipped: s.Reason})
 	})
 	if err != nil {
@@ -266,24 +267,13 @@ func doneObject(bucket string, f *message.File, gen int64) message.DoneObject {
 		RawSize: f.Size, RawCRC32C: f.RawCRC32C}
 }
 
-// sharedPrefix is the longest prefix a and b share.
-func sharedPrefix(a, b string) string {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return a[:i]
-		}
-	}
-	return a[:n]
-}
-
 // finalsPrefix is the prefix every final object of pg's files shares
 // (the destination prefix, or more), for a listing that must see them all;
 // ok is false when there is no file. It reads every page: a manifest that
 // ends a transfer before it was checked need not be in order.
-func finalsPrefix(ctx context.Context, pg *pages) (prefix string, ok bool, err error) {
+func finalsPrefix(ctx context.Context, pg *manifest.Reader) (prefix string, ok bool, err error) {
 	var lo, hi string
-	err = pg.each(ctx, func(i int, f *message.File) error {
+	err = pg.Each(ctx, func(i int, f *message.File) error {
 		if !ok || f.Object < lo {
 			lo = strings.Clone(f.Object)
 		}
@@ -296,5 +286,5 @@ func finalsPrefix(ctx context.Context, pg *pages) (prefix string, ok bool, err e
 	if err != nil || !ok {
 		return "", false, err
 	}
-	return sharedPrefix(lo, hi), true, nil
+	return manifest.SharedPrefix(lo, hi), true, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/queue"
@@ -37,7 +38,7 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 		man.Unpaged()
 	}
 	if pg == nil {
-		pg = newPages(m.o.Store, t.bucket, man)
+		pg = manifest.NewReader(m.o.Store, t.bucket, man)
 	}
 	// What to list for the objects this transfer wrote: what its
 	// manifest's objects share, or the prefix a failed event gave.
@@ -89,7 +90,7 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 	}
 	// What workers stored of files of several chunks before the end.
 	for k, s := range t.present {
-		if f, err := pg.file(ctx, k.file); err == nil && f != nil && k.index < len(f.Chunks) {
+		if f, err := pg.File(ctx, k.file); err == nil && f != nil && k.index < len(f.Chunks) {
 			if err := sum.uploaded(t.id, f, k.index, s); err != nil {
 				return err
 			}
@@ -109,14 +110,14 @@ func (m *Merger) newDone(ctx context.Context, t *transfer, man *message.Manifest
 		d.Error = message.Truncate(cause.Error(), message.MaxErrorBytes)
 	}
 	if man.Totals.Skipped > 0 && t.pages != nil {
-		err := t.pages.skipped(ctx, func(s message.Skipped) error {
+		err := t.pages.Skipped(ctx, func(s message.Skipped) error {
 			if len(d.Skipped) == message.MaxDoneInline {
-				return errJoined
+				return manifest.ErrJoined
 			}
 			d.Skipped = append(d.Skipped, "gs://"+man.Bucket+"/"+s.Object)
 			return nil
 		})
-		if err != nil && !errors.Is(err, errJoined) {
+		if err != nil && !errors.Is(err, manifest.ErrJoined) {
 			return d, err
 		}
 	}

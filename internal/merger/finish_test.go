@@ -18,6 +18,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/seektable"
@@ -397,7 +398,7 @@ func TestAManifestMayNotNameAFinalObjectUnderFerrysOwnPrefixes(t *testing.T) {
 	for _, root := range message.ReservedRoots() {
 		f := &message.File{Path: "victim", Object: root + "victim", Size: 1, WireSize: 1}
 		f.Chunks = []message.ChunkInfo{{Object: f.Object, WireSize: 1, RawSize: 1}}
-		err := checkFile(f, 0, "t1", false)
+		err := manifest.CheckFile(f, 0, "t1", false)
 		if err == nil || !strings.Contains(err.Error(), root) {
 			t.Errorf("checkFile of a final object %s = %v, want an error naming %s", f.Object, err, root)
 		}

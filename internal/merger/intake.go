@@ -286,7 +286,7 @@ func (m *Merger) reported(ctx context.Context, t *transfer, ev message.Event) er
 // checked with GCS. A stored object that differs from the manifest fails
 // the transfer.
 func (m *Merger) take(ctx context.Context, t *transfer, k chunkKey, s stored, truth bool) error {
-	f, err := t.pages.file(ctx, k.file)
+	f, err := t.pages.File(ctx, k.file)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
 )
@@ -29,8 +30,8 @@ func (m *Merger) advance(ctx context.Context, t *transfer, log *slog.Logger) err
 		if err != nil || man == nil || !man.Sealed {
 			return err // not sealed yet; the sealed event will come
 		}
-		pg := newPages(m.o.Store, t.bucket, man)
-		finals, err := checkManifest(ctx, man, pg, t.bucket, t.id)
+		pg := manifest.NewReader(m.o.Store, t.bucket, man)
+		finals, err := manifest.Check(ctx, man, pg, t.bucket, t.id)
 		if err != nil {
 			return err
 		}
@@ -96,7 +97,7 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 		object string
 	}
 	var ask []asked
-	err := t.pages.each(ctx, func(i int, f *message.File) error {
+	err := t.pages.Each(ctx, func(i int, f *message.File) error {
 		for j := range f.Chunks {
 			k := chunkKey{i, j}
 			if t.has(k, f) {
@@ -151,7 +152,7 @@ func (m *Merger) scan(ctx context.Context, t *transfer) error {
 	if unknown > len(ask) {
 		// A final object another transfer (or a person) wrote is not
 		// this transfer's: its worker reports the conflict.
-		return t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+		return t.pages.Join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
 			k := chunkKey{i, 0}
 			if a == nil || f.Staged() || t.has(k, f) || a.Metadata[message.MetaTransfer] != t.id {
 				return nil
@@ -205,7 +206,7 @@ func (m *Merger) composed(ctx context.Context, t *transfer) error {
 		}
 		return err
 	}
-	return t.pages.join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
+	return t.pages.Join(ctx, t.finals, func(i int, f *message.File, a *gcs.Attrs) error {
 		if a == nil || !f.Staged() || a.Size != f.WireSize || a.CRC32C != f.WireCRC32 || a.Metadata[message.MetaTransfer] != t.id {
 			return nil
 		}
@@ -345,7 +346,7 @@ func (m *Merger) unconfirmed(ctx context.Context, t *transfer, sum *summary, log
 		return m.scan(ctx, t)
 	}
 	for _, i := range sum.unconfirmed {
-		f, err := t.pages.file(ctx, i)
+		f, err := t.pages.File(ctx, i)
 		if err != nil {
 			return err
 		}

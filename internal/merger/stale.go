@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 )
 
@@ -39,7 +40,7 @@ func (s *stale) note(tid string, prev *message.File, a gcs.Attrs) {
 	if prev == nil || prev.Table == nil || a.Metadata[message.MetaTransfer] == "" || a.Metadata[message.MetaTransfer] == tid {
 		return
 	}
-	dir := partsDir(prev.Object)
+	dir := manifest.PartsDir(prev.Object)
 	base, ok := strings.CutPrefix(a.Name, dir)
 	if !ok || strings.Contains(base, "/") {
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 )
 
@@ -28,7 +29,7 @@ type transfer struct {
 	// page at a time. finals is what every final object's name starts
 	// with (the listing that confirms them).
 	manifest *message.Manifest
-	pages    *pages
+	pages    *manifest.Reader
 	finals   string
 	// prefix is the destination prefix a producer's failed event gave,
 	// for a transfer that ended before its manifest was sealed.

@@ -228,10 +228,10 @@ var mutants = []mutant{
 	},
 	{
 		name: "the producer holds the manifest a page at a time",
-		file: "internal/producer/manifest.go",
+		file: "internal/manifest/writer.go",
 		from: "len(o.files) == message.PageFiles ||",
 		to:   "len(o.files) == 100*message.PageFiles ||",
-		pkg:  "internal/producer", test: "TestPagerHoldsPagesNotTheTransfer",
+		pkg:  "internal/manifest", test: "TestTheWriterHoldsPagesNotTheTransfer",
 	},
 	{
 		name: "a table load is checked against the rows of the parts",

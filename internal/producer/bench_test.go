@@ -14,8 +14,6 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/bench/datagen"
 	"github.com/ferry-dev/ferry/internal/codec"
-	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -181,54 +179,6 @@ func producerLive(t testing.TB, dir string, memory int64) int64 {
 		t.Fatal(err)
 	}
 	return live
-}
-
-// Issue 32 §4: the manifest's files are held a page at a time. Files are
-// added as the walk plans them and recorded as their chunks are
-// compressed, a few hundred behind; the pager holds the open page and the
-// closed pages with chunks pending, never more than two pages of files,
-// whatever the file count.
-func TestPagerHoldsPagesNotTheTransfer(t *testing.T) {
-	ctx := context.Background()
-	g := newPager(&message.Manifest{V: message.Version, TransferID: "t-pager", Run: "0123456789abcdef"}, nil)
-	drained := make(chan struct{})
-	go func() {
-		for range g.ready {
-		}
-		close(drained)
-	}()
-	const n, lag = 50_000, 300
-	held, most := func() int {
-		h := len(g.open.files)
-		for _, pg := range g.pages {
-			h += len(pg.files)
-		}
-		return h
-	}, 0
-	record := func(i int) {
-		p := &encodedPart{file: i, part: message.Part{Object: fmt.Sprintf("o/%07d", i), RawSize: 1, WireSize: 1, Final: true}}
-		if err := g.record(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range n {
-		f := &plan.File{SourceFile: plan.SourceFile{Rel: fmt.Sprintf("f%07d", i), Size: 1}, Object: fmt.Sprintf("o/%07d", i), Chunks: 1}
-		if _, err := g.add(ctx, f); err != nil {
-			t.Fatal(err)
-		}
-		if i >= lag {
-			record(i - lag)
-		}
-		most = max(most, held())
-	}
-	for i := n - lag; i < n; i++ {
-		record(i)
-	}
-	close(g.ready)
-	<-drained
-	if most > 2*message.PageFiles {
-		t.Fatalf("the pager held %d files at once over %d files, want at most two pages (%d)", most, n, 2*message.PageFiles)
-	}
 }
 
 // Issue 32 §4: the producer's memory does not grow with the file count

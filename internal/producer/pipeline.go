@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/level"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/table"
@@ -28,7 +29,7 @@ type planned struct {
 // before the walk ends and nothing holds the whole list of files. All of
 // its goroutines run in one errgroup: when run returns, every stage has
 // stopped.
-func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, req Request, c census, pg *pager) error {
+func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, req Request, c census, pg *manifest.Writer) error {
 	// Buffer budget: raw buffers circulate between the reader and the
 	// compress goroutines, which also hold their job's compressed frames
 	// (about a third of the raw size for CSV, at worst as much). The CPU
@@ -95,7 +96,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	frames := make(chan frameJob)
 	out := make(chan outMsg, p.o.Publishers)
 
-	g.Go(func() error { return p.walk(ctx, pl, req, pg, files) })
+	g.Go(func() error { return p.walk(ctx, pl, req, m, pg, files) })
 	rd := &reader{pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
 		files: &p.filesRead, made: &p.bufsMade, stdin: req.Stdin, limits: p.limits()}
 	g.Go(func() error { return rd.run(ctx, files, jobs) })
@@ -104,11 +105,14 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 		g.Go(func() error { runFrameEncoder(pl.Codec, encs, frames); return nil })
 	}
 	var compressors sync.WaitGroup
+	// rejected counts the records the transfer's conversions left out
+	// (--bad-rows is the transfer's, not a part's).
+	var rejected atomic.Int64
 	for range workers {
 		compressors.Add(1)
 		g.Go(func() error {
 			defer compressors.Done()
-			return p.compressStage(ctx, pl, m, pg, jobs, frames, pool, out, ob, ad)
+			return p.compressStage(ctx, pl, m, pg, &rejected, jobs, frames, pool, out, ob, ad)
 		})
 	}
 	g.Go(func() error {
@@ -117,10 +121,10 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 		compressors.Wait()
 		close(frames)
 		close(out)
-		close(pg.ready)
+		pg.Close()
 		return nil
 	})
-	g.Go(func() error { return pg.writePages(ctx) })
+	g.Go(func() error { return pg.Run(ctx) })
 	for range p.o.Publishers {
 		g.Go(func() error { return p.publishStage(ctx, out, ob) })
 	}
@@ -180,15 +184,16 @@ const walkAhead = 256
 // walk plans the files of pl in object order, leaves out what the skip
 // check skips, adds the rest to the manifest and hands them to the reader;
 // it closes files when it returns.
-func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pager, files chan<- planned) error {
+func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, m *message.Manifest, pg *manifest.Writer, files chan<- planned) error {
 	defer close(files)
-	sk := p.newSkipper(ctx, pl, req, pg.m.TransferID)
+	tid, staged := m.TransferID, m.Staged
+	sk := p.newSkipper(ctx, pl, req, tid)
 	defer sk.close()
 	var skipErr, cbErr error // what the callbacks met: not the walk's own
 	walkSkips := 0
 	var g partGroup
 	err := pl.Walk(func(f plan.File) error {
-		f.Staged = pg.m.Staged
+		f.Staged = staged
 		if sk == nil {
 			cbErr = p.planFile(ctx, pg, f, "", files)
 			return cbErr
@@ -207,11 +212,11 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 		return nil
 	}, func(k plan.Skipped) {
 		if walkSkips++; walkSkips == 1 {
-			p.o.Log.Warn("skipped files the walk cannot send (a link, an unreadable or an empty export: the reason says); the transfer's listing names each", "transfer_id", pg.m.TransferID,
+			p.o.Log.Warn("skipped files the walk cannot send (a link, an unreadable or an empty export: the reason says); the transfer's listing names each", "transfer_id", tid,
 				"first", message.Truncate(k.Path, 256), "reason", k.Reason)
 		}
 		if skipErr == nil {
-			skipErr = pg.skip(ctx, message.Skipped{Path: k.Rel, Object: k.Object, Reason: k.Reason})
+			skipErr = pg.Skip(ctx, message.Skipped{Path: k.Rel, Object: k.Object, Reason: k.Reason})
 		}
 	})
 	switch {
@@ -227,13 +232,13 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, pg *pag
 
 // planFile leaves f out when the skip check gave a reason, or adds it to
 // the manifest and hands it to the reader.
-func (p *Producer) planFile(ctx context.Context, pg *pager, f plan.File, reason string, files chan<- planned) error {
+func (p *Producer) planFile(ctx context.Context, pg *manifest.Writer, f plan.File, reason string, files chan<- planned) error {
 	if reason != "" {
 		p.planned.Add(-f.Size) // counted by the first walk
 		p.plannedFiles.Add(-1)
-		return pg.skip(ctx, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
+		return pg.Skip(ctx, message.Skipped{Path: f.Rel, Object: f.Object, Reason: reason})
 	}
-	i, err := pg.add(ctx, &f)
+	i, err := pg.Add(ctx, fileEntry(&f))
 	if err != nil {
 		return err
 	}
@@ -253,9 +258,9 @@ func (p *Producer) planFile(ctx context.Context, pg *pager, f plan.File, reason 
 
 // compressStage is one compress goroutine: it turns jobs into chunk messages
 // for the publishers until jobs is closed.
-func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, pg *pager, jobs <-chan job,
+func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.Manifest, pg *manifest.Writer, rejected *atomic.Int64, jobs <-chan job,
 	frames chan<- frameJob, pool chan<- []byte, out chan<- outMsg, ob *outbox, ad *level.Adapter) error {
-	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID, rejected: &pg.rejected}
+	c := &compressor{enc: newChunkEncoder(ctx, frames), pl: pl, tid: m.TransferID, rejected: rejected}
 	k := &packer{p: p, tid: m.TransferID, run: m.Run, bucket: m.Bucket, codec: m.Codec, overwrite: m.Overwrite, key: m.ChunkKey}
 	for j := range jobs {
 		lvl := ad.Level()
@@ -277,7 +282,7 @@ func (p *Producer) compressStage(ctx context.Context, pl *plan.Plan, m *message.
 			return err
 		}
 		for i := range parts {
-			if err := pg.record(ctx, &parts[i]); err != nil {
+			if err := record(ctx, pg, &parts[i]); err != nil {
 				return err
 			}
 		}

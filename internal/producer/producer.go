@@ -38,6 +38,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
+	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/plan"
@@ -626,7 +627,7 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	}
 	log.Info("transfer started", "files", c.files, "bytes", c.bytes, "destination", pl.Dest.String(), "codec", pl.Codec, "level", pl.Level,
 		"transport", p.o.Transport)
-	pg := newPager(m, func(ctx context.Context, name string, v any) error { return p.putPage(ctx, m.Bucket, name, v) })
+	pg := manifest.NewWriter(m, func(ctx context.Context, name string, v any) error { return p.putPage(ctx, m.Bucket, name, v) })
 
 	t0 := time.Now()
 	if err := p.run(ctx, pl, m, req, c, pg); err != nil {

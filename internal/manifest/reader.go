@@ -1,4 +1,8 @@
-package merger
+// Package manifest reads a sealed manifest's pages (Reader) and holds
+// one to what the merger will act on (Check): the manifest's wire format
+// is message.Manifest, its pages message.FilePage and message.SkippedFiles;
+// the producer writes them with Writer.
+package manifest
 
 import (
 	"context"
@@ -14,11 +18,17 @@ import (
 	"github.com/ferry-dev/ferry/internal/seektable"
 )
 
-// pages reads a sealed manifest's files a page at a time (message.Page):
+// Store is what a Reader needs of GCS.
+type Store interface {
+	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
+	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
+}
+
+// Reader reads a sealed manifest's files a page at a time (message.Page):
 // the merger never holds more than pageCache pages of a transfer, whatever
 // its size. An inline manifest is one page, its own Files.
-type pages struct {
-	store  objectStore
+type Reader struct {
+	store  Store
 	bucket string
 	man    *message.Manifest // the header
 	// sums are the CRC32Cs of the pages as the first full read (check)
@@ -39,19 +49,19 @@ type cachedPage struct {
 	used  int
 }
 
-func newPages(store objectStore, bucket string, man *message.Manifest) *pages {
-	p := &pages{store: store, bucket: bucket, man: man}
+func NewReader(store Store, bucket string, man *message.Manifest) *Reader {
+	p := &Reader{store: store, bucket: bucket, man: man}
 	for i := range p.cache {
 		p.cache[i].k = -1
 	}
 	return p
 }
 
-// count is the number of pages.
-func (p *pages) count() int { return len(p.man.Pages) }
+// Count is the number of pages.
+func (p *Reader) Count() int { return len(p.man.Pages) }
 
 // pageOf is the page that holds file i, or -1.
-func (p *pages) pageOf(i int) int {
+func (p *Reader) pageOf(i int) int {
 	ps := p.man.Pages
 	k := sort.Search(len(ps), func(k int) bool { return ps[k].First+ps[k].Files > i })
 	if k == len(ps) || i < ps[k].First {
@@ -60,8 +70,8 @@ func (p *pages) pageOf(i int) int {
 	return k
 }
 
-// page returns page k's files; they must not be changed.
-func (p *pages) page(ctx context.Context, k int) ([]message.File, error) {
+// Page returns Page k's files; they must not be changed.
+func (p *Reader) Page(ctx context.Context, k int) ([]message.File, error) {
 	if p.man.Inline() {
 		return p.man.Files, nil
 	}
@@ -91,7 +101,7 @@ func (p *pages) page(ctx context.Context, k int) ([]message.File, error) {
 	return files, nil
 }
 
-func (p *pages) read(ctx context.Context, k int) ([]message.File, uint32, error) {
+func (p *Reader) read(ctx context.Context, k int) ([]message.File, uint32, error) {
 	name := message.ManifestPage(p.man.TransferID, p.man.Run, k)
 	b, err := p.store.ReadAll(ctx, p.bucket, name)
 	if errors.Is(err, gcs.ErrNotFound) {
@@ -116,23 +126,23 @@ func (p *pages) read(ctx context.Context, k int) ([]message.File, uint32, error)
 	return fp.Files, crc32c.Checksum(b), nil
 }
 
-// file returns file i.
-func (p *pages) file(ctx context.Context, i int) (*message.File, error) {
+// File returns File i.
+func (p *Reader) File(ctx context.Context, i int) (*message.File, error) {
 	k := p.pageOf(i)
 	if k < 0 {
 		return nil, nil
 	}
-	files, err := p.page(ctx, k)
+	files, err := p.Page(ctx, k)
 	if err != nil {
 		return nil, err
 	}
 	return &files[i-p.man.Pages[k].First], nil
 }
 
-// each calls fn with every file in order, a page at a time.
-func (p *pages) each(ctx context.Context, fn func(i int, f *message.File) error) error {
-	for k := range p.count() {
-		files, err := p.page(ctx, k)
+// Each calls fn with every file in order, a page at a time.
+func (p *Reader) Each(ctx context.Context, fn func(i int, f *message.File) error) error {
+	for k := range p.Count() {
+		files, err := p.Page(ctx, k)
 		if err != nil {
 			return err
 		}
@@ -146,8 +156,8 @@ func (p *pages) each(ctx context.Context, fn func(i int, f *message.File) error)
 	return nil
 }
 
-// skipped calls fn with every skipped file of the manifest, in order.
-func (p *pages) skipped(ctx context.Context, fn func(s message.Skipped) error) error {
+// Skipped calls fn with every Skipped file of the manifest, in order.
+func (p *Reader) Skipped(ctx context.Context, fn func(s message.Skipped) error) error {
 	if p.man.Inline() {
 		for _, s := range p.man.Skipped {
 			if err := fn(s); err != nil {
@@ -179,32 +189,32 @@ func (p *pages) skipped(ctx context.Context, fn func(s message.Skipped) error) e
 	return nil
 }
 
-// errJoined stops a listing the join no longer needs.
-var errJoined = errors.New("every file joined")
+// ErrJoined stops a listing the join no longer needs.
+var ErrJoined = errors.New("every file joined")
 
-// join lists the destination under prefix (GCS lists in name order) beside
+// Join lists the destination under prefix (GCS lists in name order) beside
 // the manifest's files (in the same order, checked when the manifest was
 // read) and calls fn once for every file, in order, with the object of its
 // name when the listing has one, else nil. One page is held at a time.
-func (p *pages) join(ctx context.Context, prefix string, fn func(i int, f *message.File, a *gcs.Attrs) error) error {
-	return p.joinExtra(ctx, prefix, fn, nil)
+func (p *Reader) Join(ctx context.Context, prefix string, fn func(i int, f *message.File, a *gcs.Attrs) error) error {
+	return p.JoinExtra(ctx, prefix, fn, nil)
 }
 
-// joinExtra is join, also handing extra each listed object that is not
+// JoinExtra is join, also handing extra each listed object that is not
 // the manifest's, with the manifest file listed before it (nil: none);
 // after the manifest's last file, only the objects in that file's
 // directory when it is a Parquet part (the listing goes no further).
-func (p *pages) joinExtra(ctx context.Context, prefix string, fn func(i int, f *message.File, a *gcs.Attrs) error,
+func (p *Reader) JoinExtra(ctx context.Context, prefix string, fn func(i int, f *message.File, a *gcs.Attrs) error,
 	extra func(prev *message.File, a gcs.Attrs)) error {
 	k, j := 0, 0          // page, file in page
 	var prev message.File // the last file passed, copied: its page goes
 	var passed bool
 	var files []message.File
 	at := func() (int, *message.File, error) {
-		for k < p.count() {
+		for k < p.Count() {
 			if files == nil {
 				var err error
-				if files, err = p.page(ctx, k); err != nil {
+				if files, err = p.Page(ctx, k); err != nil {
 					return 0, nil, err
 				}
 			}
@@ -222,11 +232,11 @@ func (p *pages) joinExtra(ctx context.Context, prefix string, fn func(i int, f *
 				return err
 			}
 			if f == nil {
-				if extra != nil && passed && prev.Table != nil && strings.HasPrefix(a.Name, partsDir(prev.Object)) {
+				if extra != nil && passed && prev.Table != nil && strings.HasPrefix(a.Name, PartsDir(prev.Object)) {
 					extra(&prev, a)
 					return nil
 				}
-				return errJoined
+				return ErrJoined
 			}
 			switch c := strings.Compare(f.Object, a.Name); {
 			case c < 0:
@@ -251,7 +261,7 @@ func (p *pages) joinExtra(ctx context.Context, prefix string, fn func(i int, f *
 			}
 		}
 	})
-	if err != nil && !errors.Is(err, errJoined) {
+	if err != nil && !errors.Is(err, ErrJoined) {
 		return err
 	}
 	for {
@@ -266,17 +276,17 @@ func (p *pages) joinExtra(ctx context.Context, prefix string, fn func(i int, f *
 	}
 }
 
-// partsDir is the directory of the object named obj, its "/" included.
-func partsDir(obj string) string { return obj[:strings.LastIndexByte(obj, '/')+1] }
+// PartsDir is the directory of the object named obj, its "/" included.
+func PartsDir(obj string) string { return obj[:strings.LastIndexByte(obj, '/')+1] }
 
-// checkManifest holds a sealed manifest to what the merger will act on:
+// Check holds a sealed manifest to what the merger will act on:
 // it is this transfer's, its pages add up to its header, its files are in
 // strictly increasing object order, every object name is the one ferry
 // gives, and each file's predicted size and CRC32C are what its chunks (and
 // seek table) combine to. It reads every page once, in order, and returns
 // the prefix all final objects share. A manifest that fails is never
 // composed.
-func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket, tid string) (string, error) {
+func Check(ctx context.Context, man *message.Manifest, pg *Reader, bucket, tid string) (string, error) {
 	where := fmt.Sprintf("manifest gs://%s/%s", bucket, message.ManifestObject(tid))
 	if man.TransferID != tid || man.Bucket != bucket {
 		return "", queue.Permanent(fmt.Errorf("%s: written for transfer %.64q in bucket %.64q", where, man.TransferID, man.Bucket))
@@ -289,7 +299,7 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 	}
 	var first, last string
 	var bytes, wire, rows int64
-	err := pg.each(ctx, func(i int, f *message.File) error {
+	err := pg.Each(ctx, func(i int, f *message.File) error {
 		if i > 0 && f.Object <= last {
 			return queue.Permanent(fmt.Errorf("%s: file %.64q: object %.64q does not come after %.64q (files are in object order)", where, f.Path, f.Object, last))
 		}
@@ -305,7 +315,7 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 			}
 			rows += tp.Rows
 		}
-		if err := checkFile(f, i, tid, man.Staged); err != nil {
+		if err := CheckFile(f, i, tid, man.Staged); err != nil {
 			return queue.Permanent(fmt.Errorf("%s: file %.64q: %v", where, f.Path, err))
 		}
 		return nil
@@ -320,12 +330,12 @@ func checkManifest(ctx context.Context, man *message.Manifest, pg *pages, bucket
 	if err := man.CheckLevels(); err != nil {
 		return "", queue.Permanent(fmt.Errorf("%s: %w", where, err))
 	}
-	return sharedPrefix(first, last), nil
+	return SharedPrefix(first, last), nil
 }
 
-// checkFile holds file i of a manifest to the names and sizes ferry gives;
+// CheckFile holds file i of a manifest to the names and sizes ferry gives;
 // staged is the manifest's Staged.
-func checkFile(f *message.File, i int, tid string, staged bool) error {
+func CheckFile(f *message.File, i int, tid string, staged bool) error {
 	if err := message.CheckObjectName(f.Object); err != nil {
 		return err
 	}
@@ -403,4 +413,15 @@ func checkFrames(f *message.File) error {
 		return fmt.Errorf("%d frames; a seek table holds at most %d", frames, seektable.MaxFrames)
 	}
 	return nil
+}
+
+// SharedPrefix is the longest prefix a and b share.
+func SharedPrefix(a, b string) string {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return a[:i]
+		}
+	}
+	return a[:n]
 }
