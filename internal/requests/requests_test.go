@@ -22,10 +22,11 @@ import (
 // about what a request may ask for, not about GCS.
 type memStore struct{}
 
-func (memStore) BucketExists(context.Context, string) error                  { return nil }
-func (memStore) ReadAll(context.Context, string, string) ([]byte, error)     { return nil, gcs.ErrNotFound }
-func (memStore) Delete(context.Context, string, string) error                { return nil }
-func (memStore) Touch(context.Context, string, string, string, string) error { return nil }
+func (memStore) BucketExists(context.Context, string) error                        { return nil }
+func (memStore) ReadAll(context.Context, string, string) ([]byte, error)           { return nil, gcs.ErrNotFound }
+func (memStore) Delete(context.Context, string, string) error                      { return nil }
+func (memStore) Touch(context.Context, string, string, string, string) error       { return nil }
+func (memStore) Patch(context.Context, string, gcs.Attrs, map[string]string) error { return nil }
 func (memStore) Attrs(context.Context, string, string) (gcs.Attrs, error) {
 	return gcs.Attrs{}, gcs.ErrNotFound
 }
