@@ -6,6 +6,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/spool"
 )
 
 // The bundle stage: small files travel together. A file of one chunk of at
@@ -48,7 +49,7 @@ func newBundler(p *Producer, pl *plan.Plan, tid string, overwrite bool) *bundler
 	b := &bundler{rawMax: p.o.BundleMax, maxParts: message.MaxParts, room: p.o.MessageMax - message.HeaderOverhead,
 		inline: p.pubsub(), inlineAt: p.o.InlineMax, tid: tid, c: pl.Codec}
 	c := message.Chunk{V: message.Version, TransferID: tid, Bucket: pl.Dest.Bucket, Codec: string(pl.Codec),
-		Overwrite: overwrite, Run: message.NewRun(), Spool: spoolName(tid, math.MaxInt32, 99999), Key: message.NewEndKey()}
+		Overwrite: overwrite, Run: message.NewRun(), Spool: spool.Name(tid, math.MaxInt32, 99999), Key: message.NewEndKey()}
 	b.fixed = int64(len(message.Encode(c))) + 16
 	b.reset()
 	return b

@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/spool"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -147,7 +148,7 @@ func TestBundlerKeepsEveryLimit(t *testing.T) {
 	// size is the chunk message of n such parts as the compress stage
 	// writes them, with worst-case payloads when inline.
 	size := func(p *Producer, f *plan.File, n int) (header, msg int) {
-		c := message.Chunk{V: message.Version, TransferID: "t1", Bucket: "bkt", Codec: "zstd", Spool: spoolName("t1", n, 0)}
+		c := message.Chunk{V: message.Version, TransferID: "t1", Bucket: "bkt", Codec: "zstd", Spool: spool.Name("t1", n, 0)}
 		var payload int64
 		for i := range n {
 			pt := newPart("t1", codec.Zstd, i, f, 0, 1, 0, f.Size, 0xfedcba98)

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/spool/spooltest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -131,8 +132,8 @@ func TestFailedSubmitLeavesNoGoroutine(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
 	testutil.WriteCSV(t, src, 3<<20, 1)
 	failing := &teststack.Recorder{Err: errors.New("topic gone")}
-	full := newMemSpool()
-	full.failAt, full.err = 2, errors.New("no space left on device")
+	full := spooltest.NewMem()
+	full.FailAt, full.Err = 2, errors.New("no space left on device")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, tc := range []struct {

@@ -3,14 +3,12 @@ package producer
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ferry-dev/ferry/internal/codec"
@@ -105,75 +103,6 @@ func pipelineGoroutines() []string {
 		}
 	}
 	return left
-}
-
-// memSpool is a spool in memory that can fail writes as a full disk does.
-type memSpool struct {
-	mu      sync.Mutex
-	files   map[string]int
-	writes  int
-	failAt  int // the failAt-th write fails (0: never)
-	err     error
-	exists  int // Exists calls
-	peak    int // most bytes present at once
-	present int
-}
-
-var _ spoolFS = (*memSpool)(nil)
-
-func newMemSpool() *memSpool { return &memSpool{files: map[string]int{}} }
-
-func (m *memSpool) Prepare() error { return nil }
-
-func (m *memSpool) WriteFile(name string, segs [][]byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes++
-	if m.failAt > 0 && m.writes >= m.failAt {
-		return m.err
-	}
-	n := 0
-	for _, s := range segs {
-		n += len(s)
-	}
-	m.files[name] = n
-	m.present += n
-	m.peak = max(m.peak, m.present)
-	return nil
-}
-
-func (m *memSpool) Exists(name string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.exists++
-	_, ok := m.files[name]
-	return ok, nil
-}
-
-func (m *memSpool) Remove(name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.present -= m.files[name]
-	delete(m.files, name)
-	return nil
-}
-
-func (m *memSpool) Names(prefix string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for n := range m.files {
-		if strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-func (m *memSpool) String() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return fmt.Sprintf("%d files, %d writes", len(m.files), m.writes)
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

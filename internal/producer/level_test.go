@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/spool/spooltest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -45,7 +46,7 @@ func levelsUsed(t *testing.T, man *message.Manifest) map[int]int {
 func TestLevelRisesWhileTheWorkersFallBehind(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
 	testutil.WriteCSV(t, src, 32<<20, 1) // 32 chunks of 1 MiB: each large enough to vote
-	fs := newMemSpool()
+	fs := spooltest.NewMem()
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
 	testutil.OK(t, err)
@@ -66,7 +67,7 @@ func TestSmallFilesKeepTheLevel(t *testing.T) {
 	for i := range 200 {
 		testutil.WriteCSV(t, filepath.Join(dir, fmt.Sprintf("f%03d.csv", i)), 20_000, 1)
 	}
-	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: newMemSpool(), InlineMax: 1 << 10,
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: spooltest.NewMem(), InlineMax: 1 << 10,
 		BundleMax: 256 << 10, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{dir}, Destination: "gs://bkt/x", ChunkSize: 1 << 20})
 	testutil.OK(t, err)
@@ -107,7 +108,7 @@ func TestLevelStaysLowWhileTheLinkKeepsUp(t *testing.T) {
 func TestAFixedLevelStaysFixed(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "a.csv")
 	testutil.WriteCSV(t, src, 1<<20, 1)
-	fs := newMemSpool()
+	fs := spooltest.NewMem()
 	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: &teststack.Recorder{}, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
 	man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10, Level: 3})
 	testutil.OK(t, err)

@@ -164,7 +164,7 @@ func (p *Producer) adapter(pl *plan.Plan, bufSize int64) *level.Adapter {
 func (p *Producer) backlog(ob *outbox) int64 {
 	b := ob.held.Load()
 	if !p.pubsub() {
-		b += p.spool.backlog()
+		b += p.spool.Backlog()
 	}
 	return b
 }

@@ -5,9 +5,9 @@
 //	read.go      read stage: files → chunks, and small files → bundles (bundle.go)
 //	frames.go    compress stage: independent frames on one encoder per core,
 //	             with their CRC32Cs and, for zstd, seek tables
-//	spool.go     spool writer: payloads too large for a message, bounded by
-//	             FERRY_SPOOL_MAX (FERRY_TRANSPORT=spool only)
-//	publish.go   publish stage: one chunk message per chunk or bundle
+//	publish.go   publish stage: one chunk message per chunk or bundle; a
+//	             payload too large for its message goes to the spool
+//	             (internal/spool, FERRY_TRANSPORT=spool only)
 //	manifest.go  the manifest, sealed and announced once every chunk is out
 //
 // pipeline.go wires them in one errgroup: every goroutine the pipeline starts
@@ -43,6 +43,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
+	"github.com/ferry-dev/ferry/internal/spool"
 	"github.com/ferry-dev/ferry/internal/table"
 	"github.com/ferry-dev/ferry/internal/waiter"
 )
@@ -224,7 +225,7 @@ type Options struct {
 	SpoolMax  int64
 	// Spool, when set, replaces the spool directory (tests inject write
 	// errors with it).
-	Spool spoolFS
+	Spool spool.FS
 	// Buckets, when set, are the only buckets a request may write to
 	// (FERRY_BUCKETS).
 	Buckets []string
@@ -313,7 +314,7 @@ func (o *Options) applyDefaults() {
 		o.SpoolDir = filepath.Join(os.TempDir(), "ferry-spool")
 	}
 	if o.Spool == nil {
-		o.Spool = dirSpool{dir: o.SpoolDir}
+		o.Spool = spool.Dir{Path: o.SpoolDir}
 	}
 	if o.limiter == nil && o.MaxRate > 0 {
 		o.limiter = ratelimit.New(o.MaxRate)
@@ -337,7 +338,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 // transfers it runs share its spool bound.
 type Producer struct {
 	o     Options
-	spool *spool
+	spool *spool.Spool
 	// Progress counts raw bytes planned (after skipping), read and
 	// compressed, for progress reports.
 	planned, readBytes, doneBytes atomic.Int64
@@ -354,7 +355,7 @@ type Producer struct {
 // New returns a Producer.
 func New(o Options) *Producer {
 	o.applyDefaults()
-	return &Producer{o: o, spool: newSpool(o.Spool, o.SpoolMax, o.Log), bufs: bufCache{max: o.MemoryLimit}}
+	return &Producer{o: o, spool: spool.New(o.Spool, o.SpoolMax, o.Log), bufs: bufCache{max: o.MemoryLimit}}
 }
 
 // Progress reports raw bytes read and compressed so far, over all transfers.
@@ -643,7 +644,7 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 		return nil, err
 	}
 	if !p.pubsub() {
-		p.spool.removeTemps(tid)
+		p.spool.RemoveTemps(tid)
 	}
 	log.Info("transfer sealed", "files", m.Totals.Files, "skipped", m.Totals.Skipped, "excluded", pl.Excluded, "pages", len(m.Pages), "compress_ms", m.CompressMS)
 	return m, nil
@@ -772,13 +773,13 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 		log.Error("could not publish the failed event; the staging prefix is left to the lifecycle rule", "err", err)
 	}
 	if !p.pubsub() {
-		if err == nil && p.spool.holds(m.TransferID) {
+		if err == nil && p.spool.Holds(m.TransferID) {
 			p.awaitEnd(ctx, m)
 		}
 		// Chunks spooled for a transfer that cannot complete are
 		// garbage; a worker that still gets one of their messages finds
 		// the transfer over.
-		p.spool.removeTransfer(m.TransferID)
+		p.spool.RemoveTransfer(m.TransferID)
 	}
 	log.Error("transfer failed", "err", cause)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
+	"github.com/ferry-dev/ferry/internal/spool/spooltest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -224,7 +225,7 @@ func TestContradictingSkipFlagsAreRefused(t *testing.T) {
 func TestTransfersReuseRawBuffers(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f.csv")
 	testutil.WriteCSV(t, src, 600_000, 1)
-	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: newMemSpool(), Concurrency: 2})
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: spooltest.NewMem(), Concurrency: 2})
 	req := Request{Sources: []string{src}, Destination: "gs://bkt/x", ChunkSize: 64 << 10}
 	_, err := p.Submit(context.Background(), req)
 	testutil.OK(t, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/metrics"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
+	"github.com/ferry-dev/ferry/internal/spool"
 )
 
 // The publish stage: a chunk or bundle's parts become one chunk message, its
@@ -61,8 +62,8 @@ func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) 
 	} else {
 		// The spool file's name is relative to the spool directory: a
 		// worker resolves it inside its own.
-		c.Spool = spoolName(k.tid, parts[0].file, parts[0].index)
-		if waited, err = k.p.spool.write(ctx, c.Spool, k.segs, wire); err != nil {
+		c.Spool = spool.Name(k.tid, parts[0].file, parts[0].index)
+		if waited, err = k.p.spool.Write(ctx, c.Spool, k.segs, wire); err != nil {
 			return outMsg{}, fmt.Errorf("spool %s: %w", where, err)
 		}
 		data = message.EncodeChunk(c, nil)

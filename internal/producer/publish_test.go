@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/ratelimit/ratelimittest"
+	"github.com/ferry-dev/ferry/internal/spool/spooltest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -48,15 +49,15 @@ func TestPubSubTransportCarriesEveryPayloadInline(t *testing.T) {
 	const max = 1 << 20
 	for _, c := range []codec.Codec{codec.Zstd, codec.Gzip, codec.None} {
 		t.Run(string(c), func(t *testing.T) {
-			chunks, spool := &teststack.Recorder{}, newMemSpool()
+			chunks, spool := &teststack.Recorder{}, spooltest.NewMem()
 			p := New(Options{Store: nopStore{}, Chunks: chunks, Events: &teststack.Recorder{}, Spool: spool,
 				Transport: config.TransportPubSub, MessageMax: max, InlineMax: 1 << 10, Concurrency: 2})
 			man, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", Codec: c, ChunkSize: 32 << 20})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if spool.writes != 0 {
-				t.Fatalf("%d spool writes with the pubsub transport", spool.writes)
+			if spool.Writes() != 0 {
+				t.Fatalf("%d spool writes with the pubsub transport", spool.Writes())
 			}
 			capSize := plan.MessageChunkCap(c, max)
 			msgs := decodeAll(t, chunks, "")
@@ -187,7 +188,7 @@ func TestMaxRatePacesEveryPublishedByte(t *testing.T) {
 	raw := writeRandom(t, src, 3<<20, 4)
 	v := ratelimittest.New(bytesPerSecond)
 	chunks := &pacedRecorder{lim: v}
-	p := New(Options{Store: nopStore{}, Chunks: chunks, Events: &teststack.Recorder{}, Spool: newMemSpool(),
+	p := New(Options{Store: nopStore{}, Chunks: chunks, Events: &teststack.Recorder{}, Spool: spooltest.NewMem(),
 		Transport: config.TransportPubSub, MessageMax: 1 << 20, Concurrency: 2, MaxRate: bytesPerSecond, limiter: v})
 	if _, err := p.Submit(context.Background(), Request{Sources: []string{src}, Destination: "gs://bkt/x", Codec: codec.Zstd, ChunkSize: 32 << 20}); err != nil {
 		t.Fatal(err)

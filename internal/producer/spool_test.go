@@ -3,7 +3,6 @@ package producer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,57 +14,17 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/spool"
+	"github.com/ferry-dev/ferry/internal/spool/spooltest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
-
-// TestSpoolWaitsWhileFull: a write that would pass the bound waits, looking
-// again at the files it wrote, until a worker has removed enough of them.
-func TestSpoolWaitsWhileFull(t *testing.T) {
-	fs := newMemSpool()
-	s := newSpool(fs, 100, nil)
-	s.log = discard()
-	ctx := context.Background()
-	if waited, err := s.write(ctx, "t-a", [][]byte{make([]byte, 60)}, 60); err != nil || waited {
-		t.Fatalf("first write: waited %v, %v; want no wait in an empty spool", waited, err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		waited, err := s.write(ctx, "t-b", [][]byte{make([]byte, 60)}, 60)
-		if err == nil && !waited {
-			err = errors.New("the write into a full spool says it did not wait")
-		}
-		done <- err
-	}()
-	teststack.Until(t, 30*time.Second, "the writer to look at the spool twice while it is full", func() bool {
-		fs.mu.Lock()
-		defer fs.mu.Unlock()
-		return fs.exists >= 2
-	})
-	if ok, _ := fs.Exists("t-b"); ok {
-		t.Fatal("t-b was written while the spool was full")
-	}
-	testutil.OK(t, fs.Remove("t-a")) // a worker finished t-a
-	select {
-	case err := <-done:
-		testutil.OK(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the write did not go on once the spool had room")
-	}
-	if u := s.usage(); u != 60 {
-		t.Fatalf("spool usage %d, want 60", u)
-	}
-	testutil.OK(t, fs.Remove("t-b"))
-	if b := s.backlog(); b != 0 {
-		t.Fatalf("backlog %d once the workers removed every file, want 0", b)
-	}
-}
 
 // workerSim plays the workers: it removes spool files named in published
 // chunk messages, but first lets hold of them pile up, so the producer
 // must wait for room.
 type workerSim struct {
-	fs    *memSpool
+	fs    *spooltest.Mem
 	hold  int
 	names chan string
 	done  chan struct{}
@@ -102,7 +61,7 @@ func (w *workerSim) run() {
 func TestSubmitKeepsTheSpoolWithinSpoolMax(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "random.bin")
 	writeRandom(t, src, 2<<20, 5) // 32 chunks of 64 KiB, incompressible
-	fs := newMemSpool()
+	fs := spooltest.NewMem()
 	const spoolMax = 4 * (64<<10 + 1<<10) // four chunks
 	w := &workerSim{fs: fs, hold: 4, names: make(chan string, 100), done: make(chan struct{})}
 	go w.run()
@@ -111,11 +70,11 @@ func TestSubmitKeepsTheSpoolWithinSpoolMax(t *testing.T) {
 	close(w.names)
 	<-w.done
 	testutil.OK(t, err)
-	if fs.writes != 32 || fs.peak > spoolMax || fs.exists == 0 {
+	if fs.Writes() != 32 || fs.Peak() > spoolMax || fs.Looks() == 0 {
 		t.Fatalf("%d spool writes, peak %d bytes (FERRY_SPOOL_MAX %d), %d looks at the spool; want 32 writes within the bound, having waited",
-			fs.writes, fs.peak, spoolMax, fs.exists)
+			fs.Writes(), fs.Peak(), spoolMax, fs.Looks())
 	}
-	t.Logf("peak %d of %d bytes; the producer looked at its files %d times", fs.peak, spoolMax, fs.exists)
+	t.Logf("peak %d of %d bytes; the producer looked at its files %d times", fs.Peak(), spoolMax, fs.Looks())
 }
 
 // TestSpoolWriteErrorFailsTheTransferCleanly: a full disk (ENOSPC on the
@@ -125,8 +84,8 @@ func TestSubmitKeepsTheSpoolWithinSpoolMax(t *testing.T) {
 func TestSpoolWriteErrorFailsTheTransferCleanly(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "random.bin")
 	writeRandom(t, src, 1<<20, 6)
-	fs := newMemSpool()
-	fs.failAt, fs.err = 3, &os.PathError{Op: "write", Path: "spool/x", Err: syscall.ENOSPC}
+	fs := spooltest.NewMem()
+	fs.FailAt, fs.Err = 3, &os.PathError{Op: "write", Path: "spool/x", Err: syscall.ENOSPC}
 	events := &teststack.Recorder{}
 	merger := &markerStore{events: events, spool: fs}
 	p := New(Options{Store: merger, Chunks: &teststack.Recorder{}, Events: events, Spool: fs, InlineMax: 1 << 10, Concurrency: 2})
@@ -142,8 +101,8 @@ func TestSpoolWriteErrorFailsTheTransferCleanly(t *testing.T) {
 	if merger.filesAtMarker == 0 {
 		t.Fatal("spool files were removed before the transfer's done marker existed (or none were written)")
 	}
-	if names, _ := fs.Names(""); len(names) != 0 || p.spool.usage() != 0 {
-		t.Fatalf("left in the spool: %v (%d bytes counted)", names, p.spool.usage())
+	if names, _ := fs.Names(""); len(names) != 0 || p.spool.Usage() != 0 {
+		t.Fatalf("left in the spool: %v (%d bytes counted)", names, p.spool.Usage())
 	}
 	if left := pipelineGoroutines(); len(left) > 0 {
 		t.Fatalf("%d pipeline goroutines outlived Submit", len(left))
@@ -208,7 +167,7 @@ func (f publishFunc) Publish(context.Context, []byte, map[string]string) error {
 type markerStore struct {
 	nopStore
 	events        *teststack.Recorder
-	spool         *memSpool
+	spool         *spooltest.Mem
 	filesAtMarker int
 }
 
@@ -230,8 +189,8 @@ func (m *markerStore) ReadAll(_ context.Context, _, name string) ([]byte, error)
 func TestResubmitRemovesTheKilledRunsTemporaryFiles(t *testing.T) {
 	spoolDir := t.TempDir()
 	tid := NewTransferID("nightly")
-	orphan := filepath.Join(spoolDir, spoolName(tid, 0, 3)+spoolTemp+"123456")
-	other := filepath.Join(spoolDir, spoolName("t20200101t000000-00000000", 0, 1)+spoolTemp+"654321")
+	orphan := filepath.Join(spoolDir, spool.Name(tid, 0, 3)+spool.Temp+"123456")
+	other := filepath.Join(spoolDir, spool.Name("t20200101t000000-00000000", 0, 1)+spool.Temp+"654321")
 	for _, f := range []string{orphan, other} {
 		testutil.OK(t, os.WriteFile(f, []byte("half a frame"), 0o644))
 	}
@@ -245,52 +204,5 @@ func TestResubmitRemovesTheKilledRunsTemporaryFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("another transfer's file was touched: %v", err)
-	}
-}
-
-// Issue 17 §4: a temporary spool file of an attempt that is never
-// resubmitted goes once it is older than orphanAge; a fresh one (a write
-// under way) stays.
-func TestPrepareSweepsOrphanedTemporaryFiles(t *testing.T) {
-	dir := t.TempDir()
-	old := filepath.Join(dir, "t1-000001"+spoolTemp+"123")
-	fresh := filepath.Join(dir, "t2-000001"+spoolTemp+"456")
-	done := filepath.Join(dir, "t1-000002")
-	for _, p := range []string{old, fresh, done} {
-		testutil.OK(t, os.WriteFile(p, []byte("x"), 0o644))
-	}
-	long := time.Now().Add(-2 * orphanAge)
-	testutil.OK(t, os.Chtimes(old, long, long))
-	testutil.OK(t, os.Chtimes(done, long, long))
-	testutil.OK(t, dirSpool{dir}.Prepare())
-	for p, want := range map[string]bool{old: false, fresh: true, done: true} {
-		if _, err := os.Stat(p); (err == nil) != want {
-			t.Errorf("%s: exists %v, want %v", filepath.Base(p), err == nil, want)
-		}
-	}
-}
-
-// backlog looks at the oldest spool files only: a file a worker removed
-// behind more than backlogPresent files still there counts until a full
-// reclaim (a write into a full spool) finds it gone.
-func TestBacklogLooksAtTheOldestFiles(t *testing.T) {
-	fs := newMemSpool()
-	s := newSpool(fs, 1<<30, discard())
-	ctx := context.Background()
-	for i := range backlogPresent + 2 {
-		if _, err := s.write(ctx, fmt.Sprintf("t-%02d", i), [][]byte{make([]byte, 10)}, 10); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testutil.OK(t, fs.Remove("t-00"))                                  // the oldest: seen
-	testutil.OK(t, fs.Remove(fmt.Sprintf("t-%02d", backlogPresent+1))) // the newest, behind 16 present: not looked at
-	if b, want := s.backlog(), int64(10*(backlogPresent+1)); b != want {
-		t.Fatalf("backlog %d, want %d (the oldest file gone, the newest not looked at)", b, want)
-	}
-	s.mu.Lock()
-	s.reclaimLocked()
-	s.mu.Unlock()
-	if u, want := s.usage(), int64(10*backlogPresent); u != want {
-		t.Fatalf("usage %d after a full reclaim, want %d", u, want)
 	}
 }

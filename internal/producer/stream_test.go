@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 	"github.com/ferry-dev/ferry/internal/seektable"
+	"github.com/ferry-dev/ferry/internal/spool/spooltest"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -30,7 +31,7 @@ func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 func submitStdin(t *testing.T, data []byte, o Options, req Request) (*message.Manifest, []sent, error) {
 	t.Helper()
 	chunks := &teststack.Recorder{}
-	o.Store, o.Chunks, o.Spool = nopStore{}, chunks, newMemSpool()
+	o.Store, o.Chunks, o.Spool = nopStore{}, chunks, spooltest.NewMem()
 	if o.Events == nil {
 		o.Events = &teststack.Recorder{}
 	}
@@ -148,7 +149,7 @@ func TestStdinLongerThanTheChunksHoldFailsClearly(t *testing.T) {
 
 // What standard input cannot do is refused before anything is read.
 func TestStdinRefusals(t *testing.T) {
-	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: newMemSpool()})
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: spooltest.NewMem()})
 	for _, tc := range []struct {
 		req  Request
 		want string
@@ -187,7 +188,7 @@ func (r *randReader) Read(p []byte) (int, error) {
 // the largest the budget allows, and returns how far the heap grew.
 func streamHeapGrowth(t *testing.T, size int64) int64 {
 	t.Helper()
-	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: newMemSpool(), Concurrency: 2,
+	p := New(Options{Store: nopStore{}, Chunks: nopPublisher{}, Events: nopPublisher{}, Spool: spooltest.NewMem(), Concurrency: 2,
 		MemoryLimit: 64 << 20, MaxChunks: 16})
 	man, growth := heapGrowth(t, func() (*message.Manifest, error) {
 		return p.Submit(context.Background(), Request{Sources: []string{"-"}, Destination: "gs://bkt/x/rand.bin", ChunkSize: 4 << 20,

@@ -1,4 +1,17 @@
-package producer
+// Package spool is the spool writer (FERRY_TRANSPORT=spool): a payload too
+// large for its message goes to a file in the spool directory, which the
+// workers read and remove once its objects are stored. The spool is bounded:
+// one producer keeps at most FERRY_SPOOL_MAX bytes there at once, and waits
+// while it is full.
+//
+// It counts what it wrote itself and checks which of those files the workers
+// have removed, rather than polling the directory's usage: the directory may
+// be shared with other producers (and, on a shared file system, hold anything
+// else), which would make a usage figure stall this producer for bytes that
+// are not its own; and stat calls on the files it wrote work the same on
+// every file system, where free-space figures of network file systems do not.
+// A file larger than the bound alone is written once the spool is empty.
+package spool
 
 import (
 	"context"
@@ -11,23 +24,9 @@ import (
 	"time"
 )
 
-// The spool writer (FERRY_TRANSPORT=spool): a payload too large for its
-// message goes to a file in the spool directory, which the workers read and
-// remove once its objects are stored. The spool is bounded: this producer
-// keeps at most FERRY_SPOOL_MAX bytes there at once, and waits while it is
-// full.
-//
-// It counts what it wrote itself and checks which of those files the workers
-// have removed, rather than polling the directory's usage: the directory may
-// be shared with other producers (and, on a shared file system, hold anything
-// else), which would make a usage figure stall this producer for bytes that
-// are not its own; and stat calls on the files it wrote work the same on
-// every file system, where free-space figures of network file systems do not.
-// A file larger than the bound alone is written once the spool is empty.
-
-// spoolFS is where spool files go: the spool directory, or in tests a stand-in
+// FS is where spool files go: the spool directory, or in tests a stand-in
 // that fails as a full disk does. Its methods are safe for concurrent use.
-type spoolFS interface {
+type FS interface {
 	// Prepare makes the spool ready to be written (creates the directory).
 	Prepare() error
 	// WriteFile writes segs, in order, as the file name, under a
@@ -42,29 +41,29 @@ type spoolFS interface {
 	Names(prefix string) ([]string, error)
 }
 
-var _ spoolFS = dirSpool{}
+var _ FS = Dir{}
 
-// dirSpool is a spool directory on a local or shared file system.
-type dirSpool struct{ dir string }
+// Dir is a spool directory on a local or shared file system.
+type Dir struct{ Path string }
 
 // Prepare creates the directory and removes temporary files older than
 // orphanAge: a write takes seconds, so such a file was left by a producer
 // killed mid-write whose transfer was never resubmitted (a resubmission
 // removes its own at once, removeTemps), and no worker will ever be sent it.
-func (d dirSpool) Prepare() error {
-	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+func (d Dir) Prepare() error {
+	if err := os.MkdirAll(d.Path, 0o755); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(d.dir)
+	entries, err := os.ReadDir(d.Path)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if !strings.Contains(e.Name(), spoolTemp) {
+		if !strings.Contains(e.Name(), Temp) {
 			continue
 		}
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > orphanAge {
-			_ = os.Remove(filepath.Join(d.dir, e.Name()))
+			_ = os.Remove(filepath.Join(d.Path, e.Name()))
 		}
 	}
 	return nil
@@ -73,8 +72,8 @@ func (d dirSpool) Prepare() error {
 // orphanAge is how old a temporary spool file must be to be an orphan.
 const orphanAge = time.Hour
 
-func (d dirSpool) WriteFile(name string, segs [][]byte) error {
-	fh, err := os.CreateTemp(d.dir, name+spoolTemp+"*")
+func (d Dir) WriteFile(name string, segs [][]byte) error {
+	fh, err := os.CreateTemp(d.Path, name+Temp+"*")
 	if err != nil {
 		return err
 	}
@@ -89,30 +88,30 @@ func (d dirSpool) WriteFile(name string, segs [][]byte) error {
 		os.Remove(fh.Name())
 		return err
 	}
-	if err := os.Rename(fh.Name(), filepath.Join(d.dir, name)); err != nil {
+	if err := os.Rename(fh.Name(), filepath.Join(d.Path, name)); err != nil {
 		os.Remove(fh.Name())
 		return err
 	}
 	return nil
 }
 
-func (d dirSpool) Exists(name string) (bool, error) {
-	_, err := os.Lstat(filepath.Join(d.dir, name))
+func (d Dir) Exists(name string) (bool, error) {
+	_, err := os.Lstat(filepath.Join(d.Path, name))
 	if os.IsNotExist(err) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-func (d dirSpool) Remove(name string) error {
-	if err := os.Remove(filepath.Join(d.dir, name)); err != nil && !os.IsNotExist(err) {
+func (d Dir) Remove(name string) error {
+	if err := os.Remove(filepath.Join(d.Path, name)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	return nil
 }
 
-func (d dirSpool) Names(prefix string) ([]string, error) {
-	entries, err := os.ReadDir(d.dir)
+func (d Dir) Names(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(d.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -125,14 +124,14 @@ func (d dirSpool) Names(prefix string) ([]string, error) {
 	return out, nil
 }
 
-// spoolName is the spool file of chunk index of file fi (for a bundle, its
+// Name is the spool file of chunk index of file fi (for a bundle, its
 // first file): one path element, starting with the transfer id, as
 // message.DecodeChunk requires.
-func spoolName(tid string, fi, index int) string { return fmt.Sprintf("%s-%06d-%05d", tid, fi, index) }
+func Name(tid string, fi, index int) string { return fmt.Sprintf("%s-%06d-%05d", tid, fi, index) }
 
-// spool writes spool files within a bound of bytes.
-type spool struct {
-	fs  spoolFS
+// Spool writes spool files within a bound of bytes.
+type Spool struct {
+	fs  FS
 	max int64
 	log *slog.Logger
 
@@ -150,13 +149,18 @@ type spooled struct {
 // spoolPoll bounds how long a full spool waits before it looks again.
 const spoolPoll = 500 * time.Millisecond
 
-func newSpool(fs spoolFS, max int64, log *slog.Logger) *spool {
-	return &spool{fs: fs, max: max, log: log}
+// New returns a spool that writes to fs and holds at most max bytes there
+// at once; it logs a wait for room to log (none if nil).
+func New(fs FS, max int64, log *slog.Logger) *Spool {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Spool{fs: fs, max: max, log: log}
 }
 
-// write waits for room for size bytes, then writes segs as name. waited
+// Write waits for room for size bytes, then writes segs as name. waited
 // says whether it had to wait: the workers are behind.
-func (s *spool) write(ctx context.Context, name string, segs [][]byte, size int64) (waited bool, err error) {
+func (s *Spool) Write(ctx context.Context, name string, segs [][]byte, size int64) (waited bool, err error) {
 	if waited, err = s.reserve(ctx, size); err != nil {
 		return waited, err
 	}
@@ -175,7 +179,7 @@ func (s *spool) write(ctx context.Context, name string, segs [][]byte, size int6
 // reserve waits until size more bytes fit the bound (or the spool holds
 // nothing of this producer's) and counts them; waited says whether it
 // waited.
-func (s *spool) reserve(ctx context.Context, size int64) (waited bool, err error) {
+func (s *Spool) reserve(ctx context.Context, size int64) (waited bool, err error) {
 	wait, logged := 5*time.Millisecond, false
 	for ; ; waited = true {
 		s.mu.Lock()
@@ -205,14 +209,14 @@ func (s *spool) reserve(ctx context.Context, size int64) (waited bool, err error
 }
 
 // reclaimLocked forgets the files workers have removed.
-func (s *spool) reclaimLocked() { s.reclaimOldestLocked(len(s.files)) }
+func (s *Spool) reclaimLocked() { s.reclaimOldestLocked(len(s.files)) }
 
 // reclaimOldestLocked forgets the files workers have removed, looking at
 // the oldest files only until it has found present of them still there:
 // workers take files about in the order they were written, so the oldest
 // say most, and on a network file system a stat per file of a full spool
 // would hold the lock for long.
-func (s *spool) reclaimOldestLocked(present int) {
+func (s *Spool) reclaimOldestLocked(present int) {
 	kept := s.files[:0]
 	for i, f := range s.files {
 		if present <= 0 {
@@ -229,10 +233,10 @@ func (s *spool) reclaimOldestLocked(present int) {
 	s.files = kept
 }
 
-// backlog reports the bytes of spool files the workers have not removed
+// Backlog reports the bytes of spool files the workers have not removed
 // yet, looking for removed files at most every backlogLook, and among the
 // oldest only (backlogPresent of them still there end the look).
-func (s *spool) backlog() int64 {
+func (s *Spool) Backlog() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now := time.Now(); now.Sub(s.looked) >= backlogLook {
@@ -248,15 +252,15 @@ const (
 	backlogPresent = 16
 )
 
-// usage reports the bytes counted against the bound.
-func (s *spool) usage() int64 {
+// Usage reports the bytes counted against the bound.
+func (s *Spool) Usage() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.used
 }
 
-// holds reports whether files of transfer tid are in the spool.
-func (s *spool) holds(tid string) bool {
+// Holds reports whether files of transfer tid are in the spool.
+func (s *Spool) Holds(tid string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range s.files {
@@ -267,9 +271,9 @@ func (s *spool) holds(tid string) bool {
 	return false
 }
 
-// removeTransfer removes every spool file of transfer tid, ours or left by an
+// RemoveTransfer removes every spool file of transfer tid, ours or left by an
 // earlier run of the same transfer.
-func (s *spool) removeTransfer(tid string) {
+func (s *Spool) RemoveTransfer(tid string) {
 	prefix := tid + "-"
 	s.mu.Lock()
 	kept := s.files[:0]
@@ -289,18 +293,18 @@ func (s *spool) removeTransfer(tid string) {
 	}
 }
 
-// spoolTemp marks the temporary name a spool file has until it is renamed
-// into place (dirSpool.WriteFile).
-const spoolTemp = ".tmp-"
+// Temp marks the temporary name a spool file has until it is renamed
+// into place (Dir.WriteFile).
+const Temp = ".tmp-"
 
-// removeTemps removes the temporary files of transfer tid that an earlier
+// RemoveTemps removes the temporary files of transfer tid that an earlier
 // run of the same transfer left behind when it was killed mid-write. Once
 // this run has sealed the transfer it writes no more, so any such file is
 // an orphan no worker will ever be sent.
-func (s *spool) removeTemps(tid string) {
+func (s *Spool) RemoveTemps(tid string) {
 	names, _ := s.fs.Names(tid + "-")
 	for _, n := range names {
-		if strings.Contains(n, spoolTemp) {
+		if strings.Contains(n, Temp) {
 			_ = s.fs.Remove(n)
 		}
 	}
