@@ -73,8 +73,8 @@ func TestAppendsIntoOneTableShareALoadJob(t *testing.T) {
 	for _, s := range ss {
 		tids = append(tids, s.man.TransferID)
 	}
-	if j.ID != batchJobID(tids) || len(j.URIs) != 9 || j.Rows != 180 || j.Write != message.LoadAppend {
-		t.Fatalf("shared job %+v, want %s over 9 parts and 180 rows", j, batchJobID(tids))
+	if j.ID != loader.BatchJobID(tids) || len(j.URIs) != 9 || j.Rows != 180 || j.Write != message.LoadAppend {
+		t.Fatalf("shared job %+v, want %s over 9 parts and 180 rows", j, loader.BatchJobID(tids))
 	}
 	d := dones(t, done)
 	sort.Slice(d, func(a, b int) bool { return d[a].TransferID < d[b].TransferID })
@@ -132,9 +132,9 @@ func TestAClaimedBatchRunsAgainAsClaimed(t *testing.T) {
 			Loads: config.Loads{Datasets: []string{"proj-1.landing"}}, TableBatchWindow: time.Hour, TableBatchMax: 1})
 	}, 3)
 	claim := func(job string, members ...*staged) []byte {
-		c := loadClaim{Job: loader.TableJob{ID: job, Table: "proj-1.landing.prices", Write: message.LoadAppend}, Members: map[string]claimMember{}}
+		c := loader.Claim{Job: loader.TableJob{ID: job, Table: "proj-1.landing.prices", Write: message.LoadAppend}, Members: map[string]loader.ClaimMember{}}
 		for _, s := range members {
-			c.Members[s.man.TransferID] = claimMember{Bucket: s.bucket, Rows: 60}
+			c.Members[s.man.TransferID] = loader.ClaimMember{Bucket: s.bucket, Rows: 60}
 			c.Job.Rows += 60
 		}
 		b, _ := json.Marshal(c)
@@ -158,7 +158,7 @@ func TestAClaimedBatchRunsAgainAsClaimed(t *testing.T) {
 	for _, j := range tables.jobs {
 		ids = append(ids, j.ID)
 	}
-	if want := "ferry_load_batch_crashed ferry_load_batch_crashed " + batchJobID([]string{ss[2].man.TransferID}); strings.Join(ids, " ") != want {
+	if want := "ferry_load_batch_crashed ferry_load_batch_crashed " + loader.BatchJobID([]string{ss[2].man.TransferID}); strings.Join(ids, " ") != want {
 		t.Fatalf("jobs %v, want %s", ids, want)
 	}
 	for _, e := range dones(t, done) {

@@ -22,6 +22,13 @@ var (
 	_ TableLoader = (*loader.LocalTables)(nil)
 )
 
+// batches reports whether a load (of a transfer whose manifest asks for
+// one) shares its job with other transfers into the same table
+// (loader.Batcher).
+func (m *Merger) batches(load *message.Load) bool {
+	return m.o.TableBatchWindow > 0 && load.Write == message.LoadAppend && !load.Objects
+}
+
 // loadFailed is a load that ended the transfer: refused by configuration,
 // or run and failed in BigQuery. The parts stay: they are complete.
 type loadFailed struct{ err error }
@@ -84,12 +91,12 @@ func (m *Merger) loadTable(ctx context.Context, t *transfer, sum *summary) (*mes
 	var location string
 	var err error
 	if m.batches(man.Load) {
-		rows, ld.JobID, location, err = m.loadShared(ctx, t, job)
+		rows, ld.JobID, location, err = m.batcher.Load(ctx, t.id, t.bucket, job)
 		ld.Rows, ld.Location = rows, location
-		var lf *loadFailed
+		var re *loader.RowsError
 		switch {
-		case errors.As(err, &lf):
-			return ld, err
+		case errors.As(err, &re):
+			return ld, &loadFailed{err}
 		case err == nil && ld.JobID != job.ID:
 			return ld, nil // the shared job checked the batch's rows
 		}

@@ -33,8 +33,9 @@
 // order, with compose.go (the compose tree, planned by tree.go), confirm.go
 // (the listing that proves the final objects) and end.go (done event, row,
 // marker, clean-up) beside it; state.go is a transfer's state, cache.go the
-// bounded cache of them, pages.go the manifest's pages as the merger reads
-// them, sweep.go the rechecks and sweeps, load.go and batch.go table loads.
+// bounded cache of them, sweep.go the rechecks and sweeps, load.go table
+// loads (a transfer's pages are read by internal/manifest, shared load jobs
+// run by loader.Batcher).
 package merger
 
 import (
@@ -48,6 +49,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/loader"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
@@ -103,7 +105,7 @@ type Options struct {
 	// others into the same table to share its load job, and TableBatchMax
 	// the most transfers one job takes (FERRY_BQ_TABLE_BATCH_WINDOW,
 	// FERRY_BQ_TABLE_BATCH); a window of 0 gives every transfer its own
-	// job. See batch.go.
+	// job. See loader.Batcher.
 	TableBatchWindow time.Duration
 	TableBatchMax    int
 	// ComposeConcurrency bounds the GCS calls one finishing transfer has
@@ -180,7 +182,7 @@ type Merger struct {
 	mu   sync.Mutex
 	seen map[string]bool // buckets events named, swept when FERRY_BUCKETS is empty
 
-	batcher batcher // the open shared load jobs, by table
+	batcher *loader.Batcher // the shared load jobs
 
 	// The handlers of each topic in their middleware (on), made once.
 	anyTopic, workers, control queue.Handler
@@ -193,6 +195,8 @@ const maxSeenBuckets = 1024
 func New(o Options) *Merger {
 	o.applyDefaults()
 	m := &Merger{o: o, log: logging.OrDiscard(o.Log), cache: newCache(o.CacheTransfers), seen: map[string]bool{}}
+	m.batcher = &loader.Batcher{Store: o.Store, Tables: o.Tables, Allows: o.Buckets.Allows, KMSKey: o.Buckets.KMSKey,
+		Window: o.TableBatchWindow, Max: o.TableBatchMax, Log: m.log}
 	m.anyTopic, m.workers, m.control = m.on(""), m.on("workers"), m.on("control")
 	return m
 }

@@ -256,8 +256,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "a claimed shared load counts a member that ended only by that job",
-		file: "internal/merger/batch.go",
-		from: "if ok, err := m.endedBy(ctx, mb.Bucket, tid, c.Job.ID); !ok || err != nil {",
+		file: "internal/loader/batch.go",
+		from: "if ok, err := b.endedBy(ctx, mb.Bucket, tid, c.Job.ID); !ok || err != nil {",
 		to:   "if false {",
 		pkg:  "internal/merger", test: "TestAClaimedBatchRunsAgainAsClaimed",
 	},
