@@ -13,7 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/doctor"
 	"github.com/ferry-dev/ferry/internal/logging"
-	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/setup"
 )
 
@@ -96,7 +96,7 @@ func runDoctor(cmd *cobra.Command, cfg *config.Producer, bucket string, f doctor
 		return err
 	}
 	defer clients.Close()
-	id := producer.NewTransferID("")
+	id := message.NewTransferID("")
 	project := f.bqProject
 	if project == "" {
 		project = cfg.PubSub.Project

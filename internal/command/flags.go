@@ -193,7 +193,7 @@ func (f *Flags) Request(cmd *cobra.Command, cfg config.Producer, args []string) 
 	if err := producer.Validate(req); err != nil {
 		return producer.Request{}, &cli.UsageError{Err: err}
 	}
-	req.TransferID = producer.KeyedTransferID(cfg.IDSecret, req.IdempotencyKey)
+	req.TransferID = message.KeyedTransferID(cfg.IDSecret, req.IdempotencyKey)
 	return req, nil
 }
 

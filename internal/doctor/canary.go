@@ -94,7 +94,7 @@ func Canary(ctx context.Context, o CanaryOptions) []Result {
 	if err := producer.Validate(req); err != nil {
 		return []Result{{"canary: transfer", Fail, err.Error(), "check FERRY_BUCKETS"}}
 	}
-	req.TransferID = producer.NewTransferID("")
+	req.TransferID = message.NewTransferID("")
 	var out bytes.Buffer
 	start := time.Now()
 	err := submit.Run(ctx, o.Config, submit.Options{Request: req, Wait: true, Timeout: o.Timeout, Version: o.Version, ID: "doctor-" + o.ID,

@@ -14,7 +14,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/loader/bqtest"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -52,7 +51,7 @@ func TestMergerLoadsRowsIntoBigQuery(t *testing.T) {
 	if err := submit.Run(); err != nil {
 		t.Fatalf("producer submit: %v\n%s", err, tail(stderr.String(), 4000))
 	}
-	tid := producer.NewTransferID(key)
+	tid := message.NewTransferID(key)
 	var done map[string]any
 	out := stdout.String()
 	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &done) != nil || done["transfer_id"] != tid || done["status"] != "ok" {

@@ -171,7 +171,7 @@ func kill9ProducerThenResubmit(t *testing.T, changed bool) {
 	slow := s.env("FERRY_COMPRESS_CONCURRENCY=1")
 
 	first := s.start("producer-1", "producer", slow, args...)
-	tid := producer.NewTransferID(key)
+	tid := message.NewTransferID(key)
 	teststack.Until(t, 60*time.Second, "chunks of the first producer uploaded", func() bool {
 		n := 0
 		_ = s.store.List(context.Background(), s.bucket, message.ChunkPrefix(tid), func(gcs.Attrs) error { n++; return nil })

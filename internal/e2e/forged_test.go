@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
@@ -112,7 +111,7 @@ func TestAPlantedKeyObjectCannotEndAKeyedTransfer(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "nightly.csv")
 	testutil.WriteCSV(t, src, 200_000, 9)
 	const key = "nightly-2026-12-05"
-	guessed := producer.NewTransferID(key)
+	guessed := message.NewTransferID(key)
 
 	forger := message.NewEndKey()
 	k := message.Keys{V: message.Version, TransferID: guessed, SHA256: []string{message.KeyHash(forger)}}

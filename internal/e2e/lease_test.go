@@ -37,7 +37,7 @@ func TestTheSameCommandTwiceAtOnceEndsOneOKAndRefusesTheOther(t *testing.T) {
 
 	second := func(r producer.Request, what string) {
 		t.Helper()
-		r.TransferID = producer.NewTransferID("")
+		r.TransferID = message.NewTransferID("")
 		_, err := s.prod.Submit(context.Background(), r)
 		var input *producer.InputError
 		if !errors.As(err, &input) || !strings.Contains(err.Error(), "transfer "+t1+" is writing there") || !strings.Contains(err.Error(), "refused before it sent anything") {
@@ -117,7 +117,7 @@ func TestALeaseOfATransferThatEndedOrStalledHoldsNothingUp(t *testing.T) {
 	// The same stale lease, judged with the default timeout (6h): it is
 	// live, and it came first.
 	again := req
-	again.Overwrite, again.TransferID = true, producer.NewTransferID("")
+	again.Overwrite, again.TransferID = true, message.NewTransferID("")
 	_, err := s.prod.Submit(ctx, again)
 	if err == nil || !strings.Contains(err.Error(), "transfer killed1 is writing there") {
 		t.Fatalf("beside a live lease written first: %v, want it refused naming killed1", err)

@@ -75,7 +75,7 @@ func TestAFailedOverwriteLeavesWhatItFound(t *testing.T) {
 
 	overwriteTree(t, dir, 29, 1000) // new bytes under every name
 	req.Overwrite, req.IdempotencyKey = true, "resync"
-	tid := producer.NewTransferID(req.IdempotencyKey)
+	tid := message.NewTransferID(req.IdempotencyKey)
 	g := &hook{publisher: s.q.Publisher(s.ps.ChunksTopic), before: func(data []byte) error {
 		if !bytes.Contains(data, []byte("z-app.log")) {
 			return nil

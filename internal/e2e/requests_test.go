@@ -84,7 +84,7 @@ func TestBatchSystemRequestsOverPubSub(t *testing.T) {
 	good := fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/batch", "chunk_size": 131072,
 		"method": "nightly", "labels": {"team": "risk"}, "idempotency_key": "export-2026-11-29"}`, dir, s.bucket)
 	s.publishRequest(good)
-	tid := producer.NewTransferID("export-2026-11-29")
+	tid := message.NewTransferID("export-2026-11-29")
 	d := feed.next(t, func(d message.Done) bool { return d.TransferID == tid })
 	if d.Status != message.StatusOK || len(d.Objects) != 2 {
 		t.Fatalf("done %+v", d)
@@ -146,7 +146,7 @@ func TestUsageGcloudPublishExample(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gcloud pubsub topics publish: %v\n%s", err, out)
 	}
-	d := feed.next(t, func(d message.Done) bool { return d.TransferID == producer.NewTransferID("report-1") })
+	d := feed.next(t, func(d message.Done) bool { return d.TransferID == message.NewTransferID("report-1") })
 	if d.Status != message.StatusOK || len(d.Objects) != 1 || !strings.HasSuffix(d.Objects[0].Name, "/reports/report.csv.zst") {
 		t.Fatalf("done %+v", d)
 	}

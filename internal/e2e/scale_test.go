@@ -64,7 +64,7 @@ func TestTwoHundredThousandFilesThroughTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	req := producer.Request{Sources: []string{src}, Destination: "gs://" + s.bucket + "/big", ChunkSize: 1 << 20, Method: "e2e-scale"}
-	req.TransferID = producer.NewTransferID("")
+	req.TransferID = message.NewTransferID("")
 	w, err := waiter.New(ctx, s.q, s.ps.DoneTopic, req.TransferID)
 	if err != nil {
 		t.Fatal(err)

@@ -300,7 +300,7 @@ func (s *stack) transferAsync(req producer.Request) func() (message.Done, error)
 func (s *stack) transferWith(p *producer.Producer, req producer.Request) func() (message.Done, error) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	req.TransferID = producer.NewTransferID(req.IdempotencyKey)
+	req.TransferID = message.NewTransferID(req.IdempotencyKey)
 	w, err := waiter.New(ctx, s.q, s.ps.DoneTopic, req.TransferID)
 	if err != nil {
 		cancel()

@@ -123,13 +123,13 @@ func TestRequestsOfRealTreesAndHugeInputs(t *testing.T) {
 
 	s.publishRequest(fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/served", "chunk_size": 65536,
 		"filters": ["- *.csv", "+ **"], "idempotency_key": "odd-tree"}`, filepath.Join(root, "dir"), s.bucket))
-	tid := producer.NewTransferID("odd-tree")
+	tid := message.NewTransferID("odd-tree")
 	d := feed.next(t, func(d message.Done) bool { return d.TransferID == tid })
 	if d.Status != message.StatusOK || d.Files != 0 || d.FilesSkipped != 1 {
 		t.Fatalf("filtered request: done %+v, want no file sent and the link skipped", d)
 	}
 	s.publishRequest(fmt.Sprintf(`{"v": 1, "sources": [%q], "destination": "gs://%s/served", "chunk_size": 65536, "idempotency_key": "odd-tree-2"}`, root, s.bucket))
-	tid = producer.NewTransferID("odd-tree-2")
+	tid = message.NewTransferID("odd-tree-2")
 	d = feed.next(t, func(d message.Done) bool { return d.TransferID == tid })
 	if d.Status != message.StatusOK || d.Files != len(files) || d.FilesSkipped != 6 {
 		t.Fatalf("request of the odd tree: done %+v", d)
@@ -142,7 +142,7 @@ func TestRequestsOfRealTreesAndHugeInputs(t *testing.T) {
 	} {
 		s.publishRequest(tc.body)
 		d := feed.next(t, func(d message.Done) bool {
-			return d.Status == message.StatusFailed && (tc.key == "" || d.TransferID == producer.NewTransferID(tc.key))
+			return d.Status == message.StatusFailed && (tc.key == "" || d.TransferID == message.NewTransferID(tc.key))
 		})
 		if n := len(message.Encode(d)); n > message.MaxDoneBytes || len(d.Error) > message.MaxErrorBytes {
 			t.Fatalf("failed done event of %d bytes (error %d bytes)", n, len(d.Error))

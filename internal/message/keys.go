@@ -1,11 +1,13 @@
 package message
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // KeyRoot is the prefix of key objects, one per transfer. It is not under
@@ -123,4 +125,33 @@ func (k *Keys) Add(hash string) {
 	if len(k.SHA256) > MaxKeys {
 		k.SHA256 = k.SHA256[len(k.SHA256)-MaxKeys:]
 	}
+}
+
+// NewTransferID returns the id of a transfer: derived from the idempotency key
+// when there is one, so the same key always names the same transfer, else
+// time-ordered and random. Anyone who knows a key can compute its id; see
+// KeyedTransferID.
+func NewTransferID(idempotencyKey string) string {
+	return KeyedTransferID("", idempotencyKey)
+}
+
+// KeyedTransferID is NewTransferID under secret (FERRY_IDEMPOTENCY_SECRET):
+// with one, a key's id is an HMAC-SHA256 of the key, which nobody without
+// the secret can compute. A submitter may create key objects (it writes
+// its own), so one who can compute another's id can create that
+// transfer's key object first, with a key of its own that then ends the
+// transfer. An empty secret gives NewTransferID's ids.
+func KeyedTransferID(secret, idempotencyKey string) string {
+	if idempotencyKey != "" {
+		if secret != "" {
+			mac := hmac.New(sha256.New, []byte(secret))
+			mac.Write([]byte(idempotencyKey))
+			return "h" + hex.EncodeToString(mac.Sum(nil)[:10])
+		}
+		sum := sha256.Sum256([]byte(idempotencyKey))
+		return "k" + hex.EncodeToString(sum[:10])
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "t" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
 }

@@ -37,7 +37,7 @@ func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
 		ids := make([]string, 2)
 		for i := range 2 {
 			p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
-			ids[i] = NewTransferID("")
+			ids[i] = message.NewTransferID("")
 			req := Request{TransferID: ids[i], Sources: []string{dir}, Destination: "gs://" + bucket + "/r", Codec: codec.Zstd, ChunkSize: 64 << 10}
 			wg.Add(1)
 			go func() {
@@ -74,14 +74,14 @@ func TestOfTwoTransfersStartedAtOnceExactlyOneGoesOn(t *testing.T) {
 // the key alone.
 func TestAKeyedTransferIDNeedsTheSecret(t *testing.T) {
 	a, b := strings.Repeat("a", 32), strings.Repeat("b", 32)
-	id := KeyedTransferID(a, "nightly")
+	id := message.KeyedTransferID(a, "nightly")
 	switch {
-	case id != KeyedTransferID(a, "nightly"):
-		t.Errorf("the same secret and key gave %s and %s", id, KeyedTransferID(a, "nightly"))
-	case id == KeyedTransferID(b, "nightly"), id == NewTransferID("nightly"), id == KeyedTransferID(a, "nightly2"):
+	case id != message.KeyedTransferID(a, "nightly"):
+		t.Errorf("the same secret and key gave %s and %s", id, message.KeyedTransferID(a, "nightly"))
+	case id == message.KeyedTransferID(b, "nightly"), id == message.NewTransferID("nightly"), id == message.KeyedTransferID(a, "nightly2"):
 		t.Errorf("%s is also another secret's, key's or the unkeyed id", id)
-	case !message.ValidTransferID(id) || !strings.HasPrefix(id, "h") || !strings.HasPrefix(NewTransferID("nightly"), "k"):
-		t.Errorf("ids %s and %s", id, NewTransferID("nightly"))
+	case !message.ValidTransferID(id) || !strings.HasPrefix(id, "h") || !strings.HasPrefix(message.NewTransferID("nightly"), "k"):
+		t.Errorf("ids %s and %s", id, message.NewTransferID("nightly"))
 	}
 }
 
@@ -123,12 +123,12 @@ func TestALeaseOfAProcessThatIsGoneHoldsNothingOff(t *testing.T) {
 		holder  string
 		refused bool
 	}{{fmt.Sprintf("%s %d", host, gone.Process.Pid), false}, {LeaseHolder(), true}, {"another-host 1", true}} {
-		dead := NewTransferID("")
+		dead := message.NewTransferID("")
 		l := message.Lease{V: message.Version, TransferID: dead, Destination: "gs://" + bucket + "/h", Scope: "h/", Holder: tc.holder}
 		_, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(dead), message.Encode(l), true, "application/json")
 		testutil.OK(t, err)
 		p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1})
-		req := Request{TransferID: NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
+		req := Request{TransferID: message.NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
 		_, err = p.Submit(context.Background(), req)
 		if refused := err != nil && strings.Contains(err.Error(), "transfer "+dead+" is writing there"); refused != tc.refused {
 			t.Errorf("a lease held by %q: Submit = %v, want refused %v", tc.holder, err, tc.refused)
@@ -154,14 +154,14 @@ func TestALeaseNobodyRenewsHoldsNothingOffOnceStale(t *testing.T) {
 		refused bool
 	}{{true, 0, true}, {true, message.LeaseStaleAfter - time.Minute, true}, {true, message.LeaseStaleAfter + time.Minute, false},
 		{false, message.LeaseStaleAfter + time.Minute, true}} {
-		dead := NewTransferID("")
+		dead := message.NewTransferID("")
 		l := message.Lease{V: message.Version, TransferID: dead, Destination: "gs://" + bucket + "/h", Scope: "h/", Holder: "another-host 1", Renews: tc.renews}
 		_, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(dead), message.Encode(l), true, "application/json")
 		testutil.OK(t, err)
 		now := time.Now().Add(tc.later)
 		p := New(Options{Store: gs, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(), Concurrency: 1,
 			Now: func() time.Time { return now }})
-		req := Request{TransferID: NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
+		req := Request{TransferID: message.NewTransferID(""), Sources: []string{dir}, Destination: "gs://" + bucket + "/h", Codec: codec.Zstd, ChunkSize: 64 << 10}
 		_, err = p.Submit(context.Background(), req)
 		if refused := err != nil && strings.Contains(err.Error(), "transfer "+dead+" is writing there"); refused != tc.refused {
 			t.Errorf("a lease (renews %v) %v later: Submit = %v, want refused %v", tc.renews, tc.later, err, tc.refused)
@@ -190,7 +190,7 @@ func (s touchStore) Touch(ctx context.Context, bucket, name, key, value string) 
 func TestTheProducerRenewsItsLeaseWhileItRuns(t *testing.T) {
 	const bucket = "p-lease-renew"
 	gs := teststack.Bucket(t, bucket)
-	tid := NewTransferID("")
+	tid := message.NewTransferID("")
 	l := message.Lease{V: message.Version, TransferID: tid, Destination: "gs://" + bucket + "/r", Scope: "r/", Renews: true}
 	first, err := gs.PutSmall(context.Background(), bucket, message.LeaseObject(tid), message.Encode(l), true, "application/json")
 	testutil.OK(t, err)

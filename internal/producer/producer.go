@@ -17,8 +17,6 @@ package producer
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -112,35 +110,6 @@ func (r Request) checkLoad(c codec.Codec) error {
 func (r Request) spec() plan.Spec {
 	return plan.Spec{Sources: r.Sources, Destination: r.Destination, Codec: r.Codec, Level: r.Level,
 		ChunkSize: r.ChunkSize, Roots: r.SourceRoots, Selection: r.Selection, Convert: r.Convert}
-}
-
-// NewTransferID returns the id of a transfer: derived from the idempotency key
-// when there is one, so the same key always names the same transfer, else
-// time-ordered and random. Anyone who knows a key can compute its id; see
-// KeyedTransferID.
-func NewTransferID(idempotencyKey string) string {
-	return KeyedTransferID("", idempotencyKey)
-}
-
-// KeyedTransferID is NewTransferID under secret (FERRY_IDEMPOTENCY_SECRET):
-// with one, a key's id is an HMAC-SHA256 of the key, which nobody without
-// the secret can compute. A submitter may create key objects (it writes
-// its own), so one who can compute another's id can create that
-// transfer's key object first, with a key of its own that then ends the
-// transfer. An empty secret gives NewTransferID's ids.
-func KeyedTransferID(secret, idempotencyKey string) string {
-	if idempotencyKey != "" {
-		if secret != "" {
-			mac := hmac.New(sha256.New, []byte(secret))
-			mac.Write([]byte(idempotencyKey))
-			return "h" + hex.EncodeToString(mac.Sum(nil)[:10])
-		}
-		sum := sha256.Sum256([]byte(idempotencyKey))
-		return "k" + hex.EncodeToString(sum[:10])
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "t" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
 }
 
 // objectStore is what the producer needs of GCS.
@@ -505,7 +474,7 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 		return nil, &InputError{err}
 	}
 	if req.TransferID == "" {
-		req.TransferID = KeyedTransferID(p.o.IDSecret, req.IdempotencyKey)
+		req.TransferID = message.KeyedTransferID(p.o.IDSecret, req.IdempotencyKey)
 	}
 	if err := p.o.Store.BucketExists(ctx, pl.Dest.Bucket); err != nil {
 		err = fmt.Errorf("destination %s: %w", pl.Dest, err)

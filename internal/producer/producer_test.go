@@ -70,7 +70,7 @@ func TestSubmitPublishesEveryChunkAndSealsAManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if man.TransferID != NewTransferID("k1") {
+	if man.TransferID != message.NewTransferID("k1") {
 		t.Fatalf("transfer id %s not derived from the idempotency key", man.TransferID)
 	}
 	if len(man.Files) != 2 || man.Files[0].Object != "pre/src/a.csv.gz" || man.Files[1].Object != "pre/src/sub/empty.csv.gz" {
@@ -307,20 +307,20 @@ func TestAnIdempotencyKeyNamesOneRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := len(chunks.Messages())
-	keys, err := store.ReadAll(context.Background(), "p-key", message.KeyObject(NewTransferID(first.IdempotencyKey)))
+	keys, err := store.ReadAll(context.Background(), "p-key", message.KeyObject(message.NewTransferID(first.IdempotencyKey)))
 	testutil.OK(t, err)
 
 	other := first
 	other.Sources = []string{b}
 	_, err = p.Submit(context.Background(), other)
 	var input *InputError
-	if !errors.As(err, &input) || !strings.Contains(err.Error(), `idempotency key "export-2026-12-05" already names transfer `+NewTransferID(first.IdempotencyKey)) {
+	if !errors.As(err, &input) || !strings.Contains(err.Error(), `idempotency key "export-2026-12-05" already names transfer `+message.NewTransferID(first.IdempotencyKey)) {
 		t.Fatalf("the same key for other sources: %v, want an input error naming the key and its transfer", err)
 	}
 	if n := len(chunks.Messages()); n != sent {
 		t.Errorf("%d chunk messages published for the refused request", n-sent)
 	}
-	if now, _ := store.ReadAll(context.Background(), "p-key", message.KeyObject(NewTransferID(first.IdempotencyKey))); !bytes.Equal(now, keys) {
+	if now, _ := store.ReadAll(context.Background(), "p-key", message.KeyObject(message.NewTransferID(first.IdempotencyKey))); !bytes.Equal(now, keys) {
 		t.Errorf("the refused request replaced the key object:\n%s\nwas\n%s", now, keys)
 	}
 	if _, err := p.Submit(context.Background(), first); err != nil {

@@ -267,7 +267,7 @@ func TestNoClobberAdoptsTheObjectsOfATransferThatNoLongerRuns(t *testing.T) {
 	gone := exec.Command("true")
 	testutil.OK(t, gone.Run())
 	host, _ := os.Hostname()
-	dead, stale, ending := NewTransferID(""), NewTransferID(""), NewTransferID("")
+	dead, stale, ending := message.NewTransferID(""), message.NewTransferID(""), message.NewTransferID("")
 	now := time.Now().Add(message.LeaseStaleAfter + time.Minute)
 	for name, tid := range map[string]string{"dead.csv": dead, "stale.csv": stale, "ending.csv": ending} {
 		testutil.WriteCSV(t, filepath.Join(dir, name), 3_000, 1)

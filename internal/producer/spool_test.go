@@ -188,7 +188,7 @@ func (m *markerStore) ReadAll(_ context.Context, _, name string) ([]byte, error)
 // no other transfer's files.
 func TestResubmitRemovesTheKilledRunsTemporaryFiles(t *testing.T) {
 	spoolDir := t.TempDir()
-	tid := NewTransferID("nightly")
+	tid := message.NewTransferID("nightly")
 	orphan := filepath.Join(spoolDir, spool.Name(tid, 0, 3)+spool.Temp+"123456")
 	other := filepath.Join(spoolDir, spool.Name("t20200101t000000-00000000", 0, 1)+spool.Temp+"654321")
 	for _, f := range []string{orphan, other} {

@@ -57,7 +57,7 @@ type Options struct {
 	// Buckets, when set, are the only buckets requests may write to
 	// (FERRY_BUCKETS).
 	Buckets []string
-	// IDSecret is FERRY_IDEMPOTENCY_SECRET (producer.KeyedTransferID).
+	// IDSecret is FERRY_IDEMPOTENCY_SECRET (message.KeyedTransferID).
 	IDSecret string
 	Log      *slog.Logger
 }
@@ -143,7 +143,7 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 		key = "pubsub-message:" + m.ID
 	}
 	req := producer.Request{
-		TransferID: producer.KeyedTransferID(s.o.IDSecret, key), Sources: r.Sources, Destination: r.Destination,
+		TransferID: message.KeyedTransferID(s.o.IDSecret, key), Sources: r.Sources, Destination: r.Destination,
 		Codec: codec.Codec(r.Codec), Level: r.Level, ChunkSize: r.ChunkSize, Method: r.Method,
 		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
 		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum, NoAppend: r.NoAppend,

@@ -149,7 +149,7 @@ func TestRequestersKeyOpensItsTransfer(t *testing.T) {
 	if err := s.Handle(context.Background(), queue.Message{ID: "m-key", Data: []byte(body)}); err != nil {
 		t.Fatal(err)
 	}
-	tid := producer.NewTransferID("pubsub-message:m-key")
+	tid := message.NewTransferID("pubsub-message:m-key")
 	var k message.Keys
 	if err := message.Decode(store.keys[message.KeyObject(tid)], &k); err != nil {
 		t.Fatalf("key object of %s: %v (written: %d)", tid, err, len(store.keys))

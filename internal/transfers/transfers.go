@@ -116,7 +116,7 @@ type Object struct {
 	RawCRC32C string `json:"raw_crc32c"`
 }
 
-// validID is what transfer ids look like (producer.NewTransferID, and the
+// validID is what transfer ids look like (message.NewTransferID, and the
 // ids producer serve derives); anything else is refused before it becomes
 // part of an object name.
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)

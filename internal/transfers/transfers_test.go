@@ -201,7 +201,7 @@ func TestCancelPublishesTheEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	store := teststack.Bucket(t, "tr-cancel")
-	id := producer.NewTransferID("")
+	id := message.NewTransferID("")
 	_, err := store.PutSmall(ctx, "tr-cancel", message.ChunkObject(id, 0, 0), []byte("zstd bytes"), true, "")
 	testutil.OK(t, err)
 	st, err := Status(ctx, store, "tr-cancel", id)
@@ -239,7 +239,7 @@ func TestCancelPublishesTheEvent(t *testing.T) {
 func TestOperatorKeyAndKeyFiles(t *testing.T) {
 	ctx := context.Background()
 	store := teststack.Bucket(t, "tr-keys")
-	id := producer.NewTransferID("")
+	id := message.NewTransferID("")
 	if _, err := OperatorKey(ctx, store, "tr-keys", id); !errors.Is(err, gcs.ErrNotFound) || !strings.Contains(err.Error(), "has no key object") {
 		t.Fatalf("operator key of a transfer without a key object: %v", err)
 	}
