@@ -21,6 +21,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/bench"
 	"github.com/ferry-dev/ferry/internal/bench/peer"
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 )
@@ -121,7 +122,7 @@ func putTreeCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&parallel, "parallel", bench.IdealParallel, "requests in flight")
+	cmd.Flags().IntVar(&parallel, "parallel", verdict.IdealParallel, "requests in flight")
 	return cmd
 }
 
@@ -325,14 +326,14 @@ puts it there anyway.`,
 			if err != nil {
 				return fmt.Errorf("%w (run make bench first: it writes the summary)", err)
 			}
-			if v := bench.PartialRun(sum); v != "" && !partial {
+			if v := verdict.PartialRun(sum); v != "" && !partial {
 				return cli.Usagef("%s: its run set %s, so it holds only part of make bench's goals; the README's table is a whole run's (run make bench, or pass --partial)", args[0], v)
 			}
 			doc, err := os.ReadFile(args[1])
 			if err != nil {
 				return err
 			}
-			out, err := bench.SpliceSummary(doc, sum)
+			out, err := verdict.SpliceSummary(doc, sum)
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[1], err)
 			}
@@ -353,7 +354,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{bench.LargeFile, bench.SmallFiles, bench.Shaped, bench.Codecs, bench.Restore, bench.KernelLink, bench.BigTree, bench.Parquet, bench.Append, bench.Pushback}
+var workloadNames = []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {

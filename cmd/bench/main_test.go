@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferry-dev/ferry/internal/bench"
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 )
 
 func TestParseWorkloads(t *testing.T) {
@@ -56,9 +56,9 @@ func TestReadmeRefusesAPartialRun(t *testing.T) {
 	dir := t.TempDir()
 	sum := filepath.Join(dir, "bench-summary.md")
 	readme := filepath.Join(dir, "README.md")
-	before := "# ferry\n\n" + bench.SummaryBegin + "\nwhole run\n" + bench.SummaryEnd + "\n"
+	before := "# ferry\n\n" + verdict.SummaryBegin + "\nwhole run\n" + verdict.SummaryEnd + "\n"
 	var s bytes.Buffer
-	bench.WriteSummary(&s, "Measured by `BENCH_WORKLOADS=7 BENCH_FULL=1 make bench` from 2026-12-02 10:08 to 10:54 UTC.", []bench.Goal{{Name: "tree", Target: "<= 256", Measured: "124", State: "met"}})
+	verdict.WriteSummary(&s, "Measured by `BENCH_WORKLOADS=7 BENCH_FULL=1 make bench` from 2026-12-02 10:08 to 10:54 UTC.", []verdict.Goal{{Name: "tree", Target: "<= 256", Measured: "124", State: "met"}})
 	for path, body := range map[string]string{sum: s.String(), readme: before} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)

@@ -8,14 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/gcs"
 )
-
-// Append is workload 9: the seed-like CSV sent, grown by 1 %,
-// and sent again, by ferry (--skip-unchanged: the tail only, composed onto
-// the object) and by the peers' rsync, which send a grown file again
-// whole.
-const Append = "append"
 
 // growth is how much workload 9 grows the file: 1 %.
 const growth = 0.01
@@ -28,23 +23,23 @@ const growth = 0.01
 // workers run throughout, started before the first sync, as a fleet
 // serving hourly growth would be: both syncs time the producer's
 // transfer.
-func (b *Bench) appendMethod(m method, f File, sync func(ctx context.Context, e *env, dir string, fl *fleet) (Run, error)) method {
-	m.run = func(ctx context.Context, e *env) (Run, error) {
+func (b *Bench) appendMethod(m method, f File, sync func(ctx context.Context, e *env, dir string, fl *fleet) (verdict.Run, error)) method {
+	m.run = func(ctx context.Context, e *env) (verdict.Run, error) {
 		var fl *fleet
 		if m.workers > 0 {
 			var err error
 			if fl, err = b.startFleet(ctx, e, ferryOpts{workers: m.workers}); err != nil {
-				return Run{}, err
+				return verdict.Run{}, err
 			}
 			defer fl.stop()
 		}
 		dir := filepath.Join(e.dir, "src")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return Run{}, err
+			return verdict.Run{}, err
 		}
 		path := filepath.Join(dir, filepath.Base(f.Path))
 		if err := copyFile(f.Path, path); err != nil {
-			return Run{}, err
+			return verdict.Run{}, err
 		}
 		full, err := sync(ctx, e, dir, fl)
 		if err != nil {
@@ -52,11 +47,11 @@ func (b *Bench) appendMethod(m method, f File, sync func(ctx context.Context, e 
 		}
 		grown, err := grow(path, int64(float64(f.Size)*growth))
 		if err != nil {
-			return Run{}, err
+			return verdict.Run{}, err
 		}
 		before, err := e.stack.Stats(ctx)
 		if err != nil {
-			return Run{}, err
+			return verdict.Run{}, err
 		}
 		r, err := sync(ctx, e, dir, fl)
 		after, serr := e.stack.Stats(ctx)
@@ -118,15 +113,15 @@ func copyFile(from, to string) error {
 func (b *Bench) appends(ctx context.Context) error {
 	tier := b.cfg.Sizes.CodecTier
 	f := b.data.Tier[tier]
-	ferry := b.appendMethod(method{name: "ferry-append", role: Ferry, workers: 2, codec: "zstd",
+	ferry := b.appendMethod(method{name: "ferry-append", role: verdict.Ferry, workers: 2, codec: "zstd",
 		setting: "producer submit --wait --skip-unchanged (the tail only, composed onto the object); 2 workers and the merger running already"}, f,
-		func(ctx context.Context, e *env, dir string, fl *fleet) (Run, error) {
+		func(ctx context.Context, e *env, dir string, fl *fleet) (verdict.Run, error) {
 			return b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", sources: []string{dir}, prefix: "ferry", method: "ferry-append",
 				tier: e.tier, args: []string{"--skip-unchanged"}, fleet: fl})
 		})
 	cli := func(name, setting string, tls bool, argv func(e *env, dir string) []string) method {
-		return b.appendMethod(method{name: name, role: Peer, setting: setting, tls: tls, codec: "none"}, f,
-			func(ctx context.Context, e *env, dir string, _ *fleet) (Run, error) {
+		return b.appendMethod(method{name: name, role: verdict.Peer, setting: setting, tls: tls, codec: "none"}, f,
+			func(ctx context.Context, e *env, dir string, _ *fleet) (verdict.Run, error) {
 				return measure(ctx, e, name, argv(e, dir), append(b.cliEnv(e), "STORAGE_EMULATOR_HOST="+e.gcs))
 			})
 	}
@@ -138,15 +133,15 @@ func (b *Bench) appends(ctx context.Context) error {
 		cli("gsutil_rsync", "gsutil rsync DIR gs://…/peer (HTTPS to the server)", true,
 			func(e *env, dir string) []string { return []string{"gsutil", "rsync", dir, gsURL(e, "peer")} }),
 	}
-	return b.runPlan(ctx, plan{workload: Append, tier: tier, methods: ms, verify: verifyAppend(filepath.Base(f.Path))})
+	return b.runPlan(ctx, plan{workload: verdict.Append, tier: tier, methods: ms, verify: verifyAppend(filepath.Base(f.Path))})
 }
 
 // verifyAppend checks a second sync: ferry compressed the tail only (its
 // merger checked the object's size and CRC32C), a peer's object has the
 // grown file's size.
-func verifyAppend(base string) func(ctx context.Context, e *env, r *Run) error {
-	return func(ctx context.Context, e *env, r *Run) error {
-		if r.Role == Ferry {
+func verifyAppend(base string) func(ctx context.Context, e *env, r *verdict.Run) error {
+	return func(ctx context.Context, e *env, r *verdict.Run) error {
+		if r.Role == verdict.Ferry {
 			var n int64
 			for _, l := range r.Levels {
 				n += l.Bytes
@@ -171,49 +166,4 @@ func verifyAppend(base string) func(ctx context.Context, e *env, r *Run) error {
 		}
 		return nil
 	}
-}
-
-// AppendTable is workload 9: the second sync of a file grown by 1 %.
-func AppendTable(rs []Result, tier string) Table {
-	rs = Select(rs, Append, tier)
-	t := Table{
-		Title:  fmt.Sprintf("Workload 9: a file grown by 1 %%, sent again, tier %s (%s)", tier, sizeOf(rs)),
-		Header: []string{"method", "runs", "grown MB", "whole s", "again s", "again / whole", "MB read+compressed", "MB to the server", "vs best peer"},
-	}
-	again := func(g Result) float64 { return g.Median(func(r Run) float64 { return r.Wall.Seconds() }) }
-	best := 0.0
-	for _, g := range rs {
-		if g.Role == Peer && len(g.OK) > 0 && (best == 0 || again(g) < best) {
-			best = again(g)
-		}
-	}
-	for _, g := range rs {
-		if len(g.OK) == 0 {
-			t.Rows = append(t.Rows, []string{g.Method, runsCell(g), "-", "-", "-", "-", "-", "-", "-"})
-			continue
-		}
-		whole := g.Median(func(r Run) float64 { return r.FullWall.Seconds() })
-		read := "-"
-		if g.Role == Ferry {
-			read = ftoa(g.Median(func(r Run) float64 {
-				var n int64
-				for _, l := range r.Levels {
-					n += l.Bytes
-				}
-				return float64(n) / 1e6
-			}), 1)
-		}
-		vs := "-"
-		if best > 0 && g.Role == Ferry {
-			vs = fmtX(best / again(g))
-		}
-		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), ftoa(g.Median(func(r Run) float64 { return float64(r.Grown) / 1e6 }), 1),
-			ftoa(whole, 2), ftoa(again(g), 2), fmtX(again(g) / whole), read,
-			ftoa(g.Median(func(r Run) float64 { return float64(r.Uploaded) / 1e6 }), 1), vs})
-	}
-	t.Notes = append(t.Notes,
-		"whole: the first sync of the file; again: the second, after it grew by 1 % (timed, and counted, alone); ferry's merger and workers run already (a fleet serving hourly growth), its producer inside the clock",
-		"MB to the server: the request bodies the storage stand-in read during the second sync",
-		"targets: ferry's second sync at most 5 % of its whole one, and at least 10x faster than the best peer's")
-	return t
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/bench/peer"
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 )
@@ -53,12 +54,12 @@ type Config struct {
 type Bench struct {
 	cfg  Config
 	mu   sync.Mutex
-	runs []Run
+	runs []verdict.Run
 	data *Data
 	// kernelSkipped says why workload 6 could not run.
 	kernelSkipped error
 	// idle is what an idle worker and merger used (idleFleet), or why not.
-	idle    []IdleCPU
+	idle    []verdict.IdleCPU
 	idleErr error
 }
 
@@ -83,15 +84,15 @@ func (b *Bench) wants(workload string) bool {
 
 // record keeps a run and appends its row to the rows file at once, so an
 // interrupted bench keeps what it measured.
-func (b *Bench) record(r Run) error {
+func (b *Bench) record(r verdict.Run) error {
 	b.mu.Lock()
 	b.runs = append(b.runs, r)
 	b.mu.Unlock()
 	state := "ok"
 	if r.Err != nil {
-		state = "FAILED: " + oneLine(r.Err.Error(), 300)
+		state = "FAILED: " + verdict.OneLine(r.Err.Error(), 300)
 	}
-	b.logf("%s %s %s #%d: %s s %s", r.Workload, r.Tier, r.Method, r.Repeat, secs(r.Wall.Seconds()), state)
+	b.logf("%s %s %s #%d: %s s %s", r.Workload, r.Tier, r.Method, r.Repeat, verdict.Secs(r.Wall.Seconds()), state)
 	line, err := benchrow.NDJSON([]benchrow.Row{r.Row(b.cfg.RunID, b.cfg.Version)})
 	if err != nil {
 		return err
@@ -125,16 +126,16 @@ func (b *Bench) Run(ctx context.Context) error {
 		name string
 		run  func(context.Context) error
 	}{
-		{LargeFile, b.largeFile},
-		{SmallFiles, b.smallFiles},
-		{Shaped, b.shapedLink},
-		{Codecs, b.codecs},
-		{Restore, b.restore},
-		{KernelLink, b.kernelLink},
-		{BigTree, b.bigTree},
-		{Parquet, b.parquet},
-		{Append, b.appends},
-		{Pushback, b.pushback},
+		{verdict.LargeFile, b.largeFile},
+		{verdict.SmallFiles, b.smallFiles},
+		{verdict.Shaped, b.shapedLink},
+		{verdict.Codecs, b.codecs},
+		{verdict.Restore, b.restore},
+		{verdict.KernelLink, b.kernelLink},
+		{verdict.BigTree, b.bigTree},
+		{verdict.Parquet, b.parquet},
+		{verdict.Append, b.appends},
+		{verdict.Pushback, b.pushback},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -160,7 +161,7 @@ const idleWindow = 30 * time.Second
 // idleFleet starts a worker and a merger on a fresh local stack with
 // nothing to receive, lets them run for window, and returns what each
 // used: the cost of a fleet between transfers.
-func (b *Bench) idleFleet(ctx context.Context, window time.Duration) ([]IdleCPU, error) {
+func (b *Bench) idleFleet(ctx context.Context, window time.Duration) ([]verdict.IdleCPU, error) {
 	dir := filepath.Join(b.cfg.RunDir, "idle")
 	log, err := os.Create(filepath.Join(b.cfg.RunDir, "idle.log"))
 	if err != nil {
@@ -187,68 +188,68 @@ func (b *Bench) idleFleet(ctx context.Context, window time.Duration) ([]IdleCPU,
 	case <-time.After(window):
 	case <-ctx.Done():
 	}
-	var out []IdleCPU
+	var out []verdict.IdleCPU
 	for _, p := range procs {
 		u, err := p.Stop(10 * time.Second)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, IdleCPU{Name: u.Name, CPU: u.CPU, Window: window})
+		out = append(out, verdict.IdleCPU{Name: u.Name, CPU: u.CPU, Window: window})
 	}
 	return out, nil
 }
 
 // Print writes every table and the goals.
 func (b *Bench) Print(w io.Writer) {
-	rs := Group(b.runs)
-	for _, tier := range Tiers(rs, LargeFile) {
-		LargeFileTable(rs, tier).Write(w)
+	rs := verdict.Group(b.runs)
+	for _, tier := range verdict.Tiers(rs, verdict.LargeFile) {
+		verdict.LargeFileTable(rs, tier).Write(w)
 	}
-	for _, tier := range Tiers(rs, SmallFiles) {
-		SmallFilesTable(rs, tier, GcloudRecurse).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.SmallFiles) {
+		verdict.SmallFilesTable(rs, tier, verdict.GcloudRecurse).Write(w)
 	}
-	if len(Select(rs, Shaped, "")) > 0 {
-		ShapedTable(rs, b.cfg.LinkMBps).Write(w)
+	if len(verdict.Select(rs, verdict.Shaped, "")) > 0 {
+		verdict.ShapedTable(rs, b.cfg.LinkMBps).Write(w)
 	}
-	for _, tier := range Tiers(rs, Codecs) {
-		CodecTable(rs, tier).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.Codecs) {
+		verdict.CodecTable(rs, tier).Write(w)
 	}
-	if b.wants(Restore) && len(Select(rs, Restore, "")) == 0 {
+	if b.wants(verdict.Restore) && len(verdict.Select(rs, verdict.Restore, "")) == 0 {
 		fmt.Fprintf(w, "\n== Workload 5: restore\n  skipped: no restore (%s is missing)\n", filepath.Join(b.cfg.Bin, "restore"))
 	}
-	for _, tier := range Tiers(rs, Restore) {
-		RestoreTable(rs, tier).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.Restore) {
+		verdict.RestoreTable(rs, tier).Write(w)
 	}
-	for _, tier := range Tiers(rs, KernelLink) {
-		KernelTable(rs, tier, KernelRate(tier)).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.KernelLink) {
+		verdict.KernelTable(rs, tier, verdict.KernelRate(tier)).Write(w)
 	}
-	if trees := Tiers(rs, BigTree); len(trees) > 0 {
-		BigTreeTable(rs, trees).Write(w)
+	if trees := verdict.Tiers(rs, verdict.BigTree); len(trees) > 0 {
+		verdict.BigTreeTable(rs, trees).Write(w)
 	}
-	for _, tier := range Tiers(rs, Parquet) {
-		ParquetTable(rs, tier).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.Parquet) {
+		verdict.ParquetTable(rs, tier).Write(w)
 	}
-	for _, tier := range Tiers(rs, Append) {
-		AppendTable(rs, tier).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.Append) {
+		verdict.AppendTable(rs, tier).Write(w)
 	}
-	for _, tier := range Tiers(rs, Pushback) {
-		PushbackTable(rs, tier).Write(w)
+	for _, tier := range verdict.Tiers(rs, verdict.Pushback) {
+		verdict.PushbackTable(rs, tier).Write(w)
 	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
-	for _, wl := range []string{LargeFile, SmallFiles, Shaped, Codecs, Restore, KernelLink, BigTree, Parquet, Append, Pushback} {
-		for _, tier := range Tiers(rs, wl) {
-			CPUTable(rs, wl, tier).Write(w)
+	for _, wl := range []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback} {
+		for _, tier := range verdict.Tiers(rs, wl) {
+			verdict.CPUTable(rs, wl, tier).Write(w)
 		}
 	}
 	switch {
 	case b.idleErr != nil:
 		fmt.Fprintf(w, "\n== CPU of an idle fleet\n  not measured: %v\n", b.idleErr)
 	case len(b.idle) > 0:
-		IdleTable(b.idle).Write(w)
+		verdict.IdleTable(b.idle).Write(w)
 	}
-	WriteGoals(w, Goals(rs, b.cfg.LinkMBps, b.data.smallTier()))
+	verdict.WriteGoals(w, verdict.Goals(rs, b.cfg.LinkMBps, b.data.smallTier(), DefaultLimits()))
 	fmt.Fprintf(w, "\nrows appended to %s (bench_run %s); make report shows them beside ferry's own\n", b.cfg.Rows, b.cfg.RunID)
 }
 
@@ -268,7 +269,7 @@ func (b *Bench) warmUp(ctx context.Context) {
 // method is one way of doing a workload's job.
 type method struct {
 	name    string
-	role    Role
+	role    verdict.Role
 	setting string
 	workers int    // ferry
 	codec   string // ferry: --codec; peers: what they store
@@ -279,7 +280,7 @@ type method struct {
 	// link that only measures.
 	link int64
 	// run does one repeat. It gets a fresh empty bucket.
-	run func(ctx context.Context, e *env) (Run, error)
+	run func(ctx context.Context, e *env) (verdict.Run, error)
 }
 
 // env is what one repeat runs against.
@@ -306,7 +307,7 @@ type plan struct {
 	workload, tier string
 	methods        []method
 	// verify checks what a successful repeat stored under the bucket.
-	verify func(ctx context.Context, e *env, r *Run) error
+	verify func(ctx context.Context, e *env, r *verdict.Run) error
 	// link, when positive, puts a rate-limited proxy between every method
 	// and the server (bytes per second).
 	link int64
@@ -377,7 +378,7 @@ func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
 		}
 		defer func() { _ = os.RemoveAll(gcsRoot) }() // a tmpfs holds it in memory
 	}
-	st, err := StartStack(ctx, StackOptions{Bin: b.cfg.Bin, Dir: filepath.Join(dir, "stack"), PubSub: m.role == Ferry,
+	st, err := StartStack(ctx, StackOptions{Bin: b.cfg.Bin, Dir: filepath.Join(dir, "stack"), PubSub: m.role == verdict.Ferry,
 		TLS: m.tls, Compose: "fast", GCSRoot: gcsRoot, Log: stackLog})
 	if err != nil {
 		// The stack is the bench's, not the method's: still a failed row,
@@ -416,7 +417,7 @@ func (b *Bench) runMethod(ctx context.Context, p plan, m method) error {
 // whether the method's budget is used up before its last repeat: a slow
 // method (gcloud on 5,000 files, a peer through a 7 MB/s link) then runs
 // fewer times, and the table's runs column says how many.
-func (b *Bench) spent(total *time.Duration, r Run, repeats int) bool {
+func (b *Bench) spent(total *time.Duration, r verdict.Run, repeats int) bool {
 	*total += r.Wall
 	if b.cfg.MethodBudget <= 0 || *total < b.cfg.MethodBudget || r.Repeat >= repeats {
 		return false
@@ -426,17 +427,17 @@ func (b *Bench) spent(total *time.Duration, r Run, repeats int) bool {
 	return true
 }
 
-func (b *Bench) failed(p plan, m method, rep int, err error) Run {
-	return Run{Workload: p.workload, Tier: p.tier, Method: m.name, Role: m.role, Setting: m.setting, Repeat: rep,
+func (b *Bench) failed(p plan, m method, rep int, err error) verdict.Run {
+	return verdict.Run{Workload: p.workload, Tier: p.tier, Method: m.name, Role: m.role, Setting: m.setting, Repeat: rep,
 		Workers: m.workers, Codec: m.codec, Level: m.level, StartedAt: time.Now(), Err: err}
 }
 
-func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir, logDir, boto string, rep int) Run {
+func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir, logDir, boto string, rep int) verdict.Run {
 	e := &env{stack: st, bucket: safeName(fmt.Sprintf("b-%s-%d", m.name, rep)), gcs: st.Env["STORAGE_EMULATOR_HOST"],
 		gcsTLS: st.Env["LOCALSTACK_GCS_TLS_HOST"], cert: st.Env["LOCALSTACK_GCS_CERT"], boto: boto,
 		dir: filepath.Join(dir, fmt.Sprintf("rep-%d", rep)), logs: filepath.Join(logDir, safeName(fmt.Sprintf("%s-%s-%s-%d", p.workload, p.tier, m.name, rep))),
 		tier: p.tier, workload: p.workload, rep: rep}
-	fail := func(err error) Run { return b.failed(p, m, rep, err) }
+	fail := func(err error) verdict.Run { return b.failed(p, m, rep, err) }
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return fail(err)
 	}
@@ -503,7 +504,7 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 	if r.Codec == "" {
 		r.Codec, r.Level = m.codec, m.level
 	}
-	if m.role == Ferry {
+	if m.role == verdict.Ferry {
 		r.Workers = m.workers
 	}
 	r.ServerCPU = serverCPU
@@ -587,10 +588,10 @@ func (b *Bench) cliEnv(e *env) []string {
 
 // measure runs one command as one method's repeat: its wall time and what
 // its process tree used.
-func measure(ctx context.Context, e *env, name string, argv []string, vars []string) (Run, error) {
+func measure(ctx context.Context, e *env, name string, argv []string, vars []string) (verdict.Run, error) {
 	logf, err := os.Create(e.logs + "-" + name + ".log")
 	if err != nil {
-		return Run{}, err
+		return verdict.Run{}, err
 	}
 	defer logf.Close()
 	t0 := time.Now()
@@ -598,7 +599,7 @@ func measure(ctx context.Context, e *env, name string, argv []string, vars []str
 		argv, vars = e.ns.wrap(argv), e.ns.rewrite(vars)
 	}
 	wall, proc, err := peer.Measure(ctx, peer.Spec{Name: name, Argv: argv, Env: vars, Log: logf, Stdout: logf})
-	return Run{Wall: wall, Procs: []Proc{proc}, StartedAt: t0}, err
+	return verdict.Run{Wall: wall, Procs: []verdict.Proc{proc}, StartedAt: t0}, err
 }
 
 // errVerify marks a run whose result was wrong.

@@ -10,12 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-)
 
-// DuckDBParquet is DuckDB's own CSV-to-Parquet writer (COPY … TO …
-// (FORMAT parquet, COMPRESSION zstd)) on the same CSV: the size ferry's
-// parts are measured against.
-const DuckDBParquet = "duckdb-parquet-zstd"
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
+)
 
 // duckdbArgv is how to run one DuckDB statement: a duckdb CLI on PATH,
 // else the helper make duckdb builds into bin (tools/duckdb, a module of
@@ -35,13 +32,13 @@ func (b *Bench) duckdbArgv(sql string) ([]string, error) {
 // duckdbMethod converts f with DuckDB, no upload: the Parquet file's
 // size and the CPU it took.
 func (b *Bench) duckdbMethod(f File) method {
-	return method{name: DuckDBParquet, role: Ceiling, codec: "parquet",
+	return method{name: verdict.DuckDBParquet, role: verdict.Ceiling, codec: "parquet",
 		setting: "DuckDB: COPY (FROM read_csv('FILE')) TO 'FILE.parquet' (FORMAT parquet, COMPRESSION zstd) (no upload)",
-		run: func(ctx context.Context, e *env) (Run, error) {
+		run: func(ctx context.Context, e *env) (verdict.Run, error) {
 			out := filepath.Join(e.dir, "duckdb.parquet")
 			argv, err := b.duckdbArgv(fmt.Sprintf("COPY (FROM read_csv(%s)) TO %s (FORMAT parquet, COMPRESSION zstd)", sqlString(f.Path), sqlString(out)))
 			if err != nil {
-				return Run{}, err
+				return verdict.Run{}, err
 			}
 			return localTool(ctx, e, "duckdb", argv, f, out)
 		}}
@@ -49,7 +46,7 @@ func (b *Bench) duckdbMethod(f File) method {
 
 // localTool runs argv, a local tool that turns f into the file out (no
 // upload), and returns the run with out's size as what it stores.
-func localTool(ctx context.Context, e *env, name string, argv []string, f File, out string) (Run, error) {
+func localTool(ctx context.Context, e *env, name string, argv []string, f File, out string) (verdict.Run, error) {
 	r, err := measure(ctx, e, name, argv, nil)
 	if err != nil {
 		return r, err

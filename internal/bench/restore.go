@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 )
 
 // restore is workload 5: ferry's restore beside gcloud storage cp + zstd -d
@@ -75,8 +77,8 @@ func (b *Bench) restore(ctx context.Context) error {
 		return append([]string{"sh", "-c", script, "sh"}, args...)
 	}
 	single := []rmethod{
-		{FerryRestore, "restore gs://BUCKET/OBJECT DEST", func(d string) []string { return []string{restoreBin, objURL, d} }, oneFile},
-		{GcloudDownZstd, "gcloud storage cp OBJECT - | zstd -d", func(d string) []string {
+		{verdict.FerryRestore, "restore gs://BUCKET/OBJECT DEST", func(d string) []string { return []string{restoreBin, objURL, d} }, oneFile},
+		{verdict.GcloudDownZstd, "gcloud storage cp OBJECT - | zstd -d", func(d string) []string {
 			return sh(`gcloud storage cp "$1" - | zstd -d -q -o "$2"`, objURL, filepath.Join(d, filepath.Base(f.Path)))
 		}, oneFile},
 		{"gsutil_cp_zstd_d", "gsutil cp OBJECT - | zstd -d (HTTPS)", func(d string) []string {
@@ -84,9 +86,9 @@ func (b *Bench) restore(ctx context.Context) error {
 		}, oneFile},
 	}
 	prefix := []rmethod{
-		{FerryRestore, "restore gs://BUCKET/PREFIX DEST", func(d string) []string { return []string{restoreBin, treeURL, d} },
+		{verdict.FerryRestore, "restore gs://BUCKET/PREFIX DEST", func(d string) []string { return []string{restoreBin, treeURL, d} },
 			func(d string) (int, int64, error) { return countTree(d, tree, true) }},
-		{GcloudRecurse, "gcloud storage cp -r PREFIX DEST (downloads the .zst objects, no decompression)", func(d string) []string {
+		{verdict.GcloudRecurse, "gcloud storage cp -r PREFIX DEST (downloads the .zst objects, no decompression)", func(d string) []string {
 			return []string{"gcloud", "storage", "cp", "-r", treeURL, d}
 		}, func(d string) (int, int64, error) { return countTree(d, tree, false) }},
 	}
@@ -101,15 +103,15 @@ func (b *Bench) restore(ctx context.Context) error {
 			for rep := 1; rep <= b.cfg.Repeats; rep++ {
 				e.dir = filepath.Join(dir, safeName(fmt.Sprintf("%s-%s-%d", set.tier, m.name, rep)))
 				e.logs = filepath.Join(logDir, safeName(fmt.Sprintf("restore-%s-%s-%d", set.tier, m.name, rep)))
-				role := Peer
-				if m.name == FerryRestore {
-					role = Ferry
+				role := verdict.Peer
+				if m.name == verdict.FerryRestore {
+					role = verdict.Ferry
 				}
 				if err := os.MkdirAll(e.dir, 0o755); err != nil {
 					return err
 				}
 				vars := b.cliEnv(e)
-				if role == Ferry {
+				if role == verdict.Ferry {
 					// ferry's restore finds the fake server as every
 					// ferry binary does: through the stack's variables.
 					vars = append(vars, st.Environ()...)
@@ -118,7 +120,7 @@ func (b *Bench) restore(ctx context.Context) error {
 				if err == nil {
 					r.Files, r.Bytes, err = m.check(e.dir)
 				}
-				r.Workload, r.Tier, r.Method, r.Role, r.Setting, r.Repeat, r.Err = Restore, set.tier, m.name, role, m.setting, rep, err
+				r.Workload, r.Tier, r.Method, r.Role, r.Setting, r.Repeat, r.Err = verdict.Restore, set.tier, m.name, role, m.setting, rep, err
 				r.Codec, r.Level = "zstd", 3
 				if r.StartedAt.IsZero() {
 					r.StartedAt = time.Now()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/bench/peer"
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/localstack"
 )
@@ -144,7 +145,7 @@ func (s *Stack) do(ctx context.Context, method, path string, body []byte, out an
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, s.GCS()+path, resp.Status, oneLine(string(b), 200))
+		return fmt.Errorf("%s %s: %s: %s", method, s.GCS()+path, resp.Status, verdict.OneLine(string(b), 200))
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

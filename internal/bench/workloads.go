@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/bench/peer"
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -49,34 +50,31 @@ func (b *Bench) ferryMethod(name string, workers int, codec string, level int, s
 	if level == 0 && codec == "zstd" {
 		lv = "(its level adapting, the default)"
 	}
-	return method{name: name, role: Ferry, workers: workers, codec: codec, level: level,
+	return method{name: name, role: verdict.Ferry, workers: workers, codec: codec, level: level,
 		setting: fmt.Sprintf("producer submit --wait --codec %s %s, %d workers, merger; all started inside the clock", codec, lv, workers),
-		run: func(ctx context.Context, e *env) (Run, error) {
+		run: func(ctx context.Context, e *env) (verdict.Run, error) {
 			return b.runFerry(ctx, e, ferryOpts{workers: workers, codec: codec, level: level, sources: sources(),
 				prefix: "ferry", method: name, tier: e.tier})
 		}}
 }
 
-// FerryCp is ferry cp: the whole engine in one process, no Pub/Sub.
-const FerryCp = "ferry-cp"
-
 // cpMethod is ferry cp of sources: one process, inside the clock.
 func (b *Bench) cpMethod(sources func() []string) method {
-	return method{name: FerryCp, role: Ferry, workers: 1, codec: "zstd", level: 0,
+	return method{name: verdict.FerryCp, role: verdict.Ferry, workers: 1, codec: "zstd", level: 0,
 		setting: "ferry cp --json (its level adapting, the default): producer, uploads and merger in one process, no Pub/Sub",
-		run:     func(ctx context.Context, e *env) (Run, error) { return b.runCp(ctx, e, sources()) }}
+		run:     func(ctx context.Context, e *env) (verdict.Run, error) { return b.runCp(ctx, e, sources()) }}
 }
 
 // runCp runs one ferry cp and reads its row for the stage times.
-func (b *Bench) runCp(ctx context.Context, e *env, sources []string) (Run, error) {
+func (b *Bench) runCp(ctx context.Context, e *env, sources []string) (verdict.Run, error) {
 	results := filepath.Join(e.dir, "results.ndjson")
 	vars := append(b.ferryVars(e, ferryOpts{}), "XDG_STATE_HOME="+filepath.Join(e.dir, "state"), "PUBSUB_EMULATOR_HOST=")
-	argv := append([]string{filepath.Join(b.cfg.Bin, "ferry"), "cp", "--json", "--timeout", "30m", "--method", FerryCp,
+	argv := append([]string{filepath.Join(b.cfg.Bin, "ferry"), "cp", "--json", "--timeout", "30m", "--method", verdict.FerryCp,
 		"--label", "bench_run=" + b.cfg.RunID, "--label", "tier=" + e.tier}, sources...)
 	argv = append(argv, "gs://"+e.bucket+"/ferry")
 	lf, err := os.Create(e.logs + "-ferry-cp.log")
 	if err != nil {
-		return Run{}, err
+		return verdict.Run{}, err
 	}
 	defer lf.Close()
 	if e.ns != nil {
@@ -86,10 +84,10 @@ func (b *Bench) runCp(ctx context.Context, e *env, sources []string) (Run, error
 	t0 := time.Now()
 	p, err := peer.Start(ctx, peer.Spec{Name: "ferry-cp", Argv: argv, Env: vars, Stdout: &out, Log: lf})
 	if err != nil {
-		return Run{}, err
+		return verdict.Run{}, err
 	}
 	pu, perr := p.Wait()
-	r := Run{Wall: time.Since(t0), Procs: []Proc{pu}, StartedAt: t0}
+	r := verdict.Run{Wall: time.Since(t0), Procs: []verdict.Proc{pu}, StartedAt: t0}
 	id, status, msg := decodeDone(out.Bytes())
 	if perr != nil {
 		return r, perr
@@ -116,8 +114,8 @@ type fleet struct {
 }
 
 // stop ends the fleet's processes and returns what each used.
-func (f *fleet) stop() []Proc {
-	var used []Proc
+func (f *fleet) stop() []verdict.Proc {
+	var used []verdict.Proc
 	for _, p := range f.procs {
 		u, _ := p.Stop(30 * time.Second)
 		used = append(used, u)
@@ -182,7 +180,7 @@ func (b *Bench) startFleet(ctx context.Context, e *env, o ferryOpts) (*fleet, er
 // row for the stage times. The clock starts before the first process and
 // stops when submit has the done event; with o.fleet, the merger and
 // workers run already, and only the producer is inside the clock.
-func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) {
+func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (verdict.Run, error) {
 	results := filepath.Join(e.dir, "results.ndjson")
 	open := func(name string) (*os.File, error) { return os.Create(e.logs + "-" + name + ".log") }
 	t0 := time.Now()
@@ -190,11 +188,11 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	if fl == nil {
 		var err error
 		if fl, err = b.startFleet(ctx, e, o); err != nil {
-			return Run{}, err
+			return verdict.Run{}, err
 		}
 	}
 	vars := fl.vars
-	stopAll := func() []Proc {
+	stopAll := func() []verdict.Proc {
 		if o.fleet != nil {
 			return nil // the caller's
 		}
@@ -208,7 +206,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	lf, err := open("producer")
 	if err != nil {
 		stopAll()
-		return Run{}, err
+		return verdict.Run{}, err
 	}
 	defer lf.Close()
 	penv := vars
@@ -218,12 +216,12 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (Run, error) 
 	prod, err := peer.Start(ctx, peer.Spec{Name: "producer", Argv: argv, Env: penv, Stdout: &out, Log: lf})
 	if err != nil {
 		stopAll()
-		return Run{}, err
+		return verdict.Run{}, err
 	}
 	pu, perr := prod.Wait()
 	wall := time.Since(t0)
-	used := append([]Proc{pu}, stopAll()...)
-	r := Run{Wall: wall, Procs: used, StartedAt: t0}
+	used := append([]verdict.Proc{pu}, stopAll()...)
+	r := verdict.Run{Wall: wall, Procs: used, StartedAt: t0}
 	id, status, msg := decodeDone(out.Bytes())
 	if perr != nil {
 		return r, perr
@@ -271,10 +269,10 @@ func findRow(path, id string) (benchrow.Row, error) {
 // ---- peers ----
 
 // cliMethod runs one command line per repeat; argv gets the bucket.
-func (b *Bench) cliMethod(name string, role Role, setting string, tlsNeeded bool, codec string, level int, extraEnv []string,
+func (b *Bench) cliMethod(name string, role verdict.Role, setting string, tlsNeeded bool, codec string, level int, extraEnv []string,
 	argv func(e *env) []string) method {
 	return method{name: name, role: role, setting: setting, tls: tlsNeeded, codec: codec, level: level,
-		run: func(ctx context.Context, e *env) (Run, error) {
+		run: func(ctx context.Context, e *env) (verdict.Run, error) {
 			vars := append(b.cliEnv(e), extraEnv...)
 			vars = append(vars, "STORAGE_EMULATOR_HOST="+e.gcs)
 			return measure(ctx, e, name, argv(e), vars)
@@ -290,21 +288,21 @@ func (b *Bench) uploadPeers(f File) []method {
 	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
 	gcloudPCU := []string{"CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED=True"}
 	return []method{
-		b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request (ChunkSize 0)", false, "none", 0, nil,
+		b.cliMethod("go_simple", verdict.Peer, "cloud.google.com/go/storage Writer, one request (ChunkSize 0)", false, "none", 0, nil,
 			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
-		b.cliMethod("go_resumable", Peer, "cloud.google.com/go/storage Writer, resumable in 16 MiB chunks (the library's default)", false, "none", 0, nil,
+		b.cliMethod("go_resumable", verdict.Peer, "cloud.google.com/go/storage Writer, resumable in 16 MiB chunks (the library's default)", false, "none", 0, nil,
 			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "resumable", f.Path, dst(e)} }),
-		b.cliMethod("gsutil_cp", Peer, "gsutil cp (defaults; HTTPS to the server)", true, "none", 0, nil,
+		b.cliMethod("gsutil_cp", verdict.Peer, "gsutil cp (defaults; HTTPS to the server)", true, "none", 0, nil,
 			func(e *env) []string { return []string{"gsutil", "cp", f.Path, dst(e)} }),
-		b.cliMethod("gsutil_parallel", Peer, "gsutil -o GSUtil:parallel_composite_upload_threshold=150M cp", true, "none", 0, nil,
+		b.cliMethod("gsutil_parallel", verdict.Peer, "gsutil -o GSUtil:parallel_composite_upload_threshold=150M cp", true, "none", 0, nil,
 			func(e *env) []string {
 				return []string{"gsutil", "-o", "GSUtil:parallel_composite_upload_threshold=150M", "cp", f.Path, dst(e)}
 			}),
-		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
+		b.cliMethod("gcloud_storage", verdict.Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
 			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
-		b.cliMethod("gcloud_storage_pcu", Peer, "gcloud storage cp with storage/parallel_composite_upload_enabled=True (its threshold 150 MiB)", false, "none", 0, gcloudPCU,
+		b.cliMethod("gcloud_storage_pcu", verdict.Peer, "gcloud storage cp with storage/parallel_composite_upload_enabled=True (its threshold 150 MiB)", false, "none", 0, gcloudPCU,
 			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
-		b.cliMethod("gcloud_storage_Z", Peer, "gcloud storage cp -Z (gzip on the wire and at rest)", false, "gzip", 0, nil,
+		b.cliMethod("gcloud_storage_Z", verdict.Peer, "gcloud storage cp -Z (gzip on the wire and at rest)", false, "gzip", 0, nil,
 			func(e *env) []string { return []string{"gcloud", "storage", "cp", "-Z", f.Path, dst(e)} }),
 	}
 }
@@ -312,8 +310,8 @@ func (b *Bench) uploadPeers(f File) []method {
 // zstdCeiling is zstd -3 -T2 compressing the file to a file: what ferry's
 // pipeline is measured against.
 func (b *Bench) zstdCeiling(name string, f File) method {
-	return method{name: name, role: Ceiling, codec: "zstd-cli", level: 3, setting: "zstd -3 -T2 FILE -o FILE.zst (no upload)",
-		run: func(ctx context.Context, e *env) (Run, error) {
+	return method{name: name, role: verdict.Ceiling, codec: "zstd-cli", level: 3, setting: "zstd -3 -T2 FILE -o FILE.zst (no upload)",
+		run: func(ctx context.Context, e *env) (verdict.Run, error) {
 			out := filepath.Join(e.dir, "cli.zst")
 			r, err := localTool(ctx, e, "zstd", []string{"zstd", "-3", "-T2", "-q", "-f", "-o", out, f.Path}, f, out)
 			if err != nil {
@@ -342,13 +340,13 @@ func decompress(ctx context.Context, e *env, codec, path string) (time.Duration,
 
 // verifyUpload checks what a method stored under prefix: files objects;
 // for raw uploads their total size and, for one file, its CRC32C.
-func verifyUpload(files int, bytes int64, one *File, prefix string) func(ctx context.Context, e *env, r *Run) error {
-	return func(ctx context.Context, e *env, r *Run) error {
-		if r.Role == Ceiling {
+func verifyUpload(files int, bytes int64, one *File, prefix string) func(ctx context.Context, e *env, r *verdict.Run) error {
+	return func(ctx context.Context, e *env, r *verdict.Run) error {
+		if r.Role == verdict.Ceiling {
 			return nil
 		}
 		p := prefix
-		if r.Role == Ferry {
+		if r.Role == verdict.Ferry {
 			p = "ferry/"
 		}
 		// Counted as the listing goes: the bench's own memory would
@@ -373,7 +371,7 @@ func verifyUpload(files int, bytes int64, one *File, prefix string) func(ctx con
 		if r.Files == 0 {
 			r.Files, r.Bytes = files, bytes
 		}
-		if r.Role == Ferry {
+		if r.Role == verdict.Ferry {
 			return nil // the merger checked size and CRC32C of every object
 		}
 		r.Wire = total
@@ -405,9 +403,9 @@ func (b *Bench) largeFile(ctx context.Context) error {
 			b.cpMethod(src),
 		}
 		ms = append(ms, b.uploadPeers(f)...)
-		ms = append(ms, b.zstdCeiling(ZstdCLI, f))
+		ms = append(ms, b.zstdCeiling(verdict.ZstdCLI, f))
 		one := f
-		if err := b.runPlan(ctx, plan{workload: LargeFile, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")}); err != nil {
+		if err := b.runPlan(ctx, plan{workload: verdict.LargeFile, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")}); err != nil {
 			return err
 		}
 	}
@@ -422,17 +420,17 @@ func (b *Bench) smallFiles(ctx context.Context) error {
 		ms := []method{
 			b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
 			b.cpMethod(src),
-			b.cliMethod("gsutil_m_cp_r", Peer, "gsutil -m cp -r DIR (HTTPS to the server)", true, "none", 0, nil,
+			b.cliMethod("gsutil_m_cp_r", verdict.Peer, "gsutil -m cp -r DIR (HTTPS to the server)", true, "none", 0, nil,
 				func(e *env) []string { return []string{"gsutil", "-m", "cp", "-r", dir, gsURL(e, "peer/")} }),
-			b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
+			b.cliMethod(verdict.GcloudRecurse, verdict.Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
 				func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }),
-			b.cliMethod(IdealClient, Peer, fmt.Sprintf("the smallest Go program that puts each file, %d requests in flight, nothing else: the server's ceiling", IdealParallel), false, "none", 0, nil,
+			b.cliMethod(verdict.IdealClient, verdict.Peer, fmt.Sprintf("the smallest Go program that puts each file, %d requests in flight, nothing else: the server's ceiling", verdict.IdealParallel), false, "none", 0, nil,
 				func(e *env) []string {
-					return []string{b.cfg.Self, "put-tree", "--parallel", strconv.Itoa(IdealParallel), dir, gsURL(e, "peer/")}
+					return []string{b.cfg.Self, "put-tree", "--parallel", strconv.Itoa(verdict.IdealParallel), dir, gsURL(e, "peer/")}
 				}),
 		}
 		_ = base
-		if err := b.runPlan(ctx, plan{workload: SmallFiles, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/")}); err != nil {
+		if err := b.runPlan(ctx, plan{workload: verdict.SmallFiles, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/")}); err != nil {
 			return err
 		}
 	}
@@ -455,10 +453,10 @@ func (b *Bench) bigTree(ctx context.Context) error {
 		src := func() []string { return []string{dir} }
 		ms := []method{b.ferryMethod("ferry-2w", 2, "zstd", 0, src)}
 		if size.Gcloud {
-			ms = append(ms, b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
+			ms = append(ms, b.cliMethod(verdict.GcloudRecurse, verdict.Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
 				func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }))
 		}
-		if err := b.runPlan(ctx, plan{workload: BigTree, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/"), repeats: 1}); err != nil {
+		if err := b.runPlan(ctx, plan{workload: verdict.BigTree, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/"), repeats: 1}); err != nil {
 			return err
 		}
 	}
@@ -484,10 +482,10 @@ func (b *Bench) realTree(ctx context.Context) error {
 	src := func() []string { return []string{dir} }
 	ms := []method{b.ferryMethod("ferry-2w", 2, "zstd", 0, src)}
 	if b.cfg.Sizes.RealTreeGcloud {
-		ms = append(ms, b.cliMethod(GcloudRecurse, Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
+		ms = append(ms, b.cliMethod(verdict.GcloudRecurse, verdict.Peer, "gcloud storage cp -r DIR (defaults)", false, "none", 0, nil,
 			func(e *env) []string { return []string{"gcloud", "storage", "cp", "-r", dir, gsURL(e, "peer/")} }))
 	}
-	return b.runPlan(ctx, plan{workload: BigTree, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/"), repeats: 1})
+	return b.runPlan(ctx, plan{workload: verdict.BigTree, tier: t.Name, methods: ms, verify: verifyUpload(t.Files, t.Bytes, nil, "peer/"), repeats: 1})
 }
 
 func (b *Bench) shapedLink(ctx context.Context) error {
@@ -498,22 +496,22 @@ func (b *Bench) shapedLink(ctx context.Context) error {
 	ms := []method{
 		b.ferryMethod("ferry-2w", 2, "zstd", 0, src),
 		b.cpMethod(src),
-		b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request", false, "none", 0, nil,
+		b.cliMethod("go_simple", verdict.Peer, "cloud.google.com/go/storage Writer, one request", false, "none", 0, nil,
 			func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
-		b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
+		b.cliMethod("gcloud_storage", verdict.Peer, "gcloud storage cp (defaults)", false, "none", 0, nil,
 			func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
 	}
 	// --max-rate holding: one worker capped at the link's rate, through a
 	// link fast enough that only the cap can hold it there.
 	capped := fmt.Sprintf("%.0fMB", b.cfg.LinkMBps)
-	ms = append(ms, method{name: "ferry-1w-max-rate", role: Ferry, workers: 1, codec: "zstd", level: 0, link: 1e9,
+	ms = append(ms, method{name: "ferry-1w-max-rate", role: verdict.Ferry, workers: 1, codec: "zstd", level: 0, link: 1e9,
 		setting: "1 worker with FERRY_MAX_RATE=" + capped + ", through an unshaped (1 GB/s) link that measures",
-		run: func(ctx context.Context, e *env) (Run, error) {
+		run: func(ctx context.Context, e *env) (verdict.Run, error) {
 			return b.runFerry(ctx, e, ferryOpts{workers: 1, codec: "zstd", level: 0, sources: src(), prefix: "ferry",
 				method: "ferry-1w-max-rate", tier: e.tier, workerEnv: []string{"FERRY_MAX_RATE=" + capped}})
 		}})
 	one := f
-	return b.runPlan(ctx, plan{workload: Shaped, tier: fmt.Sprintf("shaped-%.0fMBps", b.cfg.LinkMBps), methods: ms,
+	return b.runPlan(ctx, plan{workload: verdict.Shaped, tier: fmt.Sprintf("shaped-%.0fMBps", b.cfg.LinkMBps), methods: ms,
 		verify: verifyUpload(1, f.Size, &one, "peer/"), link: int64(b.cfg.LinkMBps * 1e6)})
 }
 
@@ -532,8 +530,8 @@ func (b *Bench) kernelLink(ctx context.Context) error {
 	base := filepath.Base(f.Path)
 	dst := func(e *env) string { return gsURL(e, "peer/"+base) }
 	ferry := func(name, transport string, workersInNS bool, setting string) method {
-		return method{name: name, role: Ferry, workers: 2, codec: "zstd", level: 0, setting: setting,
-			run: func(ctx context.Context, e *env) (Run, error) {
+		return method{name: name, role: verdict.Ferry, workers: 2, codec: "zstd", level: 0, setting: setting,
+			run: func(ctx context.Context, e *env) (verdict.Run, error) {
 				return b.runFerry(ctx, e, ferryOpts{workers: 2, codec: "zstd", level: 0, sources: src(), prefix: "ferry", method: name, tier: e.tier,
 					env: []string{"FERRY_TRANSPORT=" + transport}, workersInNS: workersInNS})
 			}}
@@ -542,13 +540,13 @@ func (b *Bench) kernelLink(ctx context.Context) error {
 		ms := []method{
 			ferry("ferry-2w", "spool", true, "FERRY_TRANSPORT=spool: producer and 2 workers behind the link (they share its spool), merger on the far side"),
 			ferry("ferry-2w-pubsub", "pubsub", false, "FERRY_TRANSPORT=pubsub: the producer behind the link publishes every chunk; 2 workers and the merger on the far side"),
-			b.cliMethod("go_simple", Peer, "cloud.google.com/go/storage Writer, one request, behind the link", false, "none", 0, nil,
+			b.cliMethod("go_simple", verdict.Peer, "cloud.google.com/go/storage Writer, one request, behind the link", false, "none", 0, nil,
 				func(e *env) []string { return []string{b.cfg.Self, "go-upload", "--mode", "simple", f.Path, dst(e)} }),
-			b.cliMethod("gcloud_storage", Peer, "gcloud storage cp (defaults), behind the link", false, "none", 0, nil,
+			b.cliMethod("gcloud_storage", verdict.Peer, "gcloud storage cp (defaults), behind the link", false, "none", 0, nil,
 				func(e *env) []string { return []string{"gcloud", "storage", "cp", f.Path, dst(e)} }),
 		}
 		one := f
-		if err := b.runPlan(ctx, plan{workload: KernelLink, tier: fmt.Sprintf("kernel-%.0fMBps", rate), methods: ms,
+		if err := b.runPlan(ctx, plan{workload: verdict.KernelLink, tier: fmt.Sprintf("kernel-%.0fMBps", rate), methods: ms,
 			verify: verifyUpload(1, f.Size, &one, "peer/"), kernel: int64(rate * 1e6)}); err != nil {
 			return err
 		}
@@ -565,11 +563,11 @@ func (b *Bench) codecs(ctx context.Context) error {
 		name  string
 		codec string
 		level int
-	}{{FerryAdapt, "zstd", 0}, {"ferry-zstd1", "zstd", 1}, {FerryZstd3, "zstd", 3}, {"ferry-zstd6", "zstd", 6}, {"ferry-gzip6", "gzip", 6}, {FerryNone, "none", 0}} {
+	}{{verdict.FerryAdapt, "zstd", 0}, {"ferry-zstd1", "zstd", 1}, {verdict.FerryZstd3, "zstd", 3}, {"ferry-zstd6", "zstd", 6}, {"ferry-gzip6", "gzip", 6}, {verdict.FerryNone, "none", 0}} {
 		m := b.ferryMethod(c.name, 2, c.codec, c.level, src)
 		inner := m.run
 		codec := c.codec
-		m.run = func(ctx context.Context, e *env) (Run, error) {
+		m.run = func(ctx context.Context, e *env) (verdict.Run, error) {
 			r, err := inner(ctx, e)
 			if err != nil || codec == "none" {
 				return r, err
@@ -588,17 +586,17 @@ func (b *Bench) codecs(ctx context.Context) error {
 		}
 		ms = append(ms, m)
 	}
-	ms = append(ms, b.zstdCeiling(CodecZstdCLI, f))
+	ms = append(ms, b.zstdCeiling(verdict.CodecZstdCLI, f))
 	one := f
-	if err := b.runPlan(ctx, plan{workload: Codecs, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")}); err != nil {
+	if err := b.runPlan(ctx, plan{workload: verdict.Codecs, tier: tier, methods: ms, verify: verifyUpload(1, f.Size, &one, "peer/")}); err != nil {
 		return err
 	}
 	// Incompressible data: zstd must cost little more than no codec.
 	r := b.data.Random
 	rsrc := func() []string { return []string{r.Path} }
-	return b.runPlan(ctx, plan{workload: Codecs, tier: RandomTier, methods: []method{
-		b.ferryMethod(FerryAdapt, 2, "zstd", 0, rsrc),
-		b.ferryMethod(FerryNone, 2, "none", 0, rsrc),
+	return b.runPlan(ctx, plan{workload: verdict.Codecs, tier: verdict.RandomTier, methods: []method{
+		b.ferryMethod(verdict.FerryAdapt, 2, "zstd", 0, rsrc),
+		b.ferryMethod(verdict.FerryNone, 2, "none", 0, rsrc),
 	}, verify: verifyUpload(1, r.Size, nil, "peer/")})
 }
 
@@ -619,7 +617,7 @@ func (b *Bench) parquet(ctx context.Context) error {
 		f    File
 		all  bool
 	}{{tier, seed, true}, {tier + "-varied-decimals", varied, false}} {
-		if err := b.runPlan(ctx, plan{workload: Parquet, tier: c.tier, methods: b.parquetMethods(c.f, c.all)}); err != nil {
+		if err := b.runPlan(ctx, plan{workload: verdict.Parquet, tier: c.tier, methods: b.parquetMethods(c.f, c.all)}); err != nil {
 			return err
 		}
 	}
@@ -630,20 +628,20 @@ func (b *Bench) parquet(ctx context.Context) error {
 // Parquet (and, with all, with snappy columns), zstd -3 and DuckDB.
 func (b *Bench) parquetMethods(f File, all bool) []method {
 	src := func() []string { return []string{f.Path} }
-	ms := []method{b.ferryMethod(FerryAdapt, 2, "zstd", 0, src)}
-	variants := []struct{ name, compression string }{{FerryParquet, "zstd"}}
+	ms := []method{b.ferryMethod(verdict.FerryAdapt, 2, "zstd", 0, src)}
+	variants := []struct{ name, compression string }{{verdict.FerryParquet, "zstd"}}
 	if all {
-		variants = append(variants, struct{ name, compression string }{FerryParquetSnappy, "snappy"})
+		variants = append(variants, struct{ name, compression string }{verdict.FerryParquetSnappy, "snappy"})
 	}
 	for _, c := range variants {
 		compression := c.compression
 		name := c.name
-		ms = append(ms, method{name: name, role: Ferry, workers: 2, codec: "parquet",
+		ms = append(ms, method{name: name, role: verdict.Ferry, workers: 2, codec: "parquet",
 			setting: fmt.Sprintf("producer submit --wait --convert parquet --parquet-compression %s --bq-table (loads file), 2 workers, merger", compression),
-			run: func(ctx context.Context, e *env) (Run, error) {
+			run: func(ctx context.Context, e *env) (verdict.Run, error) {
 				records, err := countLines(f.Path)
 				if err != nil {
-					return Run{}, err
+					return verdict.Run{}, err
 				}
 				records-- // the header
 				loads := filepath.Join(e.dir, "loads.ndjson")
@@ -664,7 +662,7 @@ func (b *Bench) parquetMethods(f File, all bool) []method {
 				return r, nil
 			}})
 	}
-	return append(ms, b.zstdCeiling(CodecZstdCLI, f), b.duckdbMethod(f))
+	return append(ms, b.zstdCeiling(verdict.CodecZstdCLI, f), b.duckdbMethod(f))
 }
 
 // countLines counts the newlines of the file at path.

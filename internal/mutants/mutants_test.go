@@ -207,10 +207,10 @@ var mutants = []mutant{
 	},
 	{
 		name: "the bench's goal is the documented threshold",
-		file: "internal/bench/goals.go",
+		file: "internal/bench/verdict/goals.go",
 		from: "q <= 0.5, true))",
 		to:   "q <= 0.6, true))",
-		pkg:  "internal/bench", test: "TestGoalsAtTheirThresholds",
+		pkg:  "internal/bench/verdict", test: "TestGoalsAtTheirThresholds",
 	},
 	{
 		name: "a file of more than 32 chunks composes in the fewest levels",
@@ -319,7 +319,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "an idempotency key's transfer id under a secret is the secret's",
-		file: "internal/producer/producer.go",
+		file: "internal/message/keys.go",
 		from: "		if secret != \"\" {",
 		to:   "		if false {",
 		pkg:  "internal/e2e", test: "TestAPlantedKeyObjectCannotEndAKeyedTransfer",

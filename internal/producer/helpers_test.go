@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -104,8 +103,6 @@ func pipelineGoroutines() []string {
 	}
 	return left
 }
-
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // heapGrowth runs submit while it samples the heap every 5 ms, and returns
 // submit's manifest and how far the heap grew above where it started.

@@ -1,4 +1,4 @@
-package bench
+package verdict
 
 import (
 	"fmt"
@@ -69,10 +69,11 @@ func spread(s Summary) string {
 	if s.N == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s / %s / %s", secs(s.Min), secs(s.Median), secs(s.Max))
+	return fmt.Sprintf("%s / %s / %s", Secs(s.Min), Secs(s.Median), Secs(s.Max))
 }
 
-func secs(s float64) string {
+// Secs is a time in seconds to two, one or no decimals, as its size asks.
+func Secs(s float64) string {
 	switch {
 	case s < 10:
 		return ftoa(s, 2)

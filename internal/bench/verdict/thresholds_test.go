@@ -1,4 +1,4 @@
-package bench
+package verdict
 
 import (
 	"fmt"
@@ -128,7 +128,7 @@ func TestGoalsAtTheirThresholds(t *testing.T) {
 		}{{0.99, "met"}, {1.01, "not met"}} {
 			t.Run(fmt.Sprintf("%d/%s/%v", i, c.goal, side.f), func(t *testing.T) {
 				var found bool
-				for _, g := range Goals(Group(c.runs(side.f)), 7, "files-5000") {
+				for _, g := range Goals(Group(c.runs(side.f)), 7, "files-5000", limits) {
 					if g.Name != c.goal {
 						continue
 					}

@@ -1,4 +1,4 @@
-package bench
+package verdict
 
 import (
 	"fmt"
@@ -88,9 +88,9 @@ func CPUTable(rs []Result, workload, tier string) Table {
 		}
 		switch {
 		case busiestCores >= 0.5:
-			t.Notes = append(t.Notes, fmt.Sprintf("%s: the wall time (%s s) waited on %s (%.2f cores)", g.Method, secs(wall), busiest, busiestCores))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: the wall time (%s s) waited on %s (%.2f cores)", g.Method, Secs(wall), busiest, busiestCores))
 		case busiest != "":
-			t.Notes = append(t.Notes, fmt.Sprintf("%s: no process kept half a core busy over the wall time (%s s): it waited on the network or the disk", g.Method, secs(wall)))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: no process kept half a core busy over the wall time (%s s): it waited on the network or the disk", g.Method, Secs(wall)))
 		}
 	}
 	if workload == Append {
@@ -129,7 +129,7 @@ func IdleTable(idle []IdleCPU) Table {
 		if i.Window > 0 {
 			per = i.CPU.Seconds() / i.Window.Minutes()
 		}
-		t.Rows = append(t.Rows, []string{i.Name, ftoa(i.CPU.Seconds(), 2), secs(i.Window.Seconds()) + " s", ftoa(per, 3)})
+		t.Rows = append(t.Rows, []string{i.Name, ftoa(i.CPU.Seconds(), 2), Secs(i.Window.Seconds()) + " s", ftoa(per, 3)})
 	}
 	return t
 }

@@ -1,19 +1,12 @@
-package bench
+package verdict
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/sethvargo/go-envconfig"
-
-	"github.com/ferry-dev/ferry/internal/config"
-	"github.com/ferry-dev/ferry/internal/setup"
-	"github.com/ferry-dev/ferry/internal/worker"
 )
 
 // Method names shared by the workloads, the goals and docs/performance.md.
@@ -63,8 +56,9 @@ func goal(name, target string, measured string, met, known bool) Goal {
 func bestFerry(rs []Result) (Result, bool) { return Best(rs, Ferry) }
 
 // Goals evaluates the goals on the results of one bench run. linkMBps is
-// the shaped link's limit; smallTier the tier of the many-small-files set.
-func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
+// the shaped link's limit; smallTier the tier of the many-small-files set;
+// l each process's memory limit.
+func Goals(rs []Result, linkMBps float64, smallTier string, l Limits) []Goal {
 	var out []Goal
 	for _, tier := range Tiers(rs, LargeFile) {
 		sel := Select(rs, LargeFile, tier)
@@ -75,14 +69,14 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 		if okF && okP {
 			q := f.Wall.Median / p.Wall.Median
 			out = append(out, goal("large file "+tier+": ferry wall time / best peer's", "<= 0.50",
-				fmt.Sprintf("%.2f (%s %s s, %s %s s)", q, f.Method, secs(f.Wall.Median), p.Method, secs(p.Wall.Median)), q <= 0.5, true))
+				fmt.Sprintf("%.2f (%s %s s, %s %s s)", q, f.Method, Secs(f.Wall.Median), p.Method, Secs(p.Wall.Median)), q <= 0.5, true))
 		} else {
 			out = append(out, goal("large file "+tier+": ferry wall time / best peer's", "<= 0.50", "-", false, false))
 		}
 		if okF && okZ {
 			q := f.Wall.Median / z.Wall.Median
 			out = append(out, goal("large file "+tier+": ferry wall time / zstd -3 -T2 alone", "<= 2.0",
-				fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(f.Wall.Median), secs(z.Wall.Median)), q <= 2, true))
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, Secs(f.Wall.Median), Secs(z.Wall.Median)), q <= 2, true))
 		}
 	}
 
@@ -166,44 +160,24 @@ func Goals(rs []Result, linkMBps float64, smallTier string) []Goal {
 		if g, ok := Find(sel, ref); ok && len(g.OK) > 0 {
 			q := Speedup(g.Wall.Median, f.Wall.Median)
 			out = append(out, goal("restore "+tier+": "+name, fmt.Sprintf(">= %.1f", want),
-				fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(f.Wall.Median), secs(g.Wall.Median)), q >= want, true))
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, Secs(f.Wall.Median), Secs(g.Wall.Median)), q >= want, true))
 		}
 	}
 
-	out = append(out, treeGoals(rs)...)
+	out = append(out, treeGoals(rs, l)...)
 	if peaks := ProcessPeaks(rs); len(peaks) > 0 {
-		l := DefaultLimits()
 		out = append(out, Goal{Name: "memory: peak RSS per ferry process, every run (budgets at their defaults)",
 			Target: fmt.Sprintf("within budget + %d MiB: producer <= %d, worker <= %d, merger <= %d MiB",
-				setup.MemoryOverhead>>20, l.Producer>>20, l.Worker>>20, l.Merger>>20),
+				l.Overhead>>20, l.Producer>>20, l.Worker>>20, l.Merger>>20),
 			Measured: strings.Join(peaks, ", "), State: memoryState(rs, l)})
 	}
 	return out
 }
 
 // Limits are each process's memory limit in bytes: its budget plus
-// setup.MemoryOverhead, what the runtime is told and docs/capacity.md
-// states.
-type Limits struct{ Producer, Worker, Merger int64 }
-
-// DefaultLimits are the Limits at the configuration's defaults
-// (FERRY_PRODUCER_MEMORY, the worker's flow control and upload buffers,
-// FERRY_MERGER_MEMORY), which every bench run uses.
-func DefaultLimits() Limits {
-	var p config.Producer
-	var w config.Worker
-	var m config.Merger
-	for _, c := range []interface{ Validate() error }{&p, &w, &m} {
-		if err := config.Load(context.Background(), c, envconfig.MapLookuper(nil)); err != nil {
-			panic(fmt.Sprintf("the configuration's defaults do not load: %v", err))
-		}
-	}
-	return Limits{
-		Producer: int64(p.MemoryLimit) + setup.MemoryOverhead,
-		Worker:   worker.Budget(int64(w.MaxOutstanding), w.Concurrency) + setup.MemoryOverhead,
-		Merger:   int64(m.Memory) + setup.MemoryOverhead,
-	}
-}
+// Overhead (setup.MemoryOverhead), what the runtime is told and
+// docs/capacity.md states.
+type Limits struct{ Producer, Worker, Merger, Overhead int64 }
 
 // memoryState checks the largest peaks against l.
 func memoryState(rs []Result, l Limits) string {
@@ -250,7 +224,7 @@ func WriteGoals(w io.Writer, gs []Goal) {
 // at most 1.3x the CPU and 1.1x the wall time of no codec.
 func freeLinkGoals(rs []Result) []Goal {
 	var out []Goal
-	wall := func(g Result) string { return secs(g.Wall.Median) }
+	wall := func(g Result) string { return Secs(g.Wall.Median) }
 	if sel := Select(rs, LargeFile, "medium"); len(sel) > 0 {
 		f, okF := Find(sel, "ferry-2w")
 		g, okG := Find(sel, "go_simple")
@@ -319,7 +293,7 @@ func cpGoals(rs []Result, linkMBps float64, smallTier string) []Goal {
 		if g, ok := okRuns(sel, "go_simple"); ok && okC {
 			q := c.Wall.Median / g.Wall.Median
 			out = append(out, goal("free link 200 MB: ferry cp wall time / go_simple's", "<= 1.00",
-				fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(c.Wall.Median), secs(g.Wall.Median)), q <= 1, true))
+				fmt.Sprintf("%.2f (%s s vs %s s)", q, Secs(c.Wall.Median), Secs(g.Wall.Median)), q <= 1, true))
 		}
 	}
 	if sel := Select(rs, Shaped, ""); len(sel) > 0 {
@@ -328,7 +302,7 @@ func cpGoals(rs []Result, linkMBps float64, smallTier string) []Goal {
 			if g, ok := okRuns(sel, "go_simple"); ok {
 				q := Speedup(g.Wall.Median, c.Wall.Median)
 				out = append(out, goal(fmt.Sprintf("shaped link %.1f MB/s: ferry cp / go_simple", linkMBps), ">= 2.5",
-					fmt.Sprintf("%.2f (%s s vs %s s)", q, secs(c.Wall.Median), secs(g.Wall.Median)), q >= 2.5, true))
+					fmt.Sprintf("%.2f (%s s vs %s s)", q, Secs(c.Wall.Median), Secs(g.Wall.Median)), q >= 2.5, true))
 			}
 		}
 	}
@@ -350,14 +324,14 @@ func idealGoal(name string, f Result, linkMBps float64) Goal {
 // treeGoals are the memory goals on workload 7: at its largest tree,
 // producer and merger within 256 MiB and workers within 128 MiB, and no
 // process's peak more than 10 % above its peak at the smallest tree.
-func treeGoals(rs []Result) []Goal {
+func treeGoals(rs []Result, l Limits) []Goal {
 	var tiers []string
 	var out []Goal
 	for _, tier := range Tiers(rs, BigTree) {
 		if strings.HasPrefix(tier, "files-") {
 			tiers = append(tiers, tier)
 		} else {
-			out = append(out, realTreeGoal(Select(rs, BigTree, tier), tier))
+			out = append(out, realTreeGoal(Select(rs, BigTree, tier), tier, l))
 		}
 	}
 	peak := func(tier, name string) (float64, bool) {
@@ -402,8 +376,7 @@ func treeGoals(rs []Result) []Goal {
 // treeFiles is the file count a workload 7 tier names ("files-100000").
 // realTreeGoal is the real source tree's row: every process inside its
 // default limit on files of every size, with the speed beside gcloud's.
-func realTreeGoal(sel []Result, tier string) Goal {
-	l := DefaultLimits()
+func realTreeGoal(sel []Result, tier string, l Limits) Goal {
 	name := "real tree " + tier + ": peak RSS producer / merger / worker"
 	target := fmt.Sprintf("<= %d / %d / %d MiB", l.Producer>>20, l.Merger>>20, l.Worker>>20)
 	f, ok := Find(sel, "ferry-2w")

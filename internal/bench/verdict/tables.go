@@ -1,4 +1,4 @@
-package bench
+package verdict
 
 import (
 	"fmt"
@@ -178,14 +178,14 @@ func composeCell(g Result) string {
 	}
 	stage := g.Median(func(r Run) float64 { return float64(r.ComposeMS) / 1000 })
 	server := g.Median(func(r Run) float64 { return float64(r.ServerComposeMS) / 1000 })
-	return secs(stage) + " / " + secs(server)
+	return Secs(stage) + " / " + Secs(server)
 }
 
 func failureNotes(rs []Result) []string {
 	var notes []string
 	for _, g := range rs {
 		if g.LastErr != nil {
-			notes = append(notes, fmt.Sprintf("%s failed %d of %d: %s", g.Method, len(g.Runs)-len(g.OK), len(g.Runs), oneLine(g.LastErr.Error(), 160)))
+			notes = append(notes, fmt.Sprintf("%s failed %d of %d: %s", g.Method, len(g.Runs)-len(g.OK), len(g.Runs), OneLine(g.LastErr.Error(), 160)))
 		}
 	}
 	return notes
@@ -227,7 +227,8 @@ func levelNotes(rs []Result) []string {
 	return notes
 }
 
-func oneLine(s string, n int) string {
+// OneLine is s on one line, cut to n bytes with an ellipsis.
+func OneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
 		s = s[:n-1] + "…"
@@ -250,7 +251,7 @@ func LargeFileTable(rs []Result, tier string) Table {
 			fmtMB(g.Median(func(r Run) float64 { return float64(r.Wire) })), speedupCell(best, ok, g), cpuCell(g), rssCell(g), composeCell(g)})
 	}
 	if ok {
-		t.Notes = append(t.Notes, fmt.Sprintf("best peer: %s, median %s s; \"vs best peer\" is its median wall time over the method's (above 1x: faster)", best.Method, secs(best.Wall.Median)))
+		t.Notes = append(t.Notes, fmt.Sprintf("best peer: %s, median %s s; \"vs best peer\" is its median wall time over the method's (above 1x: faster)", best.Method, Secs(best.Wall.Median)))
 	}
 	t.Notes = append(t.Notes, settingNotes(rs)...)
 	t.Notes = append(t.Notes, failureNotes(rs)...)
@@ -369,7 +370,7 @@ func CodecTable(rs []Result, tier string) Table {
 		dec := g.Median(func(r Run) float64 { return MBps(r.Bytes, float64(r.DecompressMS)/1000) })
 		transfer := "-"
 		if g.Role == Ferry && len(g.OK) > 0 {
-			transfer = secs(g.Wall.Median)
+			transfer = Secs(g.Wall.Median)
 		}
 		t.Rows = append(t.Rows, []string{g.Method, codec, runsCell(g), fmtX(ratio), fmtRate(comp), fmtRate(dec), transfer})
 	}
@@ -566,7 +567,7 @@ func ParquetTable(rs []Result, tier string) Table {
 		ratio := g.Median(func(r Run) float64 { return float64(r.Bytes) / float64(max(r.Wire, 1)) })
 		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), fmtMB(stored(g)), fmtX(ratio), vs,
 			ftoa(g.Median(func(r Run) float64 { return cpu(r).Seconds() }), 2), fmtRate(perCore(g)),
-			secs(g.Wall.Median), rows, load})
+			Secs(g.Wall.Median), rows, load})
 	}
 	for _, g := range rs {
 		if g.Method != FerryParquet || len(g.OK) == 0 || zstdStored <= 0 {
