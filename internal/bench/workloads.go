@@ -465,7 +465,7 @@ func (b *Bench) bigTree(ctx context.Context) error {
 
 // realTree sends Config.RealTree, a real source tree (files of every size,
 // from empty to tens of megabytes), with every process at its default
-// memory budget: the issue-31 row that a budget holds on real data, not
+// memory budget: the row that shows a budget holding on real data, not
 // only on generated files of one size.
 func (b *Bench) realTree(ctx context.Context) error {
 	if b.cfg.RealTree == "" {

@@ -2,6 +2,8 @@ package verdict
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,7 +123,11 @@ func TestGoalsAtTheirThresholds(t *testing.T) {
 			return []Run{tree("tree-go-15036", 10, 10, 168*f)}
 		}},
 	}
+	goals := documentedGoals(t)
 	for i, c := range cases {
+		if !strings.Contains(goals, "| "+c.target+" |") {
+			t.Errorf("docs/performance.md's goals table has no target %q (%s)", c.target, c.goal)
+		}
 		for _, side := range []struct {
 			f    float64
 			want string
@@ -142,6 +148,37 @@ func TestGoalsAtTheirThresholds(t *testing.T) {
 					t.Fatalf("no goal %q", c.goal)
 				}
 			})
+		}
+	}
+}
+
+// documentedGoals is docs/performance.md's section of the goals.
+func documentedGoals(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../../docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, goals, _ := strings.Cut(string(b), "\n## The goals\n")
+	goals, _, _ = strings.Cut(goals, "\n## ")
+	return goals
+}
+
+// docs/performance.md's goals table states the targets of the goals the
+// threshold cases leave out: ferry cp's and the write limit's.
+func TestTheDocumentedTargetsAreTheCodes(t *testing.T) {
+	goals := documentedGoals(t)
+	rs := Group([]Run{
+		{Workload: Pushback, Tier: "files-100-limit-150", Method: "ferry-4w", Role: Ferry, Files: 150, Wall: time.Second, WritesPassed: 160},
+		{Workload: SmallFiles, Tier: "files-5000", Method: FerryCp, Role: Ferry, Files: 5000, Wall: 5 * time.Second},
+	})
+	targets := []string{}
+	for _, g := range Goals(rs, 7, "files-5000", limits) {
+		targets = append(targets, g.Target)
+	}
+	for _, target := range targets {
+		if !strings.Contains(goals, "| "+target+" |") {
+			t.Errorf("docs/performance.md's goals table has no target %q", target)
 		}
 	}
 }

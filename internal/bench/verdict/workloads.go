@@ -13,8 +13,8 @@ import (
 // how many writes it had refused, and the rate each process settled at.
 const Pushback = "pushback"
 
-// PushbackLimits are workload 10's write limits (writes a second): the
-// limit the issue measured a fleet failing at, and a new bucket's.
+// PushbackLimits are workload 10's write limits (writes a second): one at
+// which a fleet that did not pace itself failed, and a new bucket's.
 var PushbackLimits = []float64{150, 1000}
 
 // PushbackLimit is the write limit of a workload 10 tier.
