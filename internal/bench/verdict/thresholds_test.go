@@ -168,13 +168,21 @@ func documentedGoals(t *testing.T) string {
 // threshold cases leave out: ferry cp's and the write limit's.
 func TestTheDocumentedTargetsAreTheCodes(t *testing.T) {
 	goals := documentedGoals(t)
+	run := func(workload, tier, method string, role Role) Run {
+		return Run{Workload: workload, Tier: tier, Method: method, Role: role, Files: 5000, Bytes: 1e8, Wire: 5e7, Wall: time.Second, WritesPassed: 160}
+	}
 	rs := Group([]Run{
-		{Workload: Pushback, Tier: "files-100-limit-150", Method: "ferry-4w", Role: Ferry, Files: 150, Wall: time.Second, WritesPassed: 160},
-		{Workload: SmallFiles, Tier: "files-5000", Method: FerryCp, Role: Ferry, Files: 5000, Wall: 5 * time.Second},
+		run(Pushback, "files-100-limit-150", "ferry-4w", Ferry),
+		run(SmallFiles, "files-5000", FerryCp, Ferry), run(SmallFiles, "files-5000", IdealClient, Ceiling), run(SmallFiles, "files-5000", GcloudRecurse, Peer),
+		run(LargeFile, "medium", FerryCp, Ferry), run(LargeFile, "medium", "go_simple", Peer),
+		run(Shaped, "", FerryCp, Ferry), run(Shaped, "", "go_simple", Peer),
 	})
 	targets := []string{}
 	for _, g := range Goals(rs, 7, "files-5000", limits) {
 		targets = append(targets, g.Target)
+	}
+	if len(targets) < 10 {
+		t.Fatalf("only %d goals from runs of every workload the goals of ferry cp read: %v", len(targets), targets)
 	}
 	for _, target := range targets {
 		if !strings.Contains(goals, "| "+target+" |") {
