@@ -189,11 +189,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPatch && isObjectPath(r) {
 		s.writes.Lock()
 		defer s.writes.Unlock()
-		if bucket, name, ok := objectPath(r); ok && s.liveGeneration(bucket, name) != 0 { // else the fake's 404
-			if code, msg := s.generationMatch(bucket, name, r.URL.Query()); code != 0 {
-				writeError(w, code, msg)
-				return
-			}
+		if s.refusedByGeneration(w, r) {
+			return
 		}
 		s.next.ServeHTTP(w, r)
 		return
@@ -201,11 +198,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodDelete && isObjectPath(r) {
 		s.writes.Lock()
 		defer s.writes.Unlock()
-		if bucket, name, ok := objectPath(r); ok && s.liveGeneration(bucket, name) != 0 { // else the fake's 404
-			if code, msg := s.generationMatch(bucket, name, r.URL.Query()); code != 0 {
-				writeError(w, code, msg)
-				return
-			}
+		if s.refusedByGeneration(w, r) {
+			return
 		}
 		rec := httptest.NewRecorder()
 		s.next.ServeHTTP(rec, r)
@@ -847,6 +841,21 @@ func (s *shim) liveGeneration(bucket, name string) int64 {
 	}
 	_ = o.Content.Close()
 	return o.Generation
+}
+
+// refusedByGeneration answers a PATCH or DELETE of an object that exists
+// whose generation preconditions fail, as GCS does, and reports whether it
+// did; a missing object is left to the fake's 404. s.writes is held.
+func (s *shim) refusedByGeneration(w http.ResponseWriter, r *http.Request) bool {
+	bucket, name, ok := objectPath(r)
+	if !ok || s.liveGeneration(bucket, name) == 0 {
+		return false
+	}
+	if code, msg := s.generationMatch(bucket, name, r.URL.Query()); code != 0 {
+		writeError(w, code, msg)
+		return true
+	}
+	return false
 }
 
 // generationMatch checks a write's ifGenerationMatch (0: the object must
