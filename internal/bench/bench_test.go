@@ -8,13 +8,19 @@ import (
 )
 
 func TestDecodeDone(t *testing.T) {
-	out := "t123\n{\n  \"v\": 1,\n  \"transfer_id\": \"t123\",\n  \"status\": \"failed\",\n  \"error\": \"upload: 503\"\n}\n"
+	out := "{\n  \"v\": 1,\n  \"transfer_id\": \"t123\",\n  \"status\": \"failed\",\n  \"error\": \"upload: 503\"\n}\n"
 	id, status, msg := decodeDone([]byte(out))
 	if id != "t123" || status != "failed" || msg != "upload: 503" {
 		t.Errorf("decodeDone = %q %q %q", id, status, msg)
 	}
-	if id, status, _ := decodeDone([]byte("t9\n")); id != "t9" || status != "" {
-		t.Errorf("id only: %q %q", id, status)
+	// The document of a command that failed before it had a transfer.
+	id, status, msg = decodeDone([]byte(`{"v":1,"status":"error","error":"source x: no such file","exit_code":2}`))
+	if id != "" || status != "error" || msg != "source x: no such file" {
+		t.Errorf("an error's document: %q %q %q", id, status, msg)
+	}
+	// Two documents, or a bare id before one, are not what --json prints.
+	if _, status, msg := decodeDone([]byte("t9\n" + out)); status != "" || !strings.Contains(msg, "not one JSON document") {
+		t.Errorf("an id line before the document: %q %q", status, msg)
 	}
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -609,22 +610,16 @@ func verifyf(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errVerify}, a...)...)
 }
 
-// decodeDone reads producer submit --wait --json output: the transfer id on
-// the first line, then the done event.
+// decodeDone reads the one document producer submit --wait --json and
+// ferry cp --json print: the done event, or the error that came first.
 func decodeDone(out []byte) (id string, status, msg string) {
-	s := strings.TrimSpace(string(out))
-	first, rest, _ := strings.Cut(s, "\n")
-	id = strings.TrimSpace(first)
 	var done struct {
 		TransferID string `json:"transfer_id"`
 		Status     string `json:"status"`
 		Error      string `json:"error"`
 	}
-	if i := strings.Index(rest, "{"); i >= 0 && json.Unmarshal([]byte(rest[i:]), &done) == nil {
-		if done.TransferID != "" {
-			id = done.TransferID
-		}
-		return id, done.Status, done.Error
+	if err := json.Unmarshal(bytes.TrimSpace(out), &done); err != nil {
+		return "", "", fmt.Sprintf("not one JSON document (%v): %s", err, verdict.OneLine(string(out), 200))
 	}
-	return id, "", ""
+	return done.TransferID, done.Status, done.Error
 }

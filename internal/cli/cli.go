@@ -12,16 +12,19 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // Exit statuses.
@@ -70,6 +73,9 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetArgs(args)
 	root.SetOut(stdout)
+	// A command run with --json writes through a counter, so that a
+	// failure prints a document only where the command printed none.
+	out := &countingWriter{w: stdout}
 	root.SetErr(stderr)
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.SetUsageTemplate(usageTemplate)
@@ -88,6 +94,9 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 		if run := c.RunE; run != nil {
 			c.RunE = func(c *cobra.Command, a []string) error {
 				running = true
+				if asksJSON(c) {
+					c.SetOut(out)
+				}
 				return run(c, a)
 			}
 		}
@@ -100,17 +109,56 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 	if cmd != nil {
 		name = cmd.CommandPath()
 	}
+	code := ExitFailed
 	var ue *UsageError
 	switch {
 	case !running || errors.As(err, &ue):
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", root.Name(), err, name)
-		return ExitUsage
+		code = ExitUsage
 	case config.IsError(err):
 		fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
-		return ExitUsage
+		code = ExitUsage
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
-	return ExitFailed
+	if cmd != nil && asksJSON(cmd) && out.n.Load() == 0 {
+		// --json promises one document on stdout, failure included;
+		// a command that printed its own (a transfer that ended
+		// failed) has kept it.
+		_ = PrintJSON(stdout, Failure{V: message.Version, Status: StatusError, Error: err.Error(), ExitCode: code})
+	}
+	return code
+}
+
+// StatusError is the status of the document --json prints for a command
+// that failed before it had one of its own to print.
+const StatusError = "error"
+
+// Failure is that document: the error as stderr gives it, and the exit
+// status.
+type Failure struct {
+	V        int    `json:"v"`
+	Status   string `json:"status"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// asksJSON reports whether cmd was run with --json.
+func asksJSON(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.Type() == "bool" && f.Value.String() == "true"
+}
+
+// countingWriter counts what a command wrote to stdout.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func walk(c *cobra.Command, fn func(*cobra.Command)) {
@@ -151,4 +199,15 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// PrintJSON prints v as one indented JSON document: what every command's
+// --json prints on stdout, once.
+func PrintJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
 }

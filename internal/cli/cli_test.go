@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -109,3 +111,57 @@ func TestExitStatuses(t *testing.T) {
 type mapLookuper map[string]string
 
 func (m mapLookuper) Lookup(k string) (string, bool) { v, ok := m[k]; return v, ok }
+
+// jsonCommand prints doc on stdout (if any) and fails with runErr.
+func jsonCommand(doc string, runErr error) *cobra.Command {
+	root := &cobra.Command{Use: "tool"}
+	cp := &cobra.Command{
+		Use: "cp",
+		RunE: func(c *cobra.Command, _ []string) error {
+			if doc != "" {
+				fmt.Fprintln(c.OutOrStdout(), doc)
+			}
+			return runErr
+		},
+	}
+	cp.Flags().Bool("json", false, "print JSON")
+	root.AddCommand(cp)
+	return root
+}
+
+// With --json stdout holds exactly one JSON document, for a failure too:
+// the error and the exit status where the command printed nothing, the
+// command's own document where it did (a transfer that ended failed).
+func TestJSONPrintsOneDocumentOnFailure(t *testing.T) {
+	for _, c := range []struct {
+		name, doc string
+		args      []string
+		err       error
+		code      int
+		want      Failure
+	}{
+		{"a failure", "", []string{"cp", "--json"}, errors.New("source x.csv: no such file"), ExitFailed,
+			Failure{V: 1, Status: StatusError, Error: "source x.csv: no such file", ExitCode: ExitFailed}},
+		{"a usage error", "", []string{"cp", "--json"}, Usagef("want a destination"), ExitUsage,
+			Failure{V: 1, Status: StatusError, Error: "want a destination", ExitCode: ExitUsage}},
+		{"an unknown flag", "", []string{"cp", "--json", "--nope"}, nil, ExitUsage,
+			Failure{V: 1, Status: StatusError, Error: "unknown flag: --nope", ExitCode: ExitUsage}},
+		{"its own document", `{"status": "failed", "error": "upload: 503"}`, []string{"cp", "--json"}, errors.New("transfer t1 ended failed"), ExitFailed,
+			Failure{Status: "failed", Error: "upload: 503"}},
+	} {
+		code, stdout, stderr := run(t, jsonCommand(c.doc, c.err), c.args...)
+		var got Failure
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		if err := dec.Decode(&got); err != nil || dec.More() {
+			t.Errorf("%s: stdout is not one JSON document (%v):\n%s", c.name, err, stdout)
+			continue
+		}
+		if code != c.code || got != c.want || stderr == "" {
+			t.Errorf("%s: exit %d, document %+v, stderr %q; want exit %d and %+v, and the error on stderr too", c.name, code, got, stderr, c.code, c.want)
+		}
+	}
+	// Without --json, stdout stays empty on failure.
+	if _, stdout, _ := run(t, jsonCommand("", errors.New("boom")), "cp"); stdout != "" {
+		t.Errorf("without --json a failure printed %q on stdout", stdout)
+	}
+}

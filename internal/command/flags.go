@@ -95,9 +95,9 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 		f.wait = true
 	}
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long, whatever the command is doing (0: no limit)")
-	jsonHelp := "with --wait, print the done event as JSON on stdout"
+	jsonHelp := "print one JSON document on stdout: the done event with --wait, the submitted transfer without, the error on a failure"
 	if !withWait {
-		jsonHelp = "print the done event as JSON on stdout (with --dry-run: one JSON object a line)"
+		jsonHelp = "print one JSON document on stdout: the done event, or the error on a failure (with --dry-run: one JSON object a line)"
 	}
 	fs.BoolVar(&f.json, "json", false, jsonHelp)
 	cmd.MarkFlagsMutuallyExclusive("overwrite", "no-clobber")
@@ -113,9 +113,6 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 func (f *Flags) Request(cmd *cobra.Command, cfg config.Producer, args []string) (producer.Request, error) {
 	if len(args) < 2 {
 		return producer.Request{}, cli.Usagef("submit needs at least one SOURCE and a gs://BUCKET/PREFIX destination")
-	}
-	if f.json && !f.wait && !f.dryRun {
-		return producer.Request{}, cli.Usagef("--json prints the done event, so it needs --wait (or --dry-run)")
 	}
 	if f.timeout < 0 {
 		return producer.Request{}, cli.Usagef("--timeout %s: want 0 (no limit) or more", f.timeout)

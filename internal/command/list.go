@@ -39,7 +39,7 @@ func listCommand() *cobra.Command {
 				if ts == nil {
 					ts = []transfers.Transfer{}
 				}
-				return PrintJSON(cmd.OutOrStdout(), ts)
+				return cli.PrintJSON(cmd.OutOrStdout(), ts)
 			}
 			transfers.WriteList(cmd.OutOrStdout(), ts)
 			return nil

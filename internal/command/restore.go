@@ -137,7 +137,7 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 		return &cli.UsageError{Err: err}
 	}
 	if f.json {
-		if jerr := PrintJSON(stdout, struct {
+		if jerr := cli.PrintJSON(stdout, struct {
 			restore.Summary
 			*restore.CSVSummary
 		}{sum, csvSum}); jerr != nil {

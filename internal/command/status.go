@@ -2,9 +2,7 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +41,7 @@ Sizes are raw (source) bytes, in MB of 10^6 bytes.`,
 				return fmt.Errorf("%w (on %s)", err, cfg.Emulators.GCSEndpoint())
 			}
 			if asJSON {
-				return PrintJSON(cmd.OutOrStdout(), t)
+				return cli.PrintJSON(cmd.OutOrStdout(), t)
 			}
 			transfers.WriteStatus(cmd.OutOrStdout(), t)
 			return nil
@@ -85,14 +83,4 @@ func BucketOf(flag string, cfg config.Producer) (string, error) {
 		return "", &cli.UsageError{Err: err}
 	}
 	return b, nil
-}
-
-// PrintJSON prints v as indented JSON.
-func PrintJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -161,6 +162,16 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "no-such-bucket-ferry") {
 		t.Fatalf("submit to a missing bucket: exit %d, stdout %q (want no id), stderr %q", code, stdout, stderr)
 	}
+	// With --json, the failure is stdout's one document.
+	code, stdout, _ = runBinary(t, env, "producer", "submit", "--json", src, "gs://no-such-bucket-ferry/x")
+	var failure struct {
+		Status, Error string
+		ExitCode      int `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &failure); err != nil || code != 1 || failure.Status != "error" ||
+		failure.ExitCode != 1 || !strings.Contains(failure.Error, "no-such-bucket-ferry") {
+		t.Fatalf("submit --json to a missing bucket: exit %d, stdout %q (%v); want one error document naming the bucket", code, stdout, err)
+	}
 
 	// No merger yet: the transfer stays sealed.
 	code, stdout, stderr = runBinary(t, env, "producer", "submit", src, "gs://"+s.bucket+"/cli", "--chunk-size", "1MiB")
@@ -209,11 +220,17 @@ func TestSubmitStatusListCancel(t *testing.T) {
 	merger.kill9()
 
 	// A running transfer: its cancel event reaches the control topic.
-	code, stdout, stderr = runBinary(t, env, "producer", "submit", "--chunk-size", "1MiB", src, "gs://"+s.bucket+"/cli2")
-	if code != 0 {
-		t.Fatalf("second submit: exit %d, %s", code, stderr)
+	// Submitted with --json and no --wait, stdout is one document that
+	// names it.
+	code, stdout, stderr = runBinary(t, env, "producer", "submit", "--json", "--chunk-size", "1MiB", src, "gs://"+s.bucket+"/cli2")
+	var submitted struct {
+		TransferID string `json:"transfer_id"`
+		Status     string
 	}
-	id2 := strings.TrimSpace(stdout)
+	if err := json.Unmarshal([]byte(stdout), &submitted); code != 0 || err != nil || submitted.Status != "submitted" || submitted.TransferID == "" {
+		t.Fatalf("second submit: exit %d, stdout %q (%v), stderr %s; want one document of the submitted transfer", code, stdout, err, stderr)
+	}
+	id2 := submitted.TransferID
 	if code, out, stderr := runBinary(t, env, "producer", "cancel", id2); code != 0 || !strings.Contains(out, "cancel requested for transfer "+id2) {
 		t.Fatalf("cancel: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}

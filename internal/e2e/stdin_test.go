@@ -62,7 +62,8 @@ func TestSubmitStdinThroughTheBinary(t *testing.T) {
 			}
 			out := stdout.String()
 			var done message.Done
-			testutil.OK(t, json.Unmarshal([]byte(out[bytes.IndexByte([]byte(out), '\n')+1:]), &done))
+			// --json: stdout is the done event and nothing else.
+			testutil.OK(t, json.Unmarshal([]byte(out), &done))
 			const object = "dumps/db.sql.zst"
 			if done.Status != message.StatusOK || len(done.Objects) != 1 || done.Objects[0].Name != "gs://"+s.bucket+"/"+object ||
 				done.Objects[0].RawSize != size || done.Objects[0].RawCRC32C != crc32c.Checksum(data) {

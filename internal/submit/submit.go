@@ -7,7 +7,6 @@ package submit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/ferry-dev/ferry/internal/benchrow"
+	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -117,7 +117,9 @@ func RunOn(ctx context.Context, cfg *config.Producer, o Options, clients *setup.
 	var already *producer.AlreadyDoneError
 	if errors.As(err, &already) {
 		// The same idempotency key: report the transfer that ran.
-		fmt.Fprintln(r.stdout, r.req.TransferID)
+		if !o.JSON {
+			fmt.Fprintln(r.stdout, r.req.TransferID)
+		}
 		r.log.Info("transfer already ended; not started again", "transfer_id", r.req.TransferID, "status", already.Done.Status)
 		return Report(r.stdout, o.Stderr, already.Done, o.JSON)
 	}
@@ -128,6 +130,9 @@ func RunOn(ctx context.Context, cfg *config.Producer, o Options, clients *setup.
 	r.log.Info("all chunks published", "transfer_id", man.TransferID, "files", man.Totals.Files, "skipped", man.Totals.Skipped, "bytes", raw,
 		"compress_ms", man.CompressMS, "compress_mbps", fmt.Sprintf("%.1f", benchrow.MBps(raw, man.CompressMS)))
 	if !o.Wait {
+		if o.JSON {
+			return cli.PrintJSON(r.stdout, submitted{V: message.Version, TransferID: man.TransferID, Status: StatusSubmitted})
+		}
 		return nil
 	}
 	done, err := r.wait(ctx, w, man)
@@ -218,9 +223,11 @@ func (r *run) producer() (*producer.Producer, error) {
 		if r.walk != nil {
 			r.walk.stop()
 		}
-		r.out.Lock()
-		fmt.Fprintln(r.stdout, id)
-		r.out.Unlock()
+		if !r.o.JSON { // with --json, stdout holds one document, at the end
+			r.out.Lock()
+			fmt.Fprintln(r.stdout, id)
+			r.out.Unlock()
+		}
 		r.st.set("sending the chunks of transfer %s to topic %s on %s", id, cfg.PubSub.ChunksTopic, r.queueAt)
 		if r.bar != nil {
 			r.bar.begin()
@@ -336,12 +343,24 @@ func Printable(s string) string {
 	return b.String()
 }
 
+// StatusSubmitted is the status --json gives a transfer submitted without
+// --wait: it runs on.
+const StatusSubmitted = "submitted"
+
+// submitted is the document --json prints for a transfer not waited for.
+type submitted struct {
+	V          int    `json:"v"`
+	TransferID string `json:"transfer_id"`
+	Status     string `json:"status"`
+}
+
 // Report prints a done event (as JSON on stdout when asJSON, and a summary
 // line on stderr) and turns a transfer that did not end ok into an error.
 func Report(stdout, stderr io.Writer, done message.Done, asJSON bool) error {
 	if asJSON {
-		b, _ := json.MarshalIndent(done, "", "  ")
-		fmt.Fprintln(stdout, string(b))
+		if err := cli.PrintJSON(stdout, done); err != nil {
+			return err
+		}
 	}
 	if done.RowError != "" {
 		fmt.Fprintf(stderr, "warning: transfer %s has no benchmark row: %s\n", done.TransferID, Printable(done.RowError))
