@@ -16,6 +16,7 @@ require (
 	github.com/spf13/pflag v1.1.0
 	github.com/zclconf/go-cty v1.20.0
 	golang.org/x/sync v0.25.0
+	golang.org/x/term v0.47.0
 	google.golang.org/api v0.307.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

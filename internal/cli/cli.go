@@ -83,7 +83,7 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 	help := root.HelpFunc()
 	root.SetHelpFunc(func(c *cobra.Command, a []string) {
 		help(c, a)
-		if env := c.Annotations[envAnnotation]; env != "" {
+		if env := c.Annotations[envAnnotation]; env != "" && showsAll(c) {
 			fmt.Fprint(c.OutOrStdout(), "\n"+env)
 		}
 	})
@@ -94,6 +94,10 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 		if run := c.RunE; run != nil {
 			c.RunE = func(c *cobra.Command, a []string) error {
 				running = true
+				if all, _ := c.Flags().GetBool("help-all"); all && c.Annotations[briefAnnotation] != "" {
+					c.Annotations[allAnnotation] = "1"
+					return c.Help()
+				}
 				if asksJSON(c) {
 					c.SetOut(out)
 				}

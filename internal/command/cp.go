@@ -10,37 +10,18 @@ import (
 	"github.com/ferry-dev/ferry/internal/submit"
 )
 
-const cpAbout = `Copies each SOURCE, a file or a directory (always walked recursively; a
-directory keeps its own name, as with gcloud storage cp -r), to
-gs://BUCKET/PREFIX/<relative path>.zst, and exits 0 only once every object is
-confirmed in a listing of the bucket with the size and CRC32C predicted from
-the chunks. SOURCE - reads standard input into one object.
+const cpAbout = `Copies each SOURCE (a file, a directory, or - for standard input) to
+gs://BUCKET/PREFIX, compressed with zstd (NAME.zst; --codec none keeps the
+names). It exits 0 only once every object is confirmed in a listing of the
+bucket with the size and CRC32C predicted from its chunks; nothing partial
+is ever visible under the destination.
 
-Everything runs in this process: the files are read and compressed on every
-core, the chunks uploaded FERRY_CP_UPLOADS (--uploads) at once, each checked
-with CRC32C, and composed into the final objects; nothing partial is ever
-visible under the destination. The process's memory stays within
-FERRY_CP_MEMORY, whatever the file sizes and counts.
+Everything runs in this one process, within FERRY_CP_MEMORY. Ctrl-C cancels
+and removes what was staged; after a crash, the same command again finishes
+the transfer. A second copy into the same objects is refused while one runs.
 
-On a terminal a progress line shows files, bytes, rate and time left;
-elsewhere a line a minute goes to stderr. Ctrl-C stops reading, cancels the
-transfer (its staging objects are removed), says so and exits 1. After a
-crash (kill -9, a reboot), run the same command again: it takes up the
-transfer the first run started, finishes it and removes what that run left.
-While one transfer writes under a destination, another that could write the
-same objects (the same command again, a directory above or below) is refused
-before it sends anything, naming the one that runs.
-
-The flags are producer submit's (docs/usage.md): filters (--exclude,
---include, --files-from), --dry-run, -n, --skip-unchanged (a file that grew
-is sent as its tail only) with --checksum, --overwrite, links,
---convert parquet with --bq-table, --codec, --level, --max-rate, --json,
---timeout. The summary line and --json's done event are submit --wait's.
-Benchmark rows go to FERRY_RESULTS_FILE (by default results.ndjson in
-ferry's state directory), or to BigQuery with FERRY_BQ_DATASET.
-
-Exit status: 0 success, 1 the transfer failed, was interrupted or could not
-start, 2 a usage or configuration error.`
+Exit status: 0 success, 1 the transfer failed or was interrupted, 2 a usage
+or configuration error. docs/usage.md has the rest.`
 
 func cpCommand(version string) *cobra.Command {
 	f := NewFlags()
@@ -77,7 +58,18 @@ func cpCommand(version string) *cobra.Command {
 		},
 	}
 	f.Register(cmd, false)
-	cmd.Flags().IntVarP(&uploads, "uploads", "j", 16, "chunk messages uploaded at once (default FERRY_CP_UPLOADS, 16)")
+	cmd.Flags().IntVarP(&uploads, "uploads", "j", 0, "chunks uploaded at once (default FERRY_CP_UPLOADS, 16)")
+	fs := cmd.Flags()
+	fs.Lookup("chunk-size").Usage = "chunk size, 1MiB to 1GiB (default FERRY_CHUNK_SIZE, 8MiB)"
+	fs.Lookup("json").Usage = "print one JSON document on stdout: the done event, or the error"
+	cli.Brief(cmd)
+	cli.Group(cmd, "Copying", "no-clobber", "overwrite", "skip-unchanged", "checksum", "recursive", "codec", "level", "dry-run")
+	cli.Group(cmd, "Filters and links", "exclude", "include", "files-from", "follow-symlinks", "ignore-symlinks", "skip-unreadable")
+	cli.Group(cmd, "Speed", "uploads", "max-rate", "chunk-size", "timeout")
+	cli.Group(cmd, "Tables", "convert", "bq-table", "bq-write")
+	cli.Group(cmd, "Output and help", "json", "help-all", "help")
+	cli.Group(cmd, cli.Advanced, "no-append", "convert-match", "schema", "encoding", "quote", "null-marker", "infer-rows", "bad-rows",
+		"parquet-compression", "method", "label", "idempotency-key")
 	cli.Env(cmd, &config.Copy{})
 	return cmd
 }

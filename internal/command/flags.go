@@ -58,26 +58,26 @@ func (f *Flags) MaxRate() int64         { return int64(f.maxRate) }
 func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 	fs := cmd.Flags()
 	fs.SortFlags = false
-	fs.Var(&f.chunkSize, "chunk-size", "chunk size, 1MiB to 1GiB; grows so no file needs more than FERRY_MAX_CHUNKS chunks (default FERRY_CHUNK_SIZE, 32MiB)")
+	fs.Var(&f.chunkSize, "chunk-size", "chunk size, 1MiB to 1GiB (default FERRY_CHUNK_SIZE, 32MiB)")
 	fs.StringVar(&f.codec, "codec", "", "zstd, gzip or none (default FERRY_CODEC, zstd)")
-	fs.IntVar(&f.level, "level", 0, "compression level, fixed; 0: zstd adapts each chunk's level (1, 3 or 6; it starts at 1) to what waits, the compressor or the link; gzip 6")
+	fs.IntVar(&f.level, "level", 0, "compression level, fixed; 0: zstd adapts it (1, 3 or 6) to the link")
 	fs.StringVar(&f.method, "method", "", "method name recorded in the benchmark row (default FERRY_METHOD, ferry)")
 	fs.Var(f.labels, "label", "KEY=VALUE label for the benchmark row (repeatable)")
 	fs.StringVar(&f.key, "idempotency-key", "", "the same key always names the same transfer")
-	fs.BoolVar(&f.overwrite, "overwrite", false, "replace final objects that exist, once every file is stored and each is still as found; if it fails after replacing some, those stay, whole, named in the done event")
+	fs.BoolVar(&f.overwrite, "overwrite", false, "replace final objects that exist, once every file is stored")
 	fs.BoolVarP(&f.noClobber, "no-clobber", "n", false, "skip files whose final object exists, as gcloud storage cp -n")
-	fs.BoolVar(&f.skipUnchanged, "skip-unchanged", false, "skip files whose final object has the same size and mtime (from its metadata; no file is read) and replace those that changed, as rsync does")
+	fs.BoolVar(&f.skipUnchanged, "skip-unchanged", false, "skip files whose object has the same size and mtime; send the others (a grown file: its tail)")
 	fs.BoolVar(&f.noAppend, "no-append", false, "with --skip-unchanged, send a file that grew whole instead of its tail only")
-	fs.BoolVar(&f.checksum, "checksum", false, "with --skip-unchanged, compare size and CRC32C instead of mtime: reads every file of the same size")
+	fs.BoolVar(&f.checksum, "checksum", false, "with --skip-unchanged, compare size and CRC32C instead of mtime")
 	fs.BoolVarP(&f.recur, "recursive", "r", false, "accepted for gcloud habits: directories are always copied recursively")
-	fs.Var(&f.maxRate, "max-rate", "most bytes per second this producer sends, e.g. 7MB (default FERRY_MAX_RATE, 0: no limit)")
-	fs.BoolVarP(&f.followLinks, "follow-symlinks", "L", false, "follow links to directories too (a link back to a directory being walked is skipped)")
+	fs.Var(&f.maxRate, "max-rate", "most bytes a second to send, e.g. 7MB (default FERRY_MAX_RATE, 0: no limit)")
+	fs.BoolVarP(&f.followLinks, "follow-symlinks", "L", false, "follow links to directories too")
 	fs.BoolVar(&f.ignoreLinks, "ignore-symlinks", false, "skip every symbolic link inside a directory")
-	fs.BoolVar(&f.skipUnreadable, "skip-unreadable", false, "skip files and directories that cannot be read instead of failing the transfer")
-	fs.Var(&filterFlag{&f.filters, false}, "exclude", "skip paths matching this rsync pattern (repeatable; with --include, the first match wins)")
-	fs.Var(&filterFlag{&f.filters, true}, "include", "send paths matching this rsync pattern even if a later --exclude matches (repeatable)")
-	fs.StringVar(&f.filesFrom, "files-from", "", "send only the paths listed in this file (- for standard input), one a line, relative to the one SOURCE directory")
-	fs.StringVar(&f.convert, "convert", "", "parquet: send delimited text (.csv, .tsv, --convert-match) as typed Parquet parts")
+	fs.BoolVar(&f.skipUnreadable, "skip-unreadable", false, "skip what cannot be read instead of failing")
+	fs.Var(&filterFlag{&f.filters, false}, "exclude", "skip paths matching this rsync pattern (repeatable; the first match wins)")
+	fs.Var(&filterFlag{&f.filters, true}, "include", "send paths matching this rsync pattern (repeatable)")
+	fs.StringVar(&f.filesFrom, "files-from", "", "send only the paths this file lists (- for stdin), relative to SOURCE")
+	fs.StringVar(&f.convert, "convert", "", "parquet: send .csv and .tsv files as typed Parquet parts")
 	fs.StringArrayVar(&f.convertMatch, "convert-match", nil, "with --convert, also convert files whose name matches this glob (repeatable; .tsv files are tab-separated, others comma-separated)")
 	fs.StringVar(&f.schema, "schema", "", "with --convert, the schema of every converted file: BigQuery's JSON schema format (default: inferred per file)")
 	fs.StringVar(&f.encoding, "encoding", "", "with --convert, the files' encoding: UTF-8 (default) or ISO-8859-1 (latin1), as BigQuery's loads take them, or UTF-16, UTF-16LE, UTF-16BE (a file with a UTF-16 byte order mark is read as such unless latin1 is said); converted to UTF-8")
@@ -86,15 +86,15 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 	fs.StringVar(&f.inferRows, "infer-rows", "", "with --convert and no --schema, how many records each file's schema is inferred from: a number, or all (reads the whole file once more at planning; default 10000)")
 	fs.IntVar(&f.badRows, "bad-rows", 0, "with --convert, leave out up to this many bad records in the whole transfer, naming each in a rejects.ndjson beside its file's parts (BigQuery's maxBadRecords; at most 10000)")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", "", "with --convert, the Parquet column compression: zstd (default), snappy or none")
-	fs.StringVar(&f.bqTable, "bq-table", "", "load the Parquet parts (or, without --convert, the CSV/TSV/NDJSON objects, --codec gzip or none) into this BigQuery table, PROJECT.DATASET.TABLE, when the transfer ends ok (the dataset must be in FERRY_BQ_LOAD_DATASETS)")
-	fs.StringVar(&f.bqWrite, "bq-write", "", "with --bq-table: empty (default: the table must be empty or absent, as bq load), append or truncate")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent and skipped, with totals; send and write nothing")
+	fs.StringVar(&f.bqTable, "bq-table", "", "load what was sent into this BigQuery table, PROJECT.DATASET.TABLE, once it ends ok")
+	fs.StringVar(&f.bqWrite, "bq-write", "", "with --bq-table: empty (the default, as bq load), append or truncate")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print what would be sent and skipped; send nothing")
 	if withWait {
 		fs.BoolVar(&f.wait, "wait", false, "block until the done event; exit 0 only on success")
 	} else {
 		f.wait = true
 	}
-	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long, whatever the command is doing (0: no limit)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	jsonHelp := "print one JSON document on stdout: the done event with --wait, the submitted transfer without, the error on a failure"
 	if !withWait {
 		jsonHelp = "print one JSON document on stdout: the done event, or the error on a failure (with --dry-run: one JSON object a line)"
@@ -112,7 +112,7 @@ func (f *Flags) Register(cmd *cobra.Command, withWait bool) {
 // request; every error is a usage error naming the flag or argument.
 func (f *Flags) Request(cmd *cobra.Command, cfg config.Producer, args []string) (producer.Request, error) {
 	if len(args) < 2 {
-		return producer.Request{}, cli.Usagef("submit needs at least one SOURCE and a gs://BUCKET/PREFIX destination")
+		return producer.Request{}, cli.Usagef("%s needs at least one SOURCE and a gs://BUCKET/PREFIX destination", cmd.CommandPath())
 	}
 	if f.timeout < 0 {
 		return producer.Request{}, cli.Usagef("--timeout %s: want 0 (no limit) or more", f.timeout)
