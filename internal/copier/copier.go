@@ -181,7 +181,10 @@ func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store
 			err = kerr
 		}
 	}
-	if err != nil && !errors.Is(err, transfers.ErrEnded) {
+	// Ended meanwhile, or gone between the two looks (its own failure,
+	// under way at the interrupt, removed its staging): either way its
+	// done event is coming, and waiting for it says how it ended.
+	if err != nil && !errors.Is(err, transfers.ErrEnded) && !errors.Is(err, transfers.ErrNotFound) {
 		return fmt.Errorf("%w; cancelling it: %v; run the same command again to finish it", stopped, err)
 	}
 	done, err := w.Wait(ctx)
