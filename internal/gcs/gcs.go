@@ -174,12 +174,23 @@ func New(ctx context.Context, opts ...option.ClientOption) (*Store, error) {
 	// the fake's public host configured.
 	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("storage client for %s: %w", endpoint, err)
+		return nil, fmt.Errorf("storage client for %s: %w%s", endpoint, err, credentialsHint(err))
 	}
 	if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
 		opts = append([]option.ClientOption{option.WithEndpoint("http://" + h + "/storage/v1/"), option.WithoutAuthentication()}, opts...)
 	}
 	return newStore(ctx, c, endpoint, opts)
+}
+
+// credentialsHint says how to get credentials when the client found none:
+// a user signed in with gcloud auth login alone has none that programs
+// use. The library has no error value for it, only this text.
+func credentialsHint(err error) string {
+	if !strings.Contains(err.Error(), "could not find default credentials") {
+		return ""
+	}
+	return "; sign in with gcloud auth application-default login (gcloud auth login signs in gcloud only), " +
+		"or set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file"
 }
 
 // libraryAttempts bounds the tries the client library makes of one

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -415,5 +416,27 @@ func TestA400IsErrInvalid(t *testing.T) {
 	_, err = s.Compose(context.Background(), "b", "o", []string{"o", "tail"}, gcs.ComposeOptions{IfGeneration: 7})
 	if !errors.Is(err, gcs.ErrInvalid) || errors.Is(err, gcs.ErrChecksum) || !strings.Contains(err.Error(), "same storage class") {
 		t.Fatalf("compose: %v; want ErrInvalid with GCS's words", err)
+	}
+}
+
+// Without credentials of any kind, the error says how to get them.
+func TestNoCredentialsNamesTheLogin(t *testing.T) {
+	home := t.TempDir()
+	for k, v := range map[string]string{"HOME": home, "CLOUDSDK_CONFIG": home, "GOOGLE_APPLICATION_CREDENTIALS": "", "STORAGE_EMULATOR_HOST": "",
+		"APPDATA": home} {
+		t.Setenv(k, v)
+	}
+	if os.Getenv("GCE_METADATA_HOST") != "" {
+		t.Skip("a metadata server is named: credentials come from it")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := gcs.New(ctx)
+	if err == nil {
+		s.Close()
+		t.Skip("this machine has credentials (a metadata server): nothing to hint at")
+	}
+	if !strings.Contains(err.Error(), "gcloud auth application-default login") || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") {
+		t.Fatalf("New without credentials: %v; want the login to run named", err)
 	}
 }
