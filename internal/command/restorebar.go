@@ -14,7 +14,7 @@ type bar struct {
 }
 
 func startBar(r *restore.Restorer, w io.Writer, on bool) *bar {
-	b := &bar{d: progress.NewDisplay(w, func() string {
+	b := &bar{d: progress.NewDisplay(w, func(int) string {
 		p := r.Progress()
 		return progress.RestoreLine(progress.Restore{Objects: p.Objects, Listed: p.Listed,
 			Listing: p.Listing, Raw: p.Raw, RawTotal: p.RawTotal, Elapsed: p.Elapsed})

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -368,9 +369,10 @@ func TestFerryCpAppendsAndConverts(t *testing.T) {
 	}
 }
 
-// Issue 40 §7: on a real terminal (a tmux pane, read with capture-pane)
-// ferry cp draws its progress line (files, bytes, rate, time left) and,
-// on Ctrl-C, says the transfer was interrupted and its staging removed.
+// On a real terminal of 80 columns (a tmux pane, read with capture-pane,
+// wrapped lines joined) ferry cp draws one progress line that fits (bytes
+// uploaded of the total, rate, time left) and, on Ctrl-C, says the transfer
+// was interrupted and its staging removed.
 func TestFerryCpOnATerminal(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("tmux"); err != nil {
@@ -396,13 +398,22 @@ func TestFerryCpOnATerminal(t *testing.T) {
 		}
 		return string(out)
 	}
-	tmux("new-session", "-d", "-s", session, "-x", "220", "-y", "30", "bash "+sh)
+	tmux("new-session", "-d", "-s", session, "-x", "80", "-y", "30", "bash "+sh)
 	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
-	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
+	screen := func() string { return tmux("capture-pane", "-p", "-J", "-t", session) }
 	teststack.UntilSays(t, 2*time.Minute, "the progress line on the terminal", func() (bool, string) {
 		s := screen()
-		return strings.Contains(s, "files 1/1") && strings.Contains(s, "uploaded") && strings.Contains(s, "MB/s"), s
+		return strings.Contains(s, "uploaded") && strings.Contains(s, "MB/s") && strings.Contains(s, "ETA"), s
 	})
+	var bars []string
+	for _, l := range strings.Split(screen(), "\n") {
+		if strings.Contains(l, "MB/s") {
+			bars = append(bars, l)
+		}
+	}
+	if len(bars) != 1 || utf8.RuneCountInString(bars[0]) >= 80 {
+		t.Errorf("at 80 columns the screen holds %d progress lines, want one narrower than 80: %q", len(bars), bars)
+	}
 	teststack.Until(t, 2*time.Minute, "a chunk staged", func() bool { return len(c.under(message.StagingRoot)) > 3 })
 	tmux("send-keys", "-t", session, "C-c")
 	teststack.UntilSays(t, 2*time.Minute, "ferry cp to say it was interrupted and exit 1", func() (bool, string) {

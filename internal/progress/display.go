@@ -3,8 +3,11 @@ package progress
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // Display redraws one line every so often until stopped: in place on a
@@ -17,7 +20,7 @@ type Display struct {
 	mu    *sync.Mutex // held while writing to w; shared with what else writes there
 	every time.Duration
 	lines bool
-	line  func() string
+	line  func(width int) string
 
 	startOnce, stopOnce sync.Once
 	started             bool // guarded by mu
@@ -37,8 +40,11 @@ type DisplayOptions struct {
 	Mu *sync.Mutex
 }
 
-// NewDisplay returns a display of line on w; Start starts it.
-func NewDisplay(w io.Writer, line func() string, o DisplayOptions) *Display {
+// NewDisplay returns a display of line on w; Start starts it. line is
+// given the columns it may take: one less than the terminal's width, read
+// again at every draw (a resize), or 0 (no limit) in a log; a line that
+// takes more is cut.
+func NewDisplay(w io.Writer, line func(width int) string, o DisplayOptions) *Display {
 	if o.Every <= 0 {
 		o.Every = 200 * time.Millisecond
 	}
@@ -70,14 +76,33 @@ func (d *Display) Start() {
 }
 
 func (d *Display) draw() {
-	s := d.line()
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.lines {
+		s := d.line(0)
+		d.mu.Lock()
+		defer d.mu.Unlock()
 		fmt.Fprintln(d.w, s)
 		return
 	}
+	// The last column stays free: a line that filled it would make some
+	// terminals wrap, and the next redraw would leave a line behind.
+	width := max(terminalWidth(d.w)-1, 0)
+	s := cut(d.line(width), width)
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	fmt.Fprintf(d.w, "\r\033[K%s", s)
+}
+
+// terminalWidth is the width of the terminal w is, 0 when it is none.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
 }
 
 // Stop stops drawing. On a terminal, a display that started then either

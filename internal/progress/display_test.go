@@ -27,7 +27,7 @@ func TestDisplayEndsAsAsked(t *testing.T) {
 		{false, true, ""},
 	} {
 		var w lockedBuffer
-		d := NewDisplay(&w, func() string { return "last" }, DisplayOptions{Every: 1 << 40, Mu: &w.mu})
+		d := NewDisplay(&w, func(int) string { return "last" }, DisplayOptions{Every: 1 << 40, Mu: &w.mu})
 		if tc.start {
 			d.Start()
 		}
@@ -45,7 +45,7 @@ func TestDisplayEndsAsAsked(t *testing.T) {
 func TestDisplayInLinesWritesWholeLines(t *testing.T) {
 	var w lockedBuffer
 	n := 0
-	d := NewDisplay(&w, func() string { n++; return "progress: x" }, DisplayOptions{Every: 1 << 40, Lines: true, Mu: &w.mu})
+	d := NewDisplay(&w, func(int) string { n++; return "progress: x" }, DisplayOptions{Every: 1 << 40, Lines: true, Mu: &w.mu})
 	d.Start()
 	d.draw()
 	d.draw()

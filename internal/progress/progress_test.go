@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ferry-dev/ferry/internal/benchrow"
 )
@@ -41,5 +42,41 @@ func TestSameUnitsAsEverywhere(t *testing.T) {
 	line := Line(State{Total: n, Compressed: n, Uploaded: n, Elapsed: time.Second})
 	if want := benchrow.FormatBytes(n); !strings.Contains(line, "compressed "+want) {
 		t.Fatalf("bar %q does not print %d bytes as %s", line, n, want)
+	}
+}
+
+// At 80 and 120 columns a busy line fits, keeping the bar, what is
+// uploaded of the total, the rate and the time left before what was
+// compressed; a width
+// no line fits cuts it.
+func TestLineFitsTheTerminal(t *testing.T) {
+	s := State{Total: 62.9e6, Compressed: 62.9e6, Uploaded: 4.2e6, Elapsed: 10 * time.Second, Files: 2000, FilesTotal: 2000, Paced: 3}
+	whole := Line(s)
+	if utf8.RuneCountInString(whole) <= 120 {
+		t.Fatalf("the whole line is %d columns; the test needs one wider than 120: %q", utf8.RuneCountInString(whole), whole)
+	}
+	for _, width := range []int{79, 119} {
+		got := LineIn(s, width)
+		if n := utf8.RuneCountInString(got); n > width {
+			t.Errorf("LineIn(%d) is %d columns: %q", width, n, got)
+		}
+		for _, want := range []string{"%", "uploaded 4.2 MB / 62.9 MB", "MB/s", "ETA"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("LineIn(%d) = %q lost %q", width, got, want)
+			}
+		}
+		t.Logf("%3d columns: %s", width, got)
+		if strings.Contains(got, "compressed") {
+			t.Errorf("LineIn(%d) = %q kept what was compressed before what it dropped", width, got)
+		}
+	}
+	if got := LineIn(s, 20); utf8.RuneCountInString(got) > 20 || !strings.Contains(got, "%") {
+		t.Errorf("LineIn(20) = %q, want the bar alone within 20 columns", got)
+	}
+	if got := LineIn(s, 8); utf8.RuneCountInString(got) != 8 {
+		t.Errorf("LineIn(8) = %q, want it cut to 8 columns", got)
+	}
+	if got := LineIn(s, 0); got != whole {
+		t.Errorf("LineIn(0) = %q, want the whole line %q", got, whole)
 	}
 }

@@ -36,11 +36,11 @@ func RestoreLine(s Restore) string {
 		count = fmt.Sprintf("%d / %d%s objects  %s", s.Objects, s.Listed, more, mb(s.Raw))
 	}
 	frac = min(1, frac)
-	filled := int(frac * width)
+	filled := int(frac * wideBar)
 	rate := 0.0
 	if s.Elapsed > 0 {
 		rate = float64(s.Raw) / 1e6 / s.Elapsed.Seconds()
 	}
 	return fmt.Sprintf("%s%s %3.0f%%  restored %s  %.1f MB/s",
-		strings.Repeat("█", filled), strings.Repeat("░", width-filled), frac*100, count, rate)
+		strings.Repeat("█", filled), strings.Repeat("░", wideBar-filled), frac*100, count, rate)
 }

@@ -42,7 +42,7 @@ type progressBar struct {
 func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string, p *producer.Producer, w io.Writer, mu *sync.Mutex,
 	every time.Duration, lines bool) (*progressBar, error) {
 	b := &progressBar{p: p, start: time.Now(), q: q}
-	b.d = progress.NewDisplay(w, func() string { return b.line(lines) }, progress.DisplayOptions{Every: every, Lines: lines, Mu: mu})
+	b.d = progress.NewDisplay(w, func(width int) string { return b.line(lines, width) }, progress.DisplayOptions{Every: every, Lines: lines, Mu: mu})
 	if eventsTopic == "" { // no subscription allowed: the producer's side only
 		b.ctx, b.cancel = context.WithCancel(ctx)
 		return b, nil
@@ -82,8 +82,9 @@ func startProgress(ctx context.Context, q *queue.Client, eventsTopic, tid string
 // begin starts drawing, once the transfer id has been printed.
 func (b *progressBar) begin() { b.d.Start() }
 
-// line is the bar's line; in a log, with the time since the start.
-func (b *progressBar) line(lines bool) string {
+// line is the bar's line, in width columns (0: no limit); in a log, with
+// the time since the start.
+func (b *progressBar) line(lines bool, width int) string {
 	_, compressed := b.p.Progress()
 	files, planned := b.p.Files()
 	s := progress.State{Total: b.p.Planned(), Compressed: compressed, Uploaded: b.uploaded.Load(), Composed: b.composed.Load(), Elapsed: time.Since(b.start),
@@ -91,7 +92,7 @@ func (b *progressBar) line(lines bool) string {
 	if lines {
 		return fmt.Sprintf("progress: %s (%s)", progress.Line(s), s.Elapsed.Round(time.Second))
 	}
-	return progress.Line(s)
+	return progress.LineIn(s, width)
 }
 
 // stop draws the last state (if drawing began), ends the line and removes

@@ -19,7 +19,7 @@ type walkLine struct {
 
 func startWalkLine(w io.Writer, mu *sync.Mutex) *walkLine {
 	l := &walkLine{}
-	l.d = progress.NewDisplay(w, func() string {
+	l.d = progress.NewDisplay(w, func(int) string {
 		return "walking the sources: " + benchrow.Count(int(l.files.Load()), "file") + ", " + benchrow.FormatBytes(float64(l.bytes.Load())) + " found"
 	}, progress.DisplayOptions{Mu: mu})
 	l.d.Start()
