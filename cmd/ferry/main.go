@@ -12,4 +12,4 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-func main() { cli.Main(command.Ferry(version)) }
+func main() { cli.Main(command.Ferry(cli.BuildVersion(version))) }

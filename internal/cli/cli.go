@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 
@@ -70,7 +71,9 @@ func Main(root *cobra.Command) {
 // to stderr as "NAME: error"; a usage error adds where help is.
 func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SilenceErrors, root.SilenceUsage = true, true
-	root.CompletionOptions.DisableDefaultCmd = true
+	// Only a root that asks for it (WithCompletion) has a completion
+	// command: the fleet's binaries run under systemd, not in a shell.
+	root.CompletionOptions.DisableDefaultCmd = root.Annotations[completionAnnotation] == ""
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	// A command run with --json writes through a counter, so that a
@@ -203,6 +206,30 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// completionAnnotation marks a root command that offers shell completion.
+const completionAnnotation = "ferry_completion"
+
+// WithCompletion gives root the completion command (bash, zsh, fish,
+// powershell), as cobra writes it.
+func WithCompletion(root *cobra.Command) {
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[completionAnnotation] = "1"
+}
+
+// BuildVersion is version, or, for a binary built without one (go
+// install), the module version the build recorded.
+func BuildVersion(version string) string {
+	if version != "" && version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
 }
 
 // PrintJSON prints v as one indented JSON document: what every command's

@@ -31,5 +31,6 @@ func Ferry(version string) *cobra.Command {
 		},
 	}
 	root.AddCommand(cpCommand(version), Restore(version), Status())
+	cli.WithCompletion(root)
 	return root
 }

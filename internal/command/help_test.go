@@ -55,3 +55,28 @@ func TestCpHelpFitsOneScreen(t *testing.T) {
 		t.Errorf("ferry status --help lost its flags:\n%s", sub)
 	}
 }
+
+// ferry completes in the four shells cobra writes for; the fleet's
+// binaries (run by systemd) offer no completion command.
+func TestFerryCompletesInEveryShell(t *testing.T) {
+	for shell, want := range map[string]string{"bash": "__start_ferry", "zsh": "#compdef ferry", "fish": "complete -c ferry", "powershell": "Register-ArgumentCompleter"} {
+		if got := help(t, "completion", shell); !strings.Contains(got, want) {
+			t.Errorf("ferry completion %s does not hold %q:\n%.300s", shell, want, got)
+		}
+	}
+	var out, errs bytes.Buffer
+	if code := cli.Run(context.Background(), Producer("test"), []string{"completion", "bash"}, &out, &errs); code == cli.ExitOK {
+		t.Errorf("producer completion bash: exit 0, want no such command:\n%.200s", out.String())
+	}
+}
+
+// A version given at build time stands; without one (go install) the
+// build's own module version, else "dev".
+func TestBuildVersion(t *testing.T) {
+	if v := cli.BuildVersion("v1.2.3"); v != "v1.2.3" {
+		t.Errorf("BuildVersion(v1.2.3) = %q", v)
+	}
+	if v := cli.BuildVersion("dev"); v == "" || v == "(devel)" {
+		t.Errorf("BuildVersion(dev) = %q, want dev or a module version", v)
+	}
+}
