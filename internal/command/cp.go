@@ -1,6 +1,8 @@
 package command
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-dev/ferry/internal/cli"
@@ -12,7 +14,8 @@ import (
 
 const cpAbout = `Copies each SOURCE (a file, a directory, or - for standard input) to
 gs://BUCKET/PREFIX, compressed with zstd (NAME.zst; --codec none keeps the
-names). It exits 0 only once every object is confirmed in a listing of the
+names); gs://BUCKET/PATH DEST copies back, as ferry restore does (DEST -:
+stdout). It exits 0 only once every object is confirmed in a listing of the
 bucket with the size and CRC32C predicted from its chunks; nothing partial
 is ever visible under the destination.
 
@@ -29,11 +32,16 @@ func cpCommand(version string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "cp [flags] SOURCE... gs://BUCKET/PREFIX",
 		Example: `  ferry cp data/ gs://my-bucket/landing
+  ferry cp gs://my-bucket/landing/data/ ./back/      # and back, as ferry restore does
   ferry cp --skip-unchanged logs/ gs://my-bucket/logs
   pg_dump mydb | ferry cp - gs://my-bucket/dumps/mydb.sql`,
 		Short: "copy files and directories to gs://BUCKET/PREFIX, in this one process",
 		Long:  cpAbout,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && strings.HasPrefix(args[0], "gs://") && !strings.HasPrefix(args[1], "gs://") {
+				// Out of GCS: the restore engine, its checks and resume.
+				return download(cmd, args[0], args[1], f.JSON())
+			}
 			ctx := cmd.Context()
 			var cfg config.Copy
 			if err := config.FromEnvironment(ctx, &cfg); err != nil {

@@ -3,6 +3,9 @@ package command
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -73,15 +76,29 @@ func Restore(version string) *cobra.Command {
 	fs := cmd.Flags()
 	fs.Var(&f.memory, "memory", "bound on download buffers and decoder windows held at once (default FERRY_RESTORE_MEMORY, 256MiB)")
 	fs.IntVar(&f.o.Concurrency, "concurrency", 0, "byte ranges downloading at once, across all objects (default FERRY_RESTORE_CONCURRENCY, 16)")
-	f.o.RangeSize = 16 << 20
+	f.o.RangeSize = defaultRangeSize
 	fs.Var((*config.Bytes)(&f.o.RangeSize), "range-size", "most bytes one download request covers")
-	fs.DurationVar(&f.o.Timeout, "timeout", 2*time.Minute, "deadline of each request to GCS")
+	fs.DurationVar(&f.o.Timeout, "timeout", defaultRequestTimeout, "deadline of each request to GCS")
 	fs.BoolVar(&f.o.Overwrite, "overwrite", false, "replace outputs that exist with other bytes")
 	fs.BoolVar(&f.o.PreservePosix, "preserve-posix", false, "restore owners and groups from the objects' metadata also when not root (as root they always are); the mode bits always are")
 	fs.BoolVar(&f.json, "json", false, "print a JSON summary on stdout")
 	fs.StringVar(&f.to, "to", "", "csv: write each directory of Parquet parts (producer submit --convert parquet) back as the delimited file it came from; DEST is a directory")
 	cli.Env(cmd, &config.Restore{})
 	return cmd
+}
+
+// restore's defaults, for ferry cp gs://… DEST too.
+const (
+	defaultRangeSize      = 16 << 20
+	defaultRequestTimeout = 2 * time.Minute
+)
+
+// download is ferry cp gs://BUCKET/PATH DEST: a restore at its defaults,
+// with cp's --json.
+func download(cmd *cobra.Command, src, dest string, asJSON bool) error {
+	f := restoreFlags{json: asJSON}
+	f.o.RangeSize, f.o.Timeout = defaultRangeSize, defaultRequestTimeout
+	return runRestore(cmd, src, dest, f)
 }
 
 // runRestore restores src into dest and reports: a progress bar and a summary
@@ -112,6 +129,21 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 	if f.to == "csv" {
 		into = filepath.Join(dest, restore.StageDir)
 	}
+	toStdout := dest == "-"
+	if toStdout {
+		if f.json || f.to != "" {
+			return cli.Usagef("DEST - writes the object's bytes on stdout: --json and --to would mix with them")
+		}
+		// The object is restored, and proven, into a directory of its own
+		// first; only then do its bytes go to stdout.
+		tmp, err := os.MkdirTemp("", "ferry-restore-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		into = tmp
+		stdout = stderr // the summary and the bar; stdout is the data's
+	}
 	store, err := setup.OpenStore(ctx, cfg.Emulators)
 	if err != nil {
 		return err
@@ -125,6 +157,10 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 	bar := startBar(r, stdout, logging.IsTerminal(stdout) && !f.json)
 	sum, err := r.Run(ctx, src, into)
 	bar.stop(sum)
+	if toStdout && err == nil {
+		sum.Destination = dest
+		err = copyOut(cmd.OutOrStdout(), into, src)
+	}
 	var csvSum *restore.CSVSummary
 	if f.to == "csv" && err == nil {
 		cs, cerr := restore.ToCSV(ctx, dest, f.o.Overwrite)
@@ -166,4 +202,31 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 		}
 	}
 	return err
+}
+
+// copyOut writes the one file restored under dir to w: DEST - takes one
+// object, not a prefix of several.
+func copyOut(w io.Writer, dir, src string) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(files) != 1 {
+		return cli.Usagef("%s names %d objects; DEST - writes one (give a directory for more)", src, len(files))
+	}
+	in, err := os.Open(files[0])
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if _, err := io.Copy(w, in); err != nil {
+		return fmt.Errorf("write %s to stdout: %w", src, err)
+	}
+	return nil
 }
