@@ -30,7 +30,7 @@ func Ferry(version string) *cobra.Command {
 			return cli.Usagef("missing command: cp, restore or status")
 		},
 	}
-	root.AddCommand(cpCommand(version), Restore(version), Status())
+	root.AddCommand(cpCommand(version), Restore(version), Status(), lsCommand())
 	cli.WithCompletion(root)
 	return root
 }
