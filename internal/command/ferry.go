@@ -27,10 +27,10 @@ func Ferry(version string) *cobra.Command {
 		Long:    ferryAbout,
 		Version: version,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("missing command: cp, restore or status")
+			return cli.Usagef("missing command: cp, ls, rm, restore or status")
 		},
 	}
-	root.AddCommand(cpCommand(version), Restore(version), Status(), lsCommand())
+	root.AddCommand(cpCommand(version), Restore(version), Status(), lsCommand(), rmCommand())
 	cli.WithCompletion(root)
 	return root
 }
