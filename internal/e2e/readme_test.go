@@ -241,7 +241,8 @@ func personIn(t *testing.T) (dir string, env []string) {
 
 // TestREADMEQuickStart runs the README's try-it-locally block of ferry cp,
 // step by step, as a person would: a GCS stand-in and no Pub/Sub at all,
-// ferry cp of a file and a directory, restore, and the bytes compared.
+// ferry cp of a file and a directory, a plain copy, ls, the copy back and
+// the bytes compared, rm.
 func TestREADMEQuickStart(t *testing.T) {
 	steps := readmeBlock(t, "## Quick start", 2)
 	dir, env := personIn(t)
@@ -259,10 +260,30 @@ func TestREADMEQuickStart(t *testing.T) {
 			if pubsub != "none" {
 				t.Fatalf("the quick start's stand-in set PUBSUB_EMULATOR_HOST=%s: ferry cp must need no Pub/Sub", pubsub)
 			}
+		case strings.HasPrefix(step, "bin/ferry cp --codec none"):
+			checked["plain"] = true
+			if !regexp.MustCompile(`transfer t[0-9t]+-[0-9a-f]{8} ok: 1 object`).MatchString(out) {
+				t.Fatalf("the plain copy shows:\n%s", out)
+			}
+		case strings.HasPrefix(step, "bin/ferry cp gs://"):
+			checked["download"] = true
+			if !strings.Contains(out, "2 objects") {
+				t.Fatalf("the copy back shows:\n%s", out)
+			}
 		case strings.HasPrefix(step, "bin/ferry cp"):
 			checked["cp"] = true
 			if !regexp.MustCompile(`transfer t[0-9t]+-[0-9a-f]{8} ok: 2 objects`).MatchString(out) {
 				t.Fatalf("ferry cp shows:\n%s", out)
+			}
+		case strings.HasPrefix(step, "bin/ferry ls"):
+			checked["ls"] = true
+			if !strings.Contains(out, "gs://ferry-local/try/small.csv.zst") || !strings.Contains(out, "2 objects") {
+				t.Fatalf("ferry ls shows:\n%s", out)
+			}
+		case strings.HasPrefix(step, "bin/ferry rm"):
+			checked["rm"] = true
+			if left := sh.run("bin/ferry ls gs://ferry-local/plain", time.Minute); !strings.Contains(left, "0 objects") {
+				t.Fatalf("after ferry rm, ferry ls shows:\n%s", left)
 			}
 		case strings.HasPrefix(step, "cmp "):
 			checked["compare"] = true // sh.run fails the test on a non-zero exit
@@ -274,7 +295,7 @@ func TestREADMEQuickStart(t *testing.T) {
 			checked["stop"] = true
 		}
 	}
-	for _, w := range []string{"cp", "compare", "stop"} {
+	for _, w := range []string{"cp", "plain", "ls", "download", "compare", "rm", "stop"} {
 		if !checked[w] {
 			t.Errorf("the quick start has no %s step any more; update the README or this test", w)
 		}
