@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"path"
+	"strings"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -80,6 +82,33 @@ func (c Codec) ContentType() string {
 		return "application/gzip"
 	}
 	return "application/octet-stream"
+}
+
+// ContentTypeOf is the Content-Type of the final object name stored with
+// c: the codec's, or, for a plain copy (None), the type its extension
+// names, as gcloud storage cp sets it. The table is ferry's own, not the
+// host's MIME database, so that every producer and merger of a fleet
+// gives an object the same type.
+func ContentTypeOf(c Codec, name string) string {
+	if c != None {
+		return c.ContentType()
+	}
+	if t, ok := byExtension[strings.ToLower(path.Ext(name))]; ok {
+		return t
+	}
+	return None.ContentType()
+}
+
+// byExtension is the Content-Type of a plain copy by its extension.
+var byExtension = map[string]string{
+	".avro": "application/avro", ".bz2": "application/x-bzip2", ".css": "text/css", ".csv": "text/csv",
+	".gif": "image/gif", ".gz": "application/gzip", ".htm": "text/html", ".html": "text/html",
+	".jpeg": "image/jpeg", ".jpg": "image/jpeg", ".js": "text/javascript", ".json": "application/json",
+	".jsonl": "application/x-ndjson", ".log": "text/plain", ".md": "text/markdown", ".ndjson": "application/x-ndjson",
+	".parquet": "application/vnd.apache.parquet", ".pdf": "application/pdf", ".png": "image/png",
+	".sql": "application/sql", ".svg": "image/svg+xml", ".tar": "application/x-tar", ".tsv": "text/tab-separated-values",
+	".txt": "text/plain", ".xml": "application/xml", ".yaml": "application/yaml", ".yml": "application/yaml",
+	".zip": "application/zip", ".zst": "application/zstd",
 }
 
 // Encoder compresses one chunk into one independent frame. An Encoder is not

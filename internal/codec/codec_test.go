@@ -192,3 +192,25 @@ func BenchmarkEncodeIncompressible(b *testing.B) {
 		})
 	}
 }
+
+// A plain copy gets the type its extension names, as gcloud storage cp
+// sets it; a compressed one its codec's, whatever the name.
+func TestContentTypeOf(t *testing.T) {
+	for _, c := range []struct {
+		codec Codec
+		name  string
+		want  string
+	}{
+		{None, "exports/prices.csv", "text/csv"},
+		{None, "logs/app.LOG", "text/plain"},
+		{None, "a/b.ndjson", "application/x-ndjson"},
+		{None, "noext", "application/octet-stream"},
+		{None, "x.unknownext", "application/octet-stream"},
+		{Zstd, "prices.csv.zst", "application/zstd"},
+		{Gzip, "prices.csv.gz", "application/gzip"},
+	} {
+		if got := ContentTypeOf(c.codec, c.name); got != c.want {
+			t.Errorf("ContentTypeOf(%s, %q) = %q, want %q", c.codec, c.name, got, c.want)
+		}
+	}
+}

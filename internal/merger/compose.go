@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -225,7 +226,7 @@ func (m *Merger) composeFinal(ctx context.Context, t *transfer, tr *tree, srcs [
 	man, f := t.manifest, tr.f
 	opt := gcs.ComposeOptions{
 		IfAbsent:      !man.Overwrite,
-		ContentType:   man.ContentType,
+		ContentType:   codec.ContentTypeOf(codec.Codec(man.Codec), f.Object),
 		Metadata:      f.Metadata(t.id, man.Codec),
 		KMSKey:        m.o.Buckets.KMSKey,
 		DeleteSources: true,

@@ -213,6 +213,13 @@ var mutants = []mutant{
 		pkg:  "internal/bench/verdict", test: "TestGoalsAtTheirThresholds",
 	},
 	{
+		name: "a composed plain copy gets the type of its extension",
+		file: "internal/merger/compose.go",
+		from: "ContentType:   codec.ContentTypeOf(codec.Codec(man.Codec), f.Object),",
+		to:   "ContentType:   codec.Codec(man.Codec).ContentType(),",
+		pkg:  "internal/command", test: "TestAPlainCopyGetsTheTypeOfItsExtension",
+	},
+	{
 		name: "a file of more than 32 chunks composes in the fewest levels",
 		file: "internal/merger/tree.go",
 		from: "if len(srcs) <= fanIn {",

@@ -256,7 +256,7 @@ func newPart(tid string, c codec.Codec, fi int, f *plan.File, index, chunks int,
 		// A file of one chunk is written straight to its final name,
 		// or, in an overwrite, to its staging object with the final
 		// object's metadata, which the merger's compose keeps.
-		p.Final, p.Object, p.ContentType = !f.Staged, f.Object, c.ContentType()
+		p.Final, p.Object, p.ContentType = !f.Staged, f.Object, codec.ContentTypeOf(c, f.Object)
 		if f.Staged {
 			p.Object = message.ChunkObject(tid, fi, 0)
 		}
