@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,23 +34,14 @@ wrote it ("-" for an object ferry did not write) and its name; then the
 count and the bytes. ferry's own objects (.ferry/, .ferry-done/) are left
 out unless --all. The listing streams: a prefix of millions of objects takes
 no more memory than one.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return cli.Usagef("want one gs://BUCKET[/PREFIX], got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args: oneURL("gs://BUCKET[/PREFIX]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			d, err := plan.ParseDestination(args[0])
+			d, err := parseURL(args[0])
 			if err != nil {
-				return cli.Usagef("%s", strings.Replace(err.Error(), "destination", "source", 1))
-			}
-			var cfg config.Restore
-			if err := config.FromEnvironment(ctx, &cfg); err != nil {
 				return err
 			}
-			store, err := setup.OpenStore(ctx, cfg.Emulators)
+			store, cfg, err := openGCS(ctx)
 			if err != nil {
 				return err
 			}
@@ -70,6 +62,35 @@ no more memory than one.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document: the objects, their count and bytes")
 	cmd.Flags().BoolVar(&all, "all", false, "list ferry's own objects (.ferry/, .ferry-done/) too")
 	return cmd
+}
+
+// oneURL accepts one argument, a gs:// URL shaped as what says.
+func oneURL(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return cli.Usagef("want one %s, got %d arguments", what, len(args))
+		}
+		return nil
+	}
+}
+
+// parseURL parses a gs://BUCKET[/PREFIX] argument, as a usage error.
+func parseURL(arg string) (plan.Destination, error) {
+	d, err := plan.ParseDestination(arg)
+	if err != nil {
+		return d, cli.Usagef("%s", strings.Replace(err.Error(), "destination ", "", 1))
+	}
+	return d, nil
+}
+
+// openGCS opens GCS (or the stand-in) as the environment names it.
+func openGCS(ctx context.Context) (*gcs.Store, config.Restore, error) {
+	var cfg config.Restore
+	if err := config.FromEnvironment(ctx, &cfg); err != nil {
+		return nil, cfg, err
+	}
+	store, err := setup.OpenStore(ctx, cfg.Emulators)
+	return store, cfg, err
 }
 
 // listedObject is an object as ls shows it: transfers.Object's fields (raw

@@ -15,12 +15,9 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/cli"
-	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/plan"
-	"github.com/ferry-dev/ferry/internal/setup"
 )
 
 // rmDeletes is how many deletes rm keeps in flight.
@@ -39,17 +36,12 @@ as the listing showed it (its generation and metageneration): one written
 again since stays. ferry's own objects (.ferry/, .ferry-done/) are never
 deleted, nor a prefix inside them: a transfer's staging goes with
 ferry status / cancel, not rm.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return cli.Usagef("want one gs://BUCKET/PREFIX, got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args: oneURL("gs://BUCKET/PREFIX"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			d, err := plan.ParseDestination(args[0])
+			d, err := parseURL(args[0])
 			if err != nil {
-				return cli.Usagef("%s", strings.Replace(err.Error(), "destination", "target", 1))
+				return err
 			}
 			if d.Prefix == "" {
 				return cli.Usagef("%s: rm takes a prefix, not a whole bucket", d)
@@ -57,11 +49,7 @@ ferry status / cancel, not rm.`,
 			if r := message.ReservedPrefix(d.Prefix); r != "" {
 				return cli.Usagef("%s lies under %s, which ferry keeps for itself", d, r)
 			}
-			var cfg config.Restore
-			if err := config.FromEnvironment(ctx, &cfg); err != nil {
-				return err
-			}
-			store, err := setup.OpenStore(ctx, cfg.Emulators)
+			store, _, err := openGCS(ctx)
 			if err != nil {
 				return err
 			}
