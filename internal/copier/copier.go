@@ -139,10 +139,12 @@ func Run(ctx context.Context, cfg *config.Copy, o submit.Options) error {
 	// that nothing it staged is left.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
 	defer cancel()
+	var rep *producer.ReportedError
+	reported := errors.As(err, &rep) // its end comes even if nothing is left to find
 	if ctx.Err() != nil {
 		err = errInterrupted
 	}
-	return settle(cctx, err, o.Stderr, store, q.Publisher(pcfg.PubSub.ControlTopic), w, dest.Bucket, tid, pcfg.KeyDir, j)
+	return settle(cctx, err, o.Stderr, store, q.Publisher(pcfg.PubSub.ControlTopic), w, dest.Bucket, tid, pcfg.KeyDir, j, reported)
 }
 
 // errInterrupted is what an interrupted cp says (Ctrl-C, SIGTERM).
@@ -167,10 +169,15 @@ type publisher interface {
 // cause, with the end key this process saved when it started it, and waits
 // for the merger to end it; then it says what was done. It always returns
 // an error: the copy did not complete.
-func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store, control publisher, w *waiter.Waiter, bucket, tid, keyDir string, j *journal) error {
+//
+// reported says the producer told the merger of its own failure: then the
+// transfer's end is awaited even where nothing of it is found any more
+// (the merger may have removed its staging before its done marker).
+func settle(ctx context.Context, cause error, stderr io.Writer, store *gcs.Store, control publisher, w *waiter.Waiter, bucket, tid, keyDir string, j *journal,
+	reported bool) error {
 	stopped := fmt.Errorf("transfer %s did not complete: %w", tid, cause)
 	t, err := transfers.Status(ctx, store, bucket, tid)
-	if errors.Is(err, transfers.ErrNotFound) {
+	if errors.Is(err, transfers.ErrNotFound) && !reported {
 		j.remove()
 		return fmt.Errorf("%w; nothing was sent", stopped)
 	}

@@ -601,14 +601,13 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 
 	t0 := time.Now()
 	if err := p.run(ctx, pl, m, req, c, pg); err != nil {
-		p.fail(ctx, m, err, log)
-		return nil, err
+		return nil, p.fail(ctx, m, err, log)
 	}
 	m.CompressMS = time.Since(t0).Milliseconds()
 	if err := p.seal(ctx, m, pg); err != nil {
 		var announce *announceError
 		if !errors.As(err, &announce) {
-			p.fail(ctx, m, err, log)
+			err = p.fail(ctx, m, err, log)
 		}
 		return nil, err
 	}
@@ -731,8 +730,8 @@ func (p *Producer) sameRequest(ctx context.Context, bucket, tid string, req Requ
 // transfer's done marker exists. So fail waits, up to FailGrace, for the
 // merger to end the transfer before it removes files it already announced:
 // the transfer then fails with its own cause, not a worker's "spool file is
-// missing".
-func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, log *slog.Logger) {
+// missing". It returns cause, as a *ReportedError once the merger was told.
+func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ev := message.Event{V: message.Version, Type: message.EventFailed, TransferID: m.TransferID, Bucket: m.Bucket, Prefix: m.Prefix,
@@ -751,7 +750,19 @@ func (p *Producer) fail(ctx context.Context, m *message.Manifest, cause error, l
 		p.spool.RemoveTransfer(m.TransferID)
 	}
 	log.Error("transfer failed", "err", cause)
+	if err != nil {
+		return cause
+	}
+	return &ReportedError{Err: cause}
 }
+
+// ReportedError is a transfer that failed once it had started, and whose
+// failure the producer told the merger (a failed event): its done event
+// follows, once the merger has removed what it staged.
+type ReportedError struct{ Err error }
+
+func (e *ReportedError) Error() string { return e.Err.Error() }
+func (e *ReportedError) Unwrap() error { return e.Err }
 
 // awaitEnd waits for the transfer's done marker, for at most FailGrace.
 func (p *Producer) awaitEnd(ctx context.Context, m *message.Manifest) {
