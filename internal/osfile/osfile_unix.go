@@ -67,3 +67,10 @@ func FreeSpace(dir string) (int64, error) {
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:unconvert,gosec // field types differ between platforms
 }
+
+// ProcessRuns reports whether process pid runs on this host: signal 0
+// checks without sending anything; EPERM is a process of another user.
+func ProcessRuns(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

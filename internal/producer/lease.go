@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/osfile"
 )
 
 // A lease keeps two transfers off the same final objects:
@@ -180,7 +181,7 @@ func holderGone(holder string) bool {
 	if err != nil || host != me || perr != nil || n <= 0 || n == os.Getpid() {
 		return false
 	}
-	return !processRuns(n)
+	return !osfile.ProcessRuns(n)
 }
 
 // destOf names what a scope covers.
