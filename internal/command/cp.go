@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
@@ -40,7 +41,16 @@ func cpCommand(version string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 && strings.HasPrefix(args[0], "gs://") && !strings.HasPrefix(args[1], "gs://") {
 				// Out of GCS: the restore engine, its checks and resume.
-				return download(cmd, args[0], args[1], f.JSON())
+				var upOnly []string
+				cmd.Flags().Visit(func(fl *pflag.Flag) {
+					if fl.Name != "json" && fl.Name != "overwrite" {
+						upOnly = append(upOnly, "--"+fl.Name)
+					}
+				})
+				if len(upOnly) > 0 {
+					return cli.Usagef("%s: a copy out of GCS takes --overwrite and --json only (ferry restore has the rest)", strings.Join(upOnly, ", "))
+				}
+				return download(cmd, args[0], args[1], f.JSON(), f.overwrite)
 			}
 			ctx := cmd.Context()
 			var cfg config.Copy

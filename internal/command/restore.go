@@ -94,9 +94,10 @@ const (
 )
 
 // download is ferry cp gs://BUCKET/PATH DEST: a restore at its defaults,
-// with cp's --json.
-func download(cmd *cobra.Command, src, dest string, asJSON bool) error {
+// with cp's --json and --overwrite.
+func download(cmd *cobra.Command, src, dest string, asJSON, overwrite bool) error {
 	f := restoreFlags{json: asJSON}
+	f.o.Overwrite = overwrite
 	f.o.RangeSize, f.o.Timeout = defaultRangeSize, defaultRequestTimeout
 	return runRestore(cmd, src, dest, f)
 }

@@ -50,6 +50,21 @@ func TestRestoreToStandardOutput(t *testing.T) {
 			t.Errorf("cp gs://…/d/ DIR: %s holds %d bytes (%v), want %d", name, len(got), err, len(want))
 		}
 	}
+	// Over a file with other bytes only with --overwrite; a flag of
+	// uploads only is refused, not ignored.
+	testutil.OK(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte("other"), 0o644))
+	if code, _, _ := run("cp", "gs://"+bucket+"/d/b.csv.zst", dir); code == cli.ExitOK {
+		t.Error("cp gs://… DIR replaced a file with other bytes without --overwrite")
+	}
+	if code, _, errs := run("cp", "--overwrite", "gs://"+bucket+"/d/b.csv.zst", dir); code != cli.ExitOK {
+		t.Errorf("cp --overwrite gs://… DIR: exit %d, stderr %q", code, errs)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "b.csv")); !bytes.Equal(got, raw[:1000]) {
+		t.Errorf("after cp --overwrite, b.csv holds %q", got)
+	}
+	if code, _, errs := run("cp", "--exclude", "*.tmp", "gs://"+bucket+"/d/", dir); code != cli.ExitUsage || !strings.Contains(errs, "--exclude") {
+		t.Errorf("cp --exclude gs://… DIR: exit %d, stderr %q; want a usage error naming --exclude", code, errs)
+	}
 	if code, out, errs := run("restore", "gs://"+bucket+"/d/", "-"); code != cli.ExitUsage || out != "" || !strings.Contains(errs, "names 2 objects") {
 		t.Errorf("a prefix of two objects to -: exit %d, stdout %d bytes, stderr %q; want exit 2 naming 2 objects", code, len(out), errs)
 	}
