@@ -1,7 +1,6 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -25,11 +24,10 @@ func TestAPlainCopyGetsTheTypeOfItsExtension(t *testing.T) {
 	t.Setenv("FERRY_ENV_FILE", "")
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	t.Setenv("FERRY_BUCKETS", bucket)
-	var out, errs bytes.Buffer
-	code := cli.Run(context.Background(), Ferry("test"), []string{"cp", "--codec", "none", "--chunk-size", "1MiB",
-		filepath.Join(dir, "big.csv"), filepath.Join(dir, "small.csv"), filepath.Join(dir, "notes.txt"), "gs://" + bucket + "/plain"}, &out, &errs)
+	code, _, errs := runFerry("cp", "--codec", "none", "--chunk-size", "1MiB",
+		filepath.Join(dir, "big.csv"), filepath.Join(dir, "small.csv"), filepath.Join(dir, "notes.txt"), "gs://"+bucket+"/plain")
 	if code != cli.ExitOK {
-		t.Fatalf("ferry cp --codec none: exit %d\n%s", code, errs.String())
+		t.Fatalf("ferry cp --codec none: exit %d\n%s", code, errs)
 	}
 	for name, want := range map[string]string{"plain/big.csv": "text/csv", "plain/small.csv": "text/csv", "plain/notes.txt": "text/plain"} {
 		a, err := s.Attrs(context.Background(), bucket, name)

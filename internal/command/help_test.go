@@ -9,14 +9,24 @@ import (
 	"github.com/ferry-dev/ferry/internal/cli"
 )
 
-// help runs ferry with args, as a pipe (not a terminal) sees it.
+// runFerry runs ferry with args as a pipe sees it: stdout and stderr
+// kept, stdin not a terminal (holding a "y" that no prompt may take).
+func runFerry(args ...string) (code int, stdout, stderr string) {
+	var out, errs bytes.Buffer
+	root := Ferry("test")
+	root.SetIn(strings.NewReader("y\n"))
+	code = cli.Run(context.Background(), root, args, &out, &errs)
+	return code, out.String(), errs.String()
+}
+
+// help runs ferry with args, which must succeed quietly, and returns stdout.
 func help(t *testing.T, args ...string) string {
 	t.Helper()
-	var out, errs bytes.Buffer
-	if code := cli.Run(context.Background(), Ferry("test"), args, &out, &errs); code != cli.ExitOK || errs.Len() > 0 {
-		t.Fatalf("ferry %s: exit %d, stderr %q", strings.Join(args, " "), code, errs.String())
+	code, out, errs := runFerry(args...)
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("ferry %s: exit %d, stderr %q", strings.Join(args, " "), code, errs)
 	}
-	return out.String()
+	return out
 }
 
 // ferry cp --help fits one screen: at most 60 lines, none wider than 100

@@ -30,11 +30,11 @@ func TestLsShowsSizesCRC32CAndTheWriter(t *testing.T) {
 	testutil.OK(t, err)
 	t.Setenv("FERRY_ENV_FILE", "")
 	run := func(args ...string) string {
-		var out, errs bytes.Buffer
-		if code := cli.Run(context.Background(), Ferry("test"), args, &out, &errs); code != cli.ExitOK {
-			t.Fatalf("ferry %s: exit %d, stderr %q", strings.Join(args, " "), code, errs.String())
+		code, out, errs := runFerry(args...)
+		if code != cli.ExitOK {
+			t.Fatalf("ferry %s: exit %d, stderr %q", strings.Join(args, " "), code, errs)
 		}
-		return out.String()
+		return out
 	}
 	out := run("ls", "gs://"+bucket)
 	for _, want := range []string{crc32c.Base64(ferry.CRC32C) + "  t1", "gs://" + bucket + "/d/a.csv.zst", crc32c.Base64(other.CRC32C) + "  -", "2 objects"} {

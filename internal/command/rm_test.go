@@ -24,32 +24,25 @@ func TestRmDeletesAPrefixOnlyWhenAskedTo(t *testing.T) {
 		testutil.OK(t, err)
 	}
 	t.Setenv("FERRY_ENV_FILE", "")
-	run := func(args ...string) (int, string, string) {
-		var out, errs bytes.Buffer
-		root := Ferry("test")
-		root.SetIn(strings.NewReader("y\n")) // not a terminal: rm must not take it as an answer
-		code := cli.Run(context.Background(), root, args, &out, &errs)
-		return code, out.String(), errs.String()
-	}
 	exists := func(name string) bool {
 		_, err := s.Attrs(ctx, bucket, name)
 		return err == nil
 	}
-	if code, out, errs := run("rm", "--dry-run", "gs://"+bucket+"/d"); code != cli.ExitOK || !strings.Contains(out, "would delete gs://"+bucket+"/d/sub/b") ||
+	if code, out, errs := runFerry("rm", "--dry-run", "gs://"+bucket+"/d"); code != cli.ExitOK || !strings.Contains(out, "would delete gs://"+bucket+"/d/sub/b") ||
 		strings.Contains(out, "d2/c") || !strings.Contains(errs, "2 objects") || !exists("d/a") {
 		t.Errorf("rm --dry-run: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	if code, _, errs := run("rm", "gs://"+bucket+"/d"); code != cli.ExitUsage || !strings.Contains(errs, "--yes") || !exists("d/a") {
+	if code, _, errs := runFerry("rm", "gs://"+bucket+"/d"); code != cli.ExitUsage || !strings.Contains(errs, "--yes") || !exists("d/a") {
 		t.Errorf("rm without --yes off a terminal: exit %d, stderr %q; want a usage error and nothing deleted", code, errs)
 	}
-	if code, _, errs := run("rm", "-y", "gs://"+bucket+"/d"); code != cli.ExitOK || exists("d/a") || exists("d/sub/b") || !exists("d2/c") {
+	if code, _, errs := runFerry("rm", "-y", "gs://"+bucket+"/d"); code != cli.ExitOK || exists("d/a") || exists("d/sub/b") || !exists("d2/c") {
 		t.Errorf("rm -y d: exit %d, stderr %q; want d/ gone and d2/ kept", code, errs)
 	}
-	if code, _, errs := run("rm", "-y", "gs://"+bucket+"/one.csv"); code != cli.ExitOK || exists("one.csv") {
+	if code, _, errs := runFerry("rm", "-y", "gs://"+bucket+"/one.csv"); code != cli.ExitOK || exists("one.csv") {
 		t.Errorf("rm -y of one object: exit %d, stderr %q", code, errs)
 	}
 	for _, target := range []string{"gs://" + bucket, "gs://" + bucket + "/.ferry-done", "gs://" + bucket + "/.ferry/x"} {
-		if code, _, errs := run("rm", "-y", target); code != cli.ExitUsage {
+		if code, _, errs := runFerry("rm", "-y", target); code != cli.ExitUsage {
 			t.Errorf("rm -y %s: exit %d, stderr %q; want refused", target, code, errs)
 		}
 	}
