@@ -17,7 +17,6 @@ import (
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/logging"
-	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // rmDeletes is how many deletes rm keeps in flight.
@@ -39,15 +38,12 @@ ferry status / cancel, not rm.`,
 		Args: oneURL("gs://BUCKET/PREFIX"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			d, err := parseURL(args[0])
+			d, err := parseURL(args[0]) // refuses ferry's own prefixes too
 			if err != nil {
 				return err
 			}
 			if d.Prefix == "" {
 				return cli.Usagef("%s: rm takes a prefix, not a whole bucket", d)
-			}
-			if r := message.ReservedPrefix(d.Prefix); r != "" {
-				return cli.Usagef("%s lies under %s, which ferry keeps for itself", d, r)
 			}
 			store, _, err := openGCS(ctx)
 			if err != nil {
