@@ -24,6 +24,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/cli"
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/latency"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -95,7 +96,7 @@ func command() *cobra.Command {
 	fs.StringVar(&f.tree, "tree", "goroot", "a real source `DIR` workload 7 also sends with the default budgets (BENCH_TREE): a directory, goroot (go env GOROOT: 15,000 files of every size, on any machine that builds ferry) or none")
 	fs.StringVar(&f.gcs, "gcs", "fs", "fake-gcs-server backend of every method's server (BENCH_GCS): fs (files on a tmpfs; per-request cost does not grow with the bucket) or memory (scans the bucket on every write)")
 	cli.Env(root, &config.Bench{})
-	root.AddCommand(goUploadCommand(), putTreeCommand(), readmeCommand())
+	root.AddCommand(goUploadCommand(), putTreeCommand(), relayCommand(), readmeCommand())
 	return root
 }
 
@@ -123,6 +124,40 @@ func putTreeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&parallel, "parallel", verdict.IdealParallel, "requests in flight")
+	return cmd
+}
+
+func relayCommand() *cobra.Command {
+	var rtt time.Duration
+	cmd := &cobra.Command{
+		Use:   "relay [--rtt D] HOST:PORT",
+		Short: "make a loopback server far: relay to it with a round trip of D, until interrupted",
+		Long: `relay listens on a loopback port, prints it, and forwards every connection
+to HOST:PORT with half of --rtt added each way (and one round trip more
+for a new connection, as TCP's handshake costs). Point a client at the
+printed address (STORAGE_EMULATOR_HOST=…) to see it as a user far from
+GCS would. On exit it prints how many connections the clients opened.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return cli.Usagef("relay needs HOST:PORT")
+			}
+			if rtt < 0 || rtt > time.Minute {
+				return cli.Usagef("--rtt %v: want 0 to 1m", rtt)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := latency.Start(args[0], rtt/2)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), r.Addr())
+			<-cmd.Context().Done()
+			fmt.Fprintf(cmd.ErrOrStderr(), "relay %s -> %s: %d connections opened\n", r.Addr(), args[0], r.Accepted())
+			return r.Close()
+		},
+	}
+	cmd.Flags().DurationVar(&rtt, "rtt", 40*time.Millisecond, "round trip to add")
 	return cmd
 }
 
