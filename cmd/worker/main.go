@@ -32,6 +32,6 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer svc.Close()
-	setup.MemoryLimit(worker.Budget(int64(cfg.MaxOutstanding), cfg.Concurrency))
+	setup.MemoryLimit(worker.Budget(int64(cfg.MaxOutstanding), cfg.RequestBytes()))
 	return engine.Worker(ctx, cfg, svc.Clients, svc.Log.With("worker", cfg.ID), version, func() { svc.Health.SetReady(true) })
 }

@@ -25,7 +25,7 @@ func DefaultLimits() verdict.Limits {
 	}
 	return verdict.Limits{
 		Producer: int64(p.MemoryLimit) + setup.MemoryOverhead,
-		Worker:   worker.Budget(int64(w.MaxOutstanding), w.Concurrency) + setup.MemoryOverhead,
+		Worker:   worker.Budget(int64(w.MaxOutstanding), w.RequestBytes()) + setup.MemoryOverhead,
 		Merger:   int64(m.Memory) + setup.MemoryOverhead,
 		Overhead: setup.MemoryOverhead,
 	}

@@ -58,8 +58,8 @@ func cpCommand(version string) *cobra.Command {
 				return err
 			}
 			if cmd.Flags().Changed("uploads") {
-				if uploads < 1 || uploads > 1000 {
-					return cli.Usagef("--uploads %d: want 1 to 1000", uploads)
+				if uploads < 1 || uploads > config.MaxRequests {
+					return cli.Usagef("--uploads %d: want 1 to %d", uploads, config.MaxRequests)
 				}
 				cfg.Uploads = uploads
 			}
@@ -76,7 +76,7 @@ func cpCommand(version string) *cobra.Command {
 		},
 	}
 	f.Register(cmd, false)
-	cmd.Flags().IntVarP(&uploads, "uploads", "j", 0, "chunks uploaded at once (default FERRY_CP_UPLOADS, 16)")
+	cmd.Flags().IntVarP(&uploads, "uploads", "j", 0, "most upload requests in flight; ferry finds its number below this (default FERRY_CP_UPLOADS, 512)")
 	fs := cmd.Flags()
 	fs.Lookup("chunk-size").Usage = "chunk size, 1MiB to 1GiB (default FERRY_CHUNK_SIZE, 8MiB)"
 	fs.Lookup("json").Usage = "print one JSON document on stdout: the done event, or the error"

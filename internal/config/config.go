@@ -360,7 +360,30 @@ type Worker struct {
 	MaxAttempts    int           `env:"FERRY_MAX_DELIVERY_ATTEMPTS, default=5" help:"the chunks subscription's dead-letter threshold; on that delivery a failing chunk fails its transfer instead of waiting forever"`
 	ShutdownGrace  time.Duration `env:"FERRY_SHUTDOWN_GRACE, default=30s" help:"on SIGTERM, how long running uploads may take before they are abandoned to redelivery"`
 	MaxRate        Bytes         `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this worker may upload to GCS; 0: no limit"`
+	Requests       int           `env:"FERRY_WORKER_REQUESTS, default=0" help:"most upload requests in flight, over all chunks; the worker finds its number below this as the rate grows, as a congestion window does; 0: 8 per chunk of FERRY_WORKER_CONCURRENCY"`
+	RequestMemory  Bytes         `env:"FERRY_WORKER_REQUEST_MEMORY, default=0" help:"what the upload requests in flight may hold beside their messages: a small file's upload holds its own bytes and a bounded header, a large one its copy buffers; 0: 1MiB per chunk of FERRY_WORKER_CONCURRENCY"`
 }
+
+// RequestCap is the most upload requests in flight (FERRY_WORKER_REQUESTS,
+// or its default).
+func (w *Worker) RequestCap() int {
+	if w.Requests > 0 {
+		return w.Requests
+	}
+	return 8 * w.Concurrency
+}
+
+// RequestBytes is what the requests in flight may hold
+// (FERRY_WORKER_REQUEST_MEMORY, or its default).
+func (w *Worker) RequestBytes() int64 {
+	if w.RequestMemory > 0 {
+		return int64(w.RequestMemory)
+	}
+	return int64(w.Concurrency) << 20
+}
+
+// MaxRequests bounds the upload requests one process keeps in flight.
+const MaxRequests = 4096
 
 // Validate names the variable at fault and fills in the default ID.
 func (w *Worker) Validate() error {
@@ -372,6 +395,12 @@ func (w *Worker) Validate() error {
 	}
 	if w.MaxOutstanding < 1<<20 {
 		return fmt.Errorf("FERRY_WORKER_MAX_OUTSTANDING_BYTES=%d: want at least 1MiB", w.MaxOutstanding)
+	}
+	if w.Requests < 0 || w.Requests > MaxRequests {
+		return fmt.Errorf("FERRY_WORKER_REQUESTS=%d: want 0 (8 per chunk) to %d", w.Requests, MaxRequests)
+	}
+	if w.RequestMemory != 0 && w.RequestMemory < 1<<20 {
+		return fmt.Errorf("FERRY_WORKER_REQUEST_MEMORY=%d: want 0 (1MiB per chunk) or at least 1MiB", w.RequestMemory)
 	}
 	if w.MaxAttempts < 5 || w.MaxAttempts > 100 {
 		return fmt.Errorf("FERRY_MAX_DELIVERY_ATTEMPTS=%d: want 5 to 100, as Pub/Sub dead-letter policies allow", w.MaxAttempts)

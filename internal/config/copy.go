@@ -35,7 +35,7 @@ type Copy struct {
 	IDSecret    string `env:"FERRY_IDEMPOTENCY_SECRET" help:"with it, the transfer id of an --idempotency-key is an HMAC under this secret, which nobody without it can compute; at least 32 characters"`
 
 	Memory  Bytes `env:"FERRY_CP_MEMORY, default=256MiB" help:"ferry cp: the one budget of the process: chunks being read and compressed (half), waiting for an uploader, being uploaded, and the merger's events; memory does not grow with file size or file count"`
-	Uploads int   `env:"FERRY_CP_UPLOADS, default=16" help:"ferry cp: chunk messages uploaded at once (--uploads)"`
+	Uploads int   `env:"FERRY_CP_UPLOADS, default=512" help:"ferry cp: most upload requests in flight (--uploads); ferry finds its number below this, more while the rate grows, fewer when GCS pushes back"`
 
 	ResultsFile     string        `env:"FERRY_RESULTS_FILE" help:"local NDJSON file of benchmark rows (ferry cp's default: results.ndjson in its state directory, $XDG_STATE_HOME/ferry, else ~/.local/state/ferry)"`
 	LoadsFile       string        `env:"FERRY_LOADS_FILE" help:"without FERRY_BQ_DATASET: local NDJSON file of the table loads transfers ask for (ferry cp's default: loads.ndjson in its state directory)"`
@@ -82,19 +82,30 @@ func (c *Copy) Producer() Producer {
 	}
 }
 
-// Worker is the uploaders' part: FERRY_CP_UPLOADS at once, holding a
-// quarter of the budget.
+// Worker is the uploaders' part: at most FERRY_CP_UPLOADS requests in
+// flight, their messages holding a quarter of the budget and the requests
+// themselves an eighth. A message is held by one handler, so there are as
+// many handlers as requests: a message of one large chunk is one request.
 func (c *Copy) Worker() Worker {
 	return Worker{
 		PubSub: inProcess, Emulators: c.Emulators, Buckets: c.Buckets, Log: c.Log,
 		Spool:       Spool{Transport: TransportPubSub, Dir: os.TempDir()},
-		Concurrency: c.Uploads, MaxOutstanding: c.Memory / 4, MaxAttempts: copyAttempts, ShutdownGrace: 30 * time.Second, MaxRate: c.MaxRate,
+		Concurrency: min(c.Uploads, 1000), MaxOutstanding: c.Memory / 4, MaxAttempts: copyAttempts, ShutdownGrace: 30 * time.Second, MaxRate: c.MaxRate,
+		Requests: c.Uploads, RequestMemory: c.requestMemory(),
 	}
 }
 
+// requestMemory is the requests' share: an eighth of the budget, or what
+// the other shares leave when that is less (a small budget, where the
+// merger's floor weighs).
+func (c *Copy) requestMemory() Bytes {
+	rest := c.Memory - c.Memory/2 - Bytes(c.Backlog()) - c.Memory/4 - c.Merger(os.TempDir()).Memory
+	return min(c.Memory/8, rest)
+}
+
 // The budget's shares: the producer a half, the chunks waiting for an
-// uploader a sixteenth, the uploads' messages a quarter and their part
-// buffers (1 MiB each) at most an eighth, the merger a sixteenth.
+// uploader a sixteenth, the uploads' messages a quarter and their requests
+// at most an eighth, the merger a sixteenth.
 //
 // Merger is the merger's part: a sixteenth of the budget (at least its
 // 16 MiB) for events, and one load job per transfer.
@@ -130,10 +141,10 @@ func (c *Copy) Validate() error {
 	if c.Memory < 192<<20 {
 		return fmt.Errorf("FERRY_CP_MEMORY=%d: want at least 192MiB", c.Memory)
 	}
-	// An upload holds 1 MiB of part buffers beside its message (the
-	// worker's budget): an eighth of the budget is theirs.
-	if most := int(c.Memory / (8 << 20)); c.Uploads < 1 || c.Uploads > most {
-		return fmt.Errorf("FERRY_CP_UPLOADS=%d: want 1 to %d (an upload holds 1 MiB of buffers, and they get an eighth of FERRY_CP_MEMORY=%d)", c.Uploads, most, c.Memory)
+	// What the requests hold is bounded by their share of the budget,
+	// not by their number.
+	if c.Uploads < 1 || c.Uploads > MaxRequests {
+		return fmt.Errorf("FERRY_CP_UPLOADS=%d: want 1 to %d", c.Uploads, MaxRequests)
 	}
 	if c.BigQuery.Dataset != "" && c.Project == "" && c.BigQuery.Project == "" {
 		return fmt.Errorf("FERRY_BQ_DATASET=%s: its project is FERRY_BQ_PROJECT, else FERRY_PROJECT, and both are empty", c.BigQuery.Dataset)

@@ -17,12 +17,12 @@ func TestCopyBudgetIsShared(t *testing.T) {
 			t.Fatalf("FERRY_CP_MEMORY=%s: %v", mem, err)
 		}
 		p, w, m := c.Producer(), c.Worker(), c.Merger(t.TempDir())
-		// Each upload holds 1 MiB of part buffers beside its message
+		// The requests in flight hold their share beside their messages
 		// (worker.Budget).
-		sum := int64(p.MemoryLimit) + c.Backlog() + int64(w.MaxOutstanding) + int64(w.Concurrency)<<20 + int64(m.Memory)
+		sum := int64(p.MemoryLimit) + c.Backlog() + int64(w.MaxOutstanding) + w.RequestBytes() + int64(m.Memory)
 		if sum > int64(c.Memory) {
-			t.Errorf("FERRY_CP_MEMORY=%s: producer %d + backlog %d + uploads %d + their buffers %d MiB + merger %d = %d, over the budget", mem,
-				p.MemoryLimit, c.Backlog(), w.MaxOutstanding, w.Concurrency, m.Memory, sum)
+			t.Errorf("FERRY_CP_MEMORY=%s: producer %d + backlog %d + uploads %d + their requests %d + merger %d = %d, over the budget", mem,
+				p.MemoryLimit, c.Backlog(), w.MaxOutstanding, w.RequestBytes(), m.Memory, sum)
 		}
 		if p.Spool.Transport != TransportPubSub || p.MessageMax < 9<<20 {
 			t.Errorf("FERRY_CP_MEMORY=%s: transport %s, message max %d: chunks must travel in their messages", mem, p.Spool.Transport, p.MessageMax)
@@ -36,7 +36,7 @@ func TestCopyRefusesBadValuesNamingThem(t *testing.T) {
 	for env, want := range map[string]string{
 		"FERRY_CP_MEMORY=1MiB":            "FERRY_CP_MEMORY",
 		"FERRY_CP_UPLOADS=0":              "FERRY_CP_UPLOADS",
-		"FERRY_CP_UPLOADS=64":             "FERRY_CP_UPLOADS",
+		"FERRY_CP_UPLOADS=5000":           "FERRY_CP_UPLOADS",
 		"FERRY_CHUNK_SIZE=1KiB":           "FERRY_CHUNK_SIZE",
 		"FERRY_CODEC=lzma":                "FERRY_CODEC",
 		"FERRY_TRANSFER_TIMEOUT=1s":       "FERRY_TRANSFER_TIMEOUT",

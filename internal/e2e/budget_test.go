@@ -91,7 +91,7 @@ func TestEachProcessStaysWithinItsBudgetOnAMixedTree(t *testing.T) {
 	}
 	check("producer", peak(prod), producerBudget)
 	for _, w := range workers {
-		check(w.name, peak(w), worker.Budget(workerBytes, workerConc))
+		check(w.name, peak(w), worker.Budget(workerBytes, workerConc<<20)) // FERRY_WORKER_REQUEST_MEMORY's default
 	}
 	check("merger", peak(merger), mergerBudget)
 }

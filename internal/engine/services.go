@@ -36,7 +36,8 @@ func Worker(ctx context.Context, cfg config.Worker, c *setup.Clients, log *slog.
 		spool = cfg.Spool.Dir
 	}
 	w, err := worker.New(worker.Options{Store: c.Store, Events: c.Queue.Publisher(cfg.PubSub.EventsTopic),
-		ID: cfg.ID, MaxAttempts: cfg.MaxAttempts, SpoolDir: spool, Buckets: cfg.Buckets, MaxRate: int64(cfg.MaxRate), Log: log})
+		ID: cfg.ID, MaxAttempts: cfg.MaxAttempts, SpoolDir: spool, Buckets: cfg.Buckets, MaxRate: int64(cfg.MaxRate), Log: log,
+		Requests: cfg.RequestCap(), RequestMemory: cfg.RequestBytes()})
 	if err != nil {
 		return fmt.Errorf("FERRY_SPOOL_DIR=%s: %w", cfg.Spool.Dir, err)
 	}
@@ -46,7 +47,8 @@ func Worker(ctx context.Context, cfg config.Worker, c *setup.Clients, log *slog.
 	err = c.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
 	}, w.Handle)
-	log.Info("worker stopped")
+	win := w.Window()
+	log.Info("worker stopped", "requests_in_flight", win.Limit(), "requests_in_flight_peak", win.Peak(), "window_cuts", win.Cuts())
 	return err
 }
 

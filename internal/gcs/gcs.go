@@ -170,16 +170,45 @@ func New(ctx context.Context, opts ...option.ClientOption) (*Store, error) {
 	if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
 		endpoint = "STORAGE_EMULATOR_HOST=" + h
 	}
+	raw := opts
+	if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
+		raw = append([]option.ClientOption{option.WithEndpoint("http://" + h + "/storage/v1/"), option.WithoutAuthentication()}, opts...)
+	}
+	hc, err := httpClient(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("storage HTTP client for %s: %w%s", endpoint, err, credentialsHint(err))
+	}
 	// JSON reads work against both GCS and fake-gcs-server; XML reads need
 	// the fake's public host configured.
-	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, opts...)...)
+	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, append(opts, option.WithHTTPClient(hc))...)...)
 	if err != nil {
 		return nil, fmt.Errorf("storage client for %s: %w%s", endpoint, err, credentialsHint(err))
 	}
-	if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
-		opts = append([]option.ClientOption{option.WithEndpoint("http://" + h + "/storage/v1/"), option.WithoutAuthentication()}, opts...)
+	return newStore(ctx, c, hc, endpoint, raw)
+}
+
+// maxIdle is how many idle connections a Store keeps: as many as the
+// requests a process keeps in flight (config.MaxRequests), so that the
+// connection one request opened serves the next instead of closing.
+const maxIdle = 4096
+
+// httpClient is the one HTTP client of a Store's three (the library's, the
+// JSON API's, and plain uploads'), with opts' credentials: one pool of
+// connections, kept up to maxIdle. Over HTTP/2, which Go negotiates with
+// storage.googleapis.com, many requests share a connection; over
+// HTTP/1.1 (an emulator) each request in flight has its own, opened once.
+func httpClient(ctx context.Context, opts []option.ClientOption) (*http.Client, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConns, base.MaxIdleConnsPerHost = maxIdle, maxIdle
+	base.ForceAttemptHTTP2 = true
+	// As the library's own transport does: a connection silent for 31 s
+	// is pinged, and dropped when the ping goes unanswered.
+	base.HTTP2 = &http.HTTP2Config{SendPingTimeout: 31 * time.Second}
+	rt, err := htransport.NewTransport(ctx, base, append([]option.ClientOption{option.WithScopes(rawgcs.DevstorageFullControlScope)}, opts...)...)
+	if err != nil {
+		return nil, err
 	}
-	return newStore(ctx, c, endpoint, opts)
+	return &http.Client{Transport: rt}, nil
 }
 
 // credentialsHint says how to get credentials when the client found none:
@@ -201,17 +230,12 @@ func credentialsHint(err error) string {
 // not at the call's deadline as "no answer".
 const libraryAttempts = 4
 
-func newStore(ctx context.Context, c *storage.Client, endpoint string, opts []option.ClientOption) (*Store, error) {
+func newStore(ctx context.Context, c *storage.Client, hc *http.Client, endpoint string, opts []option.ClientOption) (*Store, error) {
 	c.SetRetry(storage.WithMaxAttempts(libraryAttempts))
-	raw, err := rawgcs.NewService(ctx, opts...)
+	raw, err := rawgcs.NewService(ctx, append(opts, option.WithHTTPClient(hc))...)
 	if err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("storage JSON API client for %s: %w", endpoint, err)
-	}
-	hc, _, err := htransport.NewClient(ctx, append([]option.ClientOption{option.WithScopes(rawgcs.DevstorageFullControlScope)}, opts...)...)
-	if err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("storage HTTP client for %s: %w", endpoint, err)
 	}
 	base := strings.Replace(raw.BasePath, "/storage/v1/", "/upload/storage/v1/", 1)
 	return &Store{c: c, raw: raw, hc: hc, uploadBase: base, conn: &conn{endpoint: endpoint}}, nil
@@ -222,11 +246,15 @@ func newStore(ctx context.Context, c *storage.Client, endpoint string, opts []op
 func NewEmulator(ctx context.Context, host string) (*Store, error) {
 	endpoint := "GCS emulator at " + host
 	opts := []option.ClientOption{option.WithEndpoint("http://" + host + "/storage/v1/"), option.WithoutAuthentication()}
-	c, err := storage.NewClient(ctx, append([]option.ClientOption{storage.WithJSONReads()}, opts...)...)
+	hc, err := httpClient(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("storage HTTP client for %s: %w", endpoint, err)
+	}
+	c, err := storage.NewClient(ctx, storage.WithJSONReads(), option.WithEndpoint("http://"+host+"/storage/v1/"), option.WithHTTPClient(hc))
 	if err != nil {
 		return nil, fmt.Errorf("storage client for %s: %w", endpoint, err)
 	}
-	return newStore(ctx, c, endpoint, opts)
+	return newStore(ctx, c, hc, endpoint, opts)
 }
 
 // Close logs what GCS's push-back did (SetLog), and releases the client

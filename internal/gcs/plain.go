@@ -46,6 +46,24 @@ var (
 // (TestLibraryVersionIsGoMods holds them together).
 const libraryVersion = "1.70.0"
 
+// RequestMemory is what an upload of size bytes holds while it is in
+// flight, beside the bytes it reads: a plain request (PlainMax or less)
+// its body, copied once into a pooled buffer, with a bounded header and
+// the connection's buffers; a larger one the copy buffers between its
+// reader and the library's writer. A small file's upload is then sized to
+// what it carries, and hundreds fit where a large one's fit.
+func RequestMemory(size int64) int64 {
+	if size <= PlainMax {
+		return max(size, 0) + plainOverhead
+	}
+	return writerOverhead
+}
+
+const (
+	plainOverhead  = 16 << 10  // the metadata part, headers and the connection's buffers
+	writerOverhead = 128 << 10 // two copy buffers (iobuf.Size) between reader, pipe and connection
+)
+
 // plainBufs are the request bodies of plain uploads, reused.
 var plainBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

@@ -24,6 +24,27 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a small file's upload holds its own bytes, not a large one's buffers",
+		file: "internal/gcs/plain.go",
+		from: "\tif size <= PlainMax {\n\t\treturn max(size, 0) + plainOverhead",
+		to:   "\tif size < 0 {\n\t\treturn max(size, 0) + plainOverhead",
+		pkg:  "internal/worker", test: "TestRequestsInFlightAreSizedToWhatTheyCarry",
+	},
+	{
+		name: "the window doubles while the rate grows",
+		file: "internal/window/window.go",
+		from: "\t\t\tw.set(w.limit * 2)",
+		to:   "\t\t\tw.set(w.limit + 1)",
+		pkg:  "internal/window", test: "TestOnAFarLinkTheWindowGrowsUntilTheServerIsTheBound",
+	},
+	{
+		name: "a push-back cuts the window",
+		file: "internal/window/window.go",
+		from: "\tw.set(int(float64(w.limit) * w.o.Decrease))",
+		to:   "\tw.set(w.limit)",
+		pkg:  "internal/window", test: "TestAPushBackCutsOnceAndEndsTheSlowStart",
+	},
+	{
 		name: "a dead letter stops ferry cp's wait",
 		file: "internal/engine/inprocess.go",
 		from: "\t\t\t\t\tstopped(fmt.Errorf(\"a message of the transfer ran out",

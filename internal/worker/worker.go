@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -39,6 +40,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/pacer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/ratelimit"
+	"github.com/ferry-dev/ferry/internal/window"
 )
 
 // objectStore is what a worker needs of GCS.
@@ -71,10 +73,16 @@ type Options struct {
 	// removed in. Empty: this worker has no spool (FERRY_TRANSPORT=pubsub)
 	// and refuses messages that name one.
 	SpoolDir string
-	// PartConcurrency bounds the parts of one message uploaded at once;
-	// default 8. A bundle's files are small and their uploads bound by
-	// round trips, so they go in parallel.
-	PartConcurrency int
+	// Requests caps the uploads in flight over all messages; default 64.
+	// Below it the worker finds its own number (package window): more
+	// while the rate grows, fewer when GCS pushes back. A bundle's files
+	// are small and their uploads bound by round trips, so they go in
+	// parallel, as many as the window admits.
+	Requests int
+	// RequestMemory bounds what the uploads in flight hold beside their
+	// messages, each as gcs.RequestMemory sizes it; default 128 KiB per
+	// request of Requests.
+	RequestMemory int64
 	// Buckets are the buckets this worker may write to (FERRY_BUCKETS;
 	// none listed: any) and the KMS key it writes with (FERRY_KMS_KEY).
 	Buckets config.Buckets
@@ -95,8 +103,9 @@ type Options struct {
 	DoneCacheSize  int
 	Log            *slog.Logger
 
-	limiter ratelimit.Limiter // tests: replaces the one MaxRate makes
-	now     func() time.Time  // tests: the clock of the done cache
+	limiter   ratelimit.Limiter // tests: replaces the one MaxRate makes
+	now       func() time.Time  // tests: the clock of the done cache
+	windowNow func() time.Time  // tests: the window's clock
 }
 
 // Worker handles chunk messages. It is safe for concurrent use.
@@ -106,14 +115,20 @@ type Worker struct {
 	log   *slog.Logger
 	limit ratelimit.Limiter // nil: no limit
 	done  *doneCache
+	// window admits the uploads in flight, mem what they hold.
+	window *window.Window
+	mem    *semaphore.Weighted
 
 	handler queue.Handler // chain(): handle in its middleware
 }
 
 // New returns a Worker. It creates the spool directory if it is missing.
 func New(o Options) (*Worker, error) {
-	if o.PartConcurrency <= 0 {
-		o.PartConcurrency = defaultPartConcurrency
+	if o.Requests <= 0 {
+		o.Requests = defaultRequests
+	}
+	if o.RequestMemory <= 0 {
+		o.RequestMemory = int64(o.Requests) * gcs.RequestMemory(gcs.PlainMax+1)
 	}
 	if o.DoneCheckEvery <= 0 {
 		o.DoneCheckEvery = 5 * time.Second
@@ -127,7 +142,8 @@ func New(o Options) (*Worker, error) {
 	if _, ok := o.Store.(pacers); !ok && o.Pacer == nil {
 		o.Pacer = pacer.New(pacer.Options{})
 	}
-	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter,
+	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter, mem: semaphore.NewWeighted(o.RequestMemory),
+		window: window.New(window.Options{Start: min(window.DefaultStart, o.Requests), Max: o.Requests, Now: o.windowNow}),
 		done: &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
 	w.handler = w.chain()
 	if w.limit == nil && o.MaxRate > 0 {
@@ -323,11 +339,17 @@ func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, at
 	out := make([]message.EventPart, len(c.Parts))
 	dup := make([]bool, len(c.Parts))
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(w.o.PartConcurrency)
+	var admitErr error
 	for i := range c.Parts {
+		p := &c.Parts[i]
+		release, err := w.admit(gctx, p.WireSize)
+		if err != nil {
+			admitErr = fmt.Errorf("%s: waiting for room to upload: %w", where(p), err)
+			break // gctx ended: a part failed, or the delivery is over
+		}
 		g.Go(func() error {
-			p := &c.Parts[i]
 			a, d, paced, err := w.paced(gctx, c, p, section(i), attempt)
+			release(err == nil)
 			if err != nil {
 				return err
 			}
@@ -341,6 +363,9 @@ func (w *Worker) store(ctx context.Context, c *message.Chunk, payload []byte, at
 	// redelivery finds it present.
 	if err := g.Wait(); err != nil {
 		return nil, false, err
+	}
+	if admitErr != nil {
+		return nil, false, admitErr
 	}
 	allDup := true
 	for _, d := range dup {
@@ -367,15 +392,45 @@ func where(p *message.Part) string { return fmt.Sprintf("file %s chunk %d", p.Pa
 
 // Budget is what a worker's work in flight may hold: the message bytes
 // Pub/Sub's flow control lets it hold (FERRY_WORKER_MAX_OUTSTANDING_BYTES)
-// and, for each message handled at once, the pooled copy buffers of its
-// parts' uploads (iobuf.Size each, Options.PartConcurrency parts). The
-// runtime's memory limit is this plus setup.MemoryOverhead.
-func Budget(maxOutstanding int64, concurrency int) int64 {
-	return maxOutstanding + int64(concurrency)*defaultPartConcurrency*2*iobuf.Size
+// and what its requests in flight hold beside them
+// (Options.RequestMemory). The runtime's memory limit is this plus
+// setup.MemoryOverhead.
+func Budget(maxOutstanding, requestMemory int64) int64 {
+	return maxOutstanding + requestMemory
 }
 
-// defaultPartConcurrency is Options.PartConcurrency's default.
-const defaultPartConcurrency = 8
+// defaultRequests is Options.Requests' default.
+const defaultRequests = 64
+
+// requestUnits is what one request counts for in the window's rate beside
+// its bytes: a small file's upload costs a round trip whatever its size.
+const requestUnits = 16 << 10
+
+// admit waits until the window has room for one more upload and the
+// requests in flight can hold one of size bytes. release ends it; ok says
+// it succeeded, and its bytes count in the rate the window judges.
+func (w *Worker) admit(ctx context.Context, size int64) (release func(ok bool), err error) {
+	cost := min(gcs.RequestMemory(size), w.o.RequestMemory)
+	if err := w.mem.Acquire(ctx, cost); err != nil {
+		return nil, err
+	}
+	if err := w.window.Acquire(ctx); err != nil {
+		w.mem.Release(cost)
+		return nil, err
+	}
+	return func(ok bool) {
+		var units int64
+		if ok {
+			units = size + requestUnits
+		}
+		w.window.Release(units)
+		w.mem.Release(cost)
+	}, nil
+}
+
+// Window is the window of the worker's uploads: its size now and at its
+// peak, for logs and rows.
+func (w *Worker) Window() *window.Window { return w.window }
 
 // maxRateLimited is how many 429s one part's upload waits out in one
 // delivery before the message goes back to Pub/Sub.
@@ -402,6 +457,7 @@ func (w *Worker) paced(ctx context.Context, c *message.Chunk, p *message.Part, b
 			return a, dup, paced, err
 		}
 		metrics.Throttled.Inc()
+		w.window.PushedBack()
 		if pc.PushedBack() {
 			// The Store's pacer logs its first cut and sets the metric;
 			// this names the upload that met it.

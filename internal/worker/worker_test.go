@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -19,6 +20,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/window"
 )
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
@@ -852,4 +854,77 @@ func TestChunksOfAnEarlierRunAreDropped(t *testing.T) {
 			t.Fatalf("their object now holds %q", got)
 		}
 	})
+}
+
+// blockingStore holds every upload until release is closed, and tells
+// started of each upload it holds.
+type blockingStore struct {
+	objectStore
+	started chan string
+	release chan struct{}
+}
+
+func (s *blockingStore) Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error) {
+	s.started <- name
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return gcs.Attrs{}, ctx.Err()
+	}
+	return s.objectStore.Upload(ctx, bucket, name, r, opt)
+}
+
+// An upload holds what it carries, not a buffer of a fixed size: with
+// 1 MiB for requests, more than fifty 1 KiB files are in flight at once (a
+// fixed 128 KiB each would allow 8), and large parts hold their copy
+// buffers, as gcs.RequestMemory sizes them, and no more than fit.
+func TestRequestsInFlightAreSizedToWhatTheyCarry(t *testing.T) {
+	for _, tc := range []struct {
+		name, bucket string
+		size, fits   int
+	}{
+		{"small files", "w-sized-small", 1 << 10, 50},
+		{"large parts", "w-sized-large", gcs.PlainMax + 1, int((1 << 20) / gcs.RequestMemory(gcs.PlainMax+1))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := tc.bucket
+			base := testBucket(t, bucket)
+			store := &blockingStore{objectStore: base, started: make(chan string, 1000), release: make(chan struct{})}
+			w, err := New(Options{Store: store, Events: &teststack.Recorder{}, ID: "w1", MaxAttempts: 5, Requests: 1000, RequestMemory: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			w.window = window.New(window.Options{Start: 1000, Max: 1000}) // memory, not the window, is the bound here
+			var files [][]byte
+			for i := range tc.fits + 20 {
+				files = append(files, bytes.Repeat([]byte{byte('a' + i%26)}, tc.size))
+			}
+			c, payload := bundle(bucket, "tid1", files...)
+			c.Parts, payload = c.Parts[:len(files)], payload[:len(files)] // the files only
+			done := make(chan error, 1)
+			go func() { done <- w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}) }()
+			guard := time.After(20 * time.Second) // a hang, not a speed: these goroutines start in milliseconds
+			for n := 0; n < tc.fits; n++ {
+				select {
+				case <-store.started:
+				case <-guard:
+					t.Fatalf("only %d uploads of %d bytes in flight with 1 MiB for requests, want %d", n, tc.size, tc.fits)
+				}
+			}
+			if tc.size > gcs.PlainMax && w.mem.TryAcquire(1) {
+				t.Errorf("%d uploads of %d bytes in flight and memory is left over", tc.fits, tc.size)
+			}
+			close(store.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			for i := range files {
+				got, err := base.ReadAll(context.Background(), bucket, c.Parts[i].Object)
+				if err != nil || !bytes.Equal(got, files[i]) {
+					t.Fatalf("%s: %d bytes, %v; want the file's %d", c.Parts[i].Object, len(got), err, len(files[i]))
+				}
+			}
+		})
+	}
 }
