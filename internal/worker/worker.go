@@ -144,7 +144,7 @@ func New(o Options) (*Worker, error) {
 	}
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter, mem: semaphore.NewWeighted(o.RequestMemory),
 		window: window.New(window.Options{Start: min(window.DefaultStart, o.Requests), Max: o.Requests, Now: o.windowNow}),
-		done: &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
+		done:   &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
 	w.handler = w.chain()
 	if w.limit == nil && o.MaxRate > 0 {
 		w.limit = ratelimit.New(o.MaxRate)

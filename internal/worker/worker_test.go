@@ -903,7 +903,9 @@ func TestRequestsInFlightAreSizedToWhatTheyCarry(t *testing.T) {
 			c, payload := bundle(bucket, "tid1", files...)
 			c.Parts, payload = c.Parts[:len(files)], payload[:len(files)] // the files only
 			done := make(chan error, 1)
-			go func() { done <- w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)}) }()
+			go func() {
+				done <- w.Handle(context.Background(), queue.Message{ID: "m", Data: message.EncodeChunk(c, payload)})
+			}()
 			guard := time.After(20 * time.Second) // a hang, not a speed: these goroutines start in milliseconds
 			for n := 0; n < tc.fits; n++ {
 				select {
