@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/gcs/gcstest"
+	"github.com/ferry-dev/ferry/internal/latency"
 	"github.com/ferry-dev/ferry/internal/localstack"
 )
 
@@ -438,5 +439,67 @@ func TestNoCredentialsNamesTheLogin(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "gcloud auth application-default login") || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") {
 		t.Fatalf("New without credentials: %v; want the login to run named", err)
+	}
+}
+
+// A connection opened for one request serves the next, whichever of the
+// Store's clients sends it: a process keeps about as many connections as
+// it has requests in flight, not one per file (each new one costs round
+// trips against GCS: TCP's and TLS's).
+func TestConnectionsAreKeptForTheRequestsInFlightNotOpenedPerRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := localstack.StartGCS(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	srv.CreateBucket("b")
+	relay, err := latency.Start(srv.Host, 0) // counts the connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	s, err := gcs.NewEmulator(ctx, relay.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const inFlight, rounds = 150, 4 // more than the library's own pool keeps (100)
+	big := bytes.Repeat([]byte("x"), gcs.PlainMax+1)
+	for r := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, inFlight)
+		for i := range inFlight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := fmt.Sprintf("o/%d-%d", r, i)
+				var err error
+				switch i % 3 {
+				case 0: // a plain request
+					_, err = s.PutSmall(ctx, "b", name, []byte(name), true, "text/plain")
+				case 1: // the library's writer
+					_, err = s.Upload(ctx, "b", name, bytes.NewReader(big), gcs.UploadOptions{Size: int64(len(big)), CRC32C: crc32c.Checksum(big), IfAbsent: true})
+				default: // the library's metadata call
+					_, err = s.Attrs(ctx, "b", fmt.Sprintf("o/%d-%d", max(r-1, 0), i-2))
+					if errors.Is(err, gcs.ErrNotFound) {
+						err = nil
+					}
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := relay.Accepted(); n > inFlight+inFlight/10 {
+		t.Errorf("%d rounds of %d requests in flight opened %d connections, want at most %d: connections are not kept for the next request",
+			rounds, inFlight, n, inFlight+inFlight/10)
 	}
 }

@@ -24,6 +24,13 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "connections are kept for the requests in flight",
+		file: "internal/gcs/gcs.go",
+		from: "const maxIdle = 4096",
+		to:   "const maxIdle = 100",
+		pkg:  "internal/gcs", test: "TestConnectionsAreKeptForTheRequestsInFlightNotOpenedPerRequest",
+	},
+	{
 		name: "a small file's upload holds its own bytes, not a large one's buffers",
 		file: "internal/gcs/plain.go",
 		from: "\tif size <= PlainMax {\n\t\treturn max(size, 0) + plainOverhead",

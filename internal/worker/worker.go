@@ -103,9 +103,8 @@ type Options struct {
 	DoneCacheSize  int
 	Log            *slog.Logger
 
-	limiter   ratelimit.Limiter // tests: replaces the one MaxRate makes
-	now       func() time.Time  // tests: the clock of the done cache
-	windowNow func() time.Time  // tests: the window's clock
+	limiter ratelimit.Limiter // tests: replaces the one MaxRate makes
+	now     func() time.Time  // tests: the clock of the done cache
 }
 
 // Worker handles chunk messages. It is safe for concurrent use.
@@ -143,7 +142,7 @@ func New(o Options) (*Worker, error) {
 		o.Pacer = pacer.New(pacer.Options{})
 	}
 	w := &Worker{o: o, log: logging.OrDiscard(o.Log), limit: o.limiter, mem: semaphore.NewWeighted(o.RequestMemory),
-		window: window.New(window.Options{Start: min(window.DefaultStart, o.Requests), Max: o.Requests, Now: o.windowNow}),
+		window: window.New(window.Options{Start: min(window.DefaultStart, o.Requests), Max: o.Requests}),
 		done:   &doneCache{store: o.Store, every: o.DoneCheckEvery, max: o.DoneCacheSize, now: o.now, entries: map[doneKey]*doneEntry{}}}
 	w.handler = w.chain()
 	if w.limit == nil && o.MaxRate > 0 {
