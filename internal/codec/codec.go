@@ -118,8 +118,17 @@ type Encoder interface {
 	Encode(dst, src []byte) ([]byte, error)
 }
 
-// NewEncoder returns an encoder for c at level.
+// Stored is the zstd level below 1 that only adaptation chooses (package
+// level), for a link that waits on the compressor: frames of raw blocks
+// (RawZstdFrame), at the cost of a copy, still one valid .zst object that
+// zstd -d, the seek table and restore read as any other.
+const Stored = 0
+
+// NewEncoder returns an encoder for c at level (zstd: 1 to 22, or Stored).
 func NewEncoder(c Codec, level int) (Encoder, error) {
+	if c == Zstd && level == Stored {
+		return storedEncoder{}, nil
+	}
 	if err := c.CheckLevel(level); err != nil {
 		return nil, err
 	}
@@ -219,6 +228,11 @@ func RawZstdFrame(dst, src []byte) []byte {
 	}
 	return dst
 }
+
+// storedEncoder writes every frame of raw blocks.
+type storedEncoder struct{}
+
+func (storedEncoder) Encode(dst, src []byte) ([]byte, error) { return RawZstdFrame(dst, src), nil }
 
 type gzipEncoder struct {
 	w   *gzip.Writer

@@ -214,3 +214,33 @@ func TestContentTypeOf(t *testing.T) {
 		}
 	}
 }
+
+// Stored, the level below 1, writes compressible bytes as frames of raw
+// blocks, at a copy's cost, and the stock tool reads them back.
+func TestStoredFramesAreRawBlocksThatZstdReads(t *testing.T) {
+	enc, err := NewEncoder(Zstd, Stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := sample(1<<20+777, 3)
+	var wire []byte
+	for _, src := range [][]byte{text, {}, text[:100]} {
+		if wire, err = enc.Encode(wire, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := append(append([]byte(nil), text...), text[:100]...)
+	blocks := (len(text)+128<<10-1)/(128<<10) + 1 + 1
+	if want := len(raw) + 3*14 + 3*blocks; len(wire) != want {
+		t.Errorf("stored frames of %d bytes took %d, want %d (headers and raw blocks only)", len(raw), len(wire), want)
+	}
+	if _, err := exec.LookPath("zstd"); err != nil {
+		t.Skip("no zstd CLI")
+	}
+	cmd := exec.Command("zstd", "-dc")
+	cmd.Stdin = bytes.NewReader(wire)
+	out, err := cmd.Output()
+	if err != nil || !bytes.Equal(out, raw) {
+		t.Fatalf("zstd -d: %d bytes, %v; want %d identical", len(out), err, len(raw))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/iobuf"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/setup"
 )
@@ -48,7 +49,15 @@ func OpenLocal(ctx context.Context, c LocalConfig) (*Local, error) {
 		return nil, err
 	}
 	store = store.WithKMSKey(c.Copy.Buckets.KMSKey)
-	mem := queue.NewMemory(queue.MemoryOptions{MaxMessage: int(c.Copy.MessageMax()) + 1<<20, Backlog: c.Copy.Backlog()})
+	chunks := c.Producer.PubSub.ChunksTopic
+	mem := queue.NewMemory(queue.MemoryOptions{MaxMessage: int(c.Copy.MessageMax()) + 1<<20, Backlog: c.Copy.Backlog(),
+		// A chunk message acked is uploaded and announced: its buffer
+		// serves the producer's next one.
+		Release: func(topic string, data []byte) {
+			if topic == chunks {
+				iobuf.Put(data)
+			}
+		}})
 	q := mem.Client(c.Log, queue.WithHold(store.Reachable))
 	l := &Local{Clients: &setup.Clients{Store: store, Queue: q}, c: c}
 	if err := topology(ctx, q, c.Producer.PubSub, c.Worker.MaxAttempts); err != nil {

@@ -48,3 +48,22 @@ func TestCopyFromMemoryWritesItself(t *testing.T) {
 		t.Fatalf("%d %v %q", n, err, out.String())
 	}
 }
+
+func TestLargeBuffersComeBackAtMostAnEighthOverWhatWasAsked(t *testing.T) {
+	for _, n := range []int{1 << 20, 1<<20 + 1, 8<<20 + 4096, 9 << 20, 100 << 20, 256 << 20} {
+		b := Get(n)
+		if len(b) != n || cap(b) < n || float64(cap(b)) > float64(n)*1.125 {
+			t.Errorf("Get(%d): len %d cap %d, want len %[1]d and cap at most an eighth over", n, len(b), cap(b))
+		}
+		b[0], b[n-1] = 1, 2
+		Put(b)
+		again := Get(n)
+		if cap(again) != cap(b) {
+			t.Errorf("Get(%d) after a Put: cap %d, want the class's %d", n, cap(again), cap(b))
+		}
+	}
+	if b := Get(1000); len(b) != 1000 || cap(b) != 1000 {
+		t.Errorf("Get(1000): len %d cap %d; small buffers are not pooled", len(b), cap(b))
+	}
+	Put(make([]byte, 3<<20+5)) // not one of Get's: ignored
+}

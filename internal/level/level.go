@@ -21,6 +21,14 @@ import (
 //	level  6: ratio 4.53,  63 MB/s, encoder 8.5 MiB
 //	level 11: ratio 4.88,  17 MB/s, encoder 38.5 MiB
 //
+// codec.Stored (frames of raw blocks, a copy's cost) is not a step yet:
+// with it below 1, ferry cp on the 2-core machine took 1.3 to 1.6 s for a
+// 200 MB CSV and 5.0 to 7.4 s for 1 GB where level 1 took 1.0 to 1.15 s
+// and 4.0 to 4.3 s (2026-12-07): the stand-in server there takes about
+// 245 MB/s, so sending three times the bytes cost more than compressing,
+// and the votes of the backlog moved the level between stored, 1 and 3
+// instead of settling.
+//
 // Level 11 is left out: at 17 MB/s a core it binds every link faster than
 // a few MB/s, and an encoder per core of 38 MiB is more than the rest of
 // the producer holds. FERRY_LEVEL=11 still fixes it.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ferry-dev/ferry/internal/iobuf"
 )
 
 // Chunk asks a worker to store the parts of one chunk message. A message
@@ -90,7 +92,9 @@ func EncodeChunk(c Chunk, payload [][]byte) []byte {
 	for _, p := range payload {
 		n += len(p)
 	}
-	out := make([]byte, 0, n)
+	// From the pool of large buffers: the in-process transport gives it
+	// back once the message is acked (queue.MemoryOptions.Release).
+	out := iobuf.Get(n)[:0]
 	out = append(out, chunkMagic...)
 	out = binary.BigEndian.AppendUint32(out, uint32(len(h)))
 	out = append(out, h...)

@@ -54,6 +54,11 @@ type MemoryOptions struct {
 	// Backlog bounds the bytes a subscription holds that no receiver has
 	// taken yet; Publish waits for room. 0: no bound.
 	Backlog int64
+	// Release, when set, is handed a message's data once every
+	// subscription of its topic has acked it: nobody reads it again, and
+	// its publisher's buffer may be reused (iobuf.Put). A message that
+	// went to a dead-letter topic is never released.
+	Release func(topic string, data []byte)
 }
 
 // NewMemory returns an empty in-process transport.
@@ -145,7 +150,9 @@ type memSub struct {
 
 type memMsg struct {
 	Message
-	size int64
+	size  int64
+	topic string
+	refs  *atomic.Int32 // subscriptions that have not acked it yet
 }
 
 type memLease struct {
@@ -248,12 +255,14 @@ func (m *Memory) publish(ctx context.Context, topic string, data []byte, attrs m
 		}
 		if full == nil {
 			id := strconv.FormatInt(m.seq.Add(1), 10)
+			refs := new(atomic.Int32)
+			refs.Store(int32(len(subs)))
 			for _, s := range subs {
 				a := make(map[string]string, len(attrs))
 				for k, v := range attrs {
 					a[k] = v
 				}
-				s.push(&memMsg{Message: Message{ID: id, Data: data, Attributes: a}, size: int64(size)})
+				s.push(&memMsg{Message: Message{ID: id, Data: data, Attributes: a}, size: int64(size), topic: topic, refs: refs})
 			}
 			m.mu.Unlock()
 			return nil
@@ -326,6 +335,10 @@ func (m *Memory) settle(subscription string, token int64, ack bool) {
 	delete(s.leased, token)
 	if !ack {
 		m.redeliver(s, l.msg, true)
+		return
+	}
+	if msg := l.msg; msg.refs != nil && msg.refs.Add(-1) == 0 && m.o.Release != nil {
+		m.o.Release(msg.topic, msg.Data)
 	}
 }
 
@@ -337,7 +350,8 @@ func (m *Memory) redeliver(s *memSub, msg *memMsg, backoff bool) {
 	if s.DeadLetterTopic != "" && s.MaxAttempts > 0 && msg.DeliveryAttempt >= s.MaxAttempts {
 		if subs, ok := m.topics[s.DeadLetterTopic]; ok {
 			for _, d := range subs {
-				d.push(&memMsg{Message: Message{ID: msg.ID, Data: msg.Data, Attributes: msg.Attributes}, size: msg.size})
+				// No refs: its data is never released, whoever acks.
+				d.push(&memMsg{Message: Message{ID: msg.ID, Data: msg.Data, Attributes: msg.Attributes}, size: msg.size, topic: s.DeadLetterTopic})
 			}
 		}
 		return

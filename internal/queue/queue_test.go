@@ -279,3 +279,55 @@ func TestReceiveBacksOffWhileUnreachable(t *testing.T) {
 		t.Fatalf("Receive returned %v after its context ended, want nil", err)
 	}
 }
+
+// TestMemoryReleasesAMessageOnceEverySubscriptionAckedIt: a buffer given
+// back too early would be overwritten under a handler still reading it,
+// so release waits for the last ack; a nack does not release it.
+func TestMemoryReleasesAMessageOnceEverySubscriptionAckedIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	released := make(chan string, 10)
+	mem := queue.NewMemory(queue.MemoryOptions{Release: func(topic string, data []byte) { released <- topic + ":" + string(data) }})
+	c := mem.Client(nil)
+	defer c.Close()
+	if err := c.EnsureTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureTopic(ctx, "dead"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []queue.Subscription{{ID: "a", Topic: "t"}, {ID: "b", Topic: "t", DeadLetterTopic: "dead", MaxAttempts: 5, MinBackoff: time.Millisecond}} {
+		if err := c.EnsureSubscription(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Publisher("t").Publish(ctx, []byte("m1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// receive handles one message on sub with h, then stops.
+	receive := func(sub string, h func(queue.Message) error) {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		_ = c.Receive(rctx, sub, queue.ReceiveSettings{MaxMessages: 1}, func(_ context.Context, m queue.Message) error {
+			defer stop()
+			return h(m)
+		})
+	}
+	receive("a", func(queue.Message) error { return nil })
+	if len(released) != 0 {
+		t.Fatalf("released %q while subscription b had not acked it", <-released)
+	}
+	receive("b", func(queue.Message) error { return errors.New("not yet") }) // a nack
+	if len(released) != 0 {
+		t.Fatalf("released %q after a nack", <-released)
+	}
+	receive("b", func(queue.Message) error { return nil })
+	select {
+	case got := <-released:
+		if got != "t:m1" {
+			t.Fatalf("released %q, want t:m1", got)
+		}
+	case <-time.After(time.Minute): // a hang, not a speed
+		t.Fatal("the message acked by both subscriptions was not released")
+	}
+}
