@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
@@ -22,6 +23,7 @@ import (
 type Store interface {
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
+	ListRange(ctx context.Context, bucket, prefix, start, end string, fn func(gcs.Attrs) error) error
 }
 
 // Reader reads a sealed manifest's files a page at a time (message.Page):
@@ -34,8 +36,11 @@ type Reader struct {
 	// sums are the CRC32Cs of the pages as the first full read (check)
 	// found them: a page read again must be the same, or the manifest
 	// changed under the merger.
-	sums  []uint32
-	cache [pageCache]cachedPage
+	sums []uint32
+	// firsts are the pages' first objects, as that read found them: the
+	// bounds of the parts a join lists at once.
+	firsts []string
+	cache  [pageCache]cachedPage
 	tick  int
 }
 
@@ -94,6 +99,9 @@ func (p *Reader) Page(ctx context.Context, k int) ([]message.File, error) {
 	switch {
 	case len(p.sums) == k:
 		p.sums = append(p.sums, sum) // the first read, in order
+		if len(files) > 0 {
+			p.firsts = append(p.firsts, files[0].Object)
+		}
 	case k < len(p.sums) && p.sums[k] != sum:
 		return nil, queue.Permanent(fmt.Errorf("manifest page gs://%s/%s changed after the merger checked it", p.bucket, message.ManifestPage(p.man.TransferID, p.man.Run, k)))
 	}
@@ -225,7 +233,7 @@ func (p *Reader) JoinExtra(ctx context.Context, prefix string, fn func(i int, f 
 		}
 		return 0, nil, nil
 	}
-	err := p.store.List(ctx, p.bucket, prefix, func(a gcs.Attrs) error {
+	err := p.list(ctx, prefix, func(a gcs.Attrs) error {
 		for {
 			i, f, err := at()
 			if err != nil {
@@ -274,6 +282,77 @@ func (p *Reader) JoinExtra(ctx context.Context, prefix string, fn func(i int, f 
 			return err
 		}
 	}
+}
+
+// listAhead is how many parts of a join's listing are listed at once,
+// and listBuffer how many entries each holds ahead of the join: a
+// listing page of GCS (1,000 entries) takes a round trip and, at a
+// million files, a sequential listing takes a thousand of them.
+const (
+	listAhead  = 4
+	listBuffer = 256
+)
+
+// list calls fn with every object under prefix, in name order, as
+// Store.List does. Once every page was read (Check), it lists the parts
+// between the pages' first objects at once, listAhead of them, each a
+// listing of its own, and hands them to fn in order.
+func (p *Reader) list(ctx context.Context, prefix string, fn func(gcs.Attrs) error) error {
+	n := len(p.firsts)
+	if n < 2 || n != p.Count() {
+		return p.store.List(ctx, p.bucket, prefix, fn)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // parts still listing stop first
+	type part struct {
+		entries chan gcs.Attrs
+		err     error // set before entries is closed
+	}
+	parts := make([]*part, n)
+	slots := make(chan struct{}, listAhead)
+	start := func(k int) {
+		pt := &part{entries: make(chan gcs.Attrs, listBuffer)}
+		parts[k] = pt
+		from, to := "", ""
+		if k > 0 {
+			from = p.firsts[k]
+		}
+		if k+1 < n {
+			to = p.firsts[k+1]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			defer close(pt.entries)
+			pt.err = p.store.ListRange(ctx, p.bucket, prefix, from, to, func(a gcs.Attrs) error {
+				select {
+				case pt.entries <- a:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		}()
+	}
+	next := 0 // the next part to start
+	for k := range n {
+		for next < n && (next <= k || len(slots) < cap(slots)) {
+			slots <- struct{}{}
+			start(next)
+			next++
+		}
+		for a := range parts[k].entries {
+			if err := fn(a); err != nil {
+				return err
+			}
+		}
+		if err := parts[k].err; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PartsDir is the directory of the object named obj, its "/" included.

@@ -103,6 +103,12 @@ func (s *spyStore) List(ctx context.Context, bucket, prefix string, fn func(gcs.
 	return s.objectStore.List(ctx, bucket, prefix, fn)
 }
 
+func (s *spyStore) ListRange(ctx context.Context, bucket, prefix, start, end string, fn func(gcs.Attrs) error) error {
+	s.enter("List " + prefix)
+	defer s.leave()
+	return s.objectStore.ListRange(ctx, bucket, prefix, start, end, fn)
+}
+
 func (s *spyStore) DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error {
 	s.enter("Delete " + name)
 	defer s.leave()
@@ -449,13 +455,17 @@ func (s *memStore) Compose(_ context.Context, _, dst string, srcs []string, opt 
 	return s.put(dst, b, opt.Metadata), nil
 }
 
-func (s *memStore) List(_ context.Context, _, prefix string, fn func(gcs.Attrs) error) error {
+func (s *memStore) List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error {
+	return s.ListRange(ctx, bucket, prefix, "", "", fn)
+}
+
+func (s *memStore) ListRange(_ context.Context, _, prefix, start, end string, fn func(gcs.Attrs) error) error {
 	// Names only, then one object at a time, as GCS pages through a
 	// listing: the store's own copy must not be what a heap test measures.
 	s.mu.Lock()
 	var names []string
 	for n := range s.objs {
-		if strings.HasPrefix(n, prefix) {
+		if strings.HasPrefix(n, prefix) && n >= start && (end == "" || n < end) {
 			names = append(names, n)
 		}
 	}

@@ -63,6 +63,7 @@ type objectStore interface {
 	Upload(ctx context.Context, bucket, name string, r io.Reader, opt gcs.UploadOptions) (gcs.Attrs, error)
 	Compose(ctx context.Context, bucket, dst string, srcs []string, opt gcs.ComposeOptions) (gcs.Attrs, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
+	ListRange(ctx context.Context, bucket, prefix, start, end string, fn func(gcs.Attrs) error) error
 	Delete(ctx context.Context, bucket, name string) error
 	DeleteGeneration(ctx context.Context, bucket, name string, gen int64) error
 	// DeleteAsSeen deletes the version a listing showed, its metadata

@@ -24,6 +24,13 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a join lists the parts between pages at once",
+		file: "internal/manifest/reader.go",
+		from: "\tlistAhead  = 4",
+		to:   "\tlistAhead  = 1",
+		pkg:  "internal/manifest", test: "TestAJoinListsThePartsBetweenPagesAtOnceAndInOrder",
+	},
+	{
 		name: "connections are kept for the requests in flight",
 		file: "internal/gcs/gcs.go",
 		from: "const maxIdle = 4096",

@@ -368,6 +368,46 @@ func testList(t *testing.T, h *harness) {
 	}
 }
 
+// testListRange: a range lists the names from its start, included, to its
+// end, excluded, either side open when empty; adjacent ranges are the
+// whole listing, each name once.
+func testListRange(t *testing.T, h *harness) {
+	for _, n := range []string{"a/1", "a/2", "a/3", "a/4", "b/5"} {
+		h.put(n, []byte(n))
+	}
+	list := func(start, end string) []string {
+		var got []string
+		if start != "" {
+			start = h.obj(start)
+		}
+		if end != "" {
+			end = h.obj(end)
+		}
+		err := h.s.ListRange(context.Background(), h.bucket, h.obj("a/"), start, end, func(a gcs.Attrs) error {
+			got = append(got, strings.TrimPrefix(a.Name, h.prefix))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		start, end string
+		want       []string
+	}{
+		{"", "a/2", []string{"a/1"}},
+		{"a/2", "a/4", []string{"a/2", "a/3"}},
+		{"a/4", "", []string{"a/4"}},
+		{"a/2x", "a/3x", []string{"a/3"}},
+		{"", "", []string{"a/1", "a/2", "a/3", "a/4"}},
+	} {
+		if got := list(tc.start, tc.end); !slices.Equal(got, tc.want) {
+			t.Errorf("list a/ from %q to %q: %v, want %v", tc.start, tc.end, got, tc.want)
+		}
+	}
+}
+
 // testDelete: deleting a missing object is no error; a deleted object is
 // gone.
 func testDelete(t *testing.T, h *harness) {

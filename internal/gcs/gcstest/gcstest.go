@@ -93,6 +93,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"RangedReads", testRangedReads},
 		{"MissingObjectIsNotFound", testNotFound},
 		{"ListWithPrefix", testList},
+		{"ListRange", testListRange},
 		{"DeleteMissingIsNoError", testDelete},
 		{"DeleteGenerationSparesANewerVersion", testDeleteGeneration},
 		{"ObjectAndPrefixOfOneName", testObjectAndPrefix},
