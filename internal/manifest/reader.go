@@ -41,7 +41,7 @@ type Reader struct {
 	// bounds of the parts a join lists at once.
 	firsts []string
 	cache  [pageCache]cachedPage
-	tick  int
+	tick   int
 }
 
 // pageCache is how many pages a transfer keeps decoded: reports come
