@@ -76,7 +76,7 @@ func cpCommand(version string) *cobra.Command {
 		},
 	}
 	f.Register(cmd, false)
-	cmd.Flags().IntVarP(&uploads, "uploads", "j", 0, "most upload requests in flight; ferry finds its number below this (default FERRY_CP_UPLOADS, 512)")
+	cmd.Flags().IntVarP(&uploads, "uploads", "j", 0, "most requests in flight, a cap (default FERRY_CP_UPLOADS, 512)")
 	fs := cmd.Flags()
 	fs.Lookup("chunk-size").Usage = "chunk size, 1MiB to 1GiB (default FERRY_CHUNK_SIZE, 8MiB)"
 	fs.Lookup("json").Usage = "print one JSON document on stdout: the done event, or the error"

@@ -116,6 +116,7 @@ func runRestore(cmd *cobra.Command, src, dest string, f restoreFlags) error {
 	if !cmd.Flags().Changed("concurrency") {
 		f.o.Concurrency = cfg.Concurrency
 	}
+	f.o.Requests = cfg.Requests
 	f.o.Memory = int64(f.memory)
 	if err := f.o.Validate(); err != nil {
 		return &cli.UsageError{Err: err}

@@ -548,7 +548,8 @@ type Restore struct {
 	Emulators Emulators
 
 	Memory      Bytes `env:"FERRY_RESTORE_MEMORY, default=256MiB" help:"restore: bound on download buffers and decoder windows held at once; memory does not grow with object size or count"`
-	Concurrency int   `env:"FERRY_RESTORE_CONCURRENCY, default=16" help:"restore: byte ranges downloading at once, across all objects"`
+	Concurrency int   `env:"FERRY_RESTORE_CONCURRENCY, default=16" help:"restore: byte ranges of large objects downloading at once, across all objects"`
+	Requests    int   `env:"FERRY_RESTORE_REQUESTS, default=512" help:"restore: most small objects (one request each) downloading at once; the restore finds its number below this, more while the rate grows"`
 }
 
 // Validate names the variable at fault.
@@ -558,6 +559,9 @@ func (r *Restore) Validate() error {
 	}
 	if r.Concurrency < 1 || r.Concurrency > 1024 {
 		return fmt.Errorf("FERRY_RESTORE_CONCURRENCY=%d: want 1 to 1024", r.Concurrency)
+	}
+	if r.Requests < 1 || r.Requests > MaxRequests {
+		return fmt.Errorf("FERRY_RESTORE_REQUESTS=%d: want 1 to %d", r.Requests, MaxRequests)
 	}
 	if int64(r.Memory) < int64(r.Concurrency)*(4<<20) {
 		return fmt.Errorf("FERRY_RESTORE_MEMORY=%d: want at least 4MiB per range in flight (FERRY_RESTORE_CONCURRENCY=%d)", r.Memory, r.Concurrency)

@@ -24,6 +24,13 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "small objects download through the window, not the slots",
+		file: "internal/restore/run.go",
+		from: "\t\t\t\tto = smallJobs",
+		to:   "\t\t\t\tto = jobs",
+		pkg:  "internal/restore", test: "TestSmallObjectsDownloadMoreAtOnceThanTheSlots",
+	},
+	{
 		name: "a join lists the parts between pages at once",
 		file: "internal/manifest/reader.go",
 		from: "\tlistAhead  = 4",

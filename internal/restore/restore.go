@@ -37,9 +37,11 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/osfile"
+	"github.com/ferry-dev/ferry/internal/window"
 )
 
 // ErrCorrupt marks an object whose bytes are not what GCS or its ferry
@@ -66,10 +68,16 @@ type Options struct {
 	// Memory bounds the bytes of buffers and decoder windows held at once
 	// (default 256 MiB, the producer's default too).
 	Memory int64
-	// Concurrency is how many ranges download at once, across all
-	// objects (default 16: enough requests in flight to hide GCS's
-	// per-request latency, few enough to leave each a useful buffer).
+	// Concurrency is how many ranges of large objects download at once,
+	// across all objects (default 16: enough requests in flight to hide
+	// GCS's per-request latency, few enough to leave each a useful
+	// buffer).
 	Concurrency int
+	// Requests caps the small objects (read in one request) downloading
+	// at once (default 512); below it the restore finds its own number,
+	// more while the rate grows (package window). Each holds what it
+	// needs of Memory, not a slot's share.
+	Requests int
 	// RangeSize is the most wire bytes one positional range covers
 	// (default 16 MiB: large enough that a request's latency is small
 	// beside its transfer, small enough that a large object spreads over
@@ -97,6 +105,8 @@ type Options struct {
 const (
 	defaultMemory      = 256 << 20
 	defaultConcurrency = 16
+	defaultRequests    = 512
+	maxRequests        = 4096
 	defaultRangeSize   = 16 << 20
 	smallObjectMax     = 1 << 20
 )
@@ -113,6 +123,9 @@ func (o *Options) applyDefaults() error {
 	if o.Concurrency == 0 {
 		o.Concurrency = defaultConcurrency
 	}
+	if o.Requests == 0 {
+		o.Requests = defaultRequests
+	}
 	if o.RangeSize == 0 {
 		o.RangeSize = defaultRangeSize
 	}
@@ -125,6 +138,8 @@ func (o *Options) applyDefaults() error {
 	switch {
 	case o.Concurrency < 1 || o.Concurrency > 1024:
 		return fmt.Errorf("concurrency %d: want 1 to 1024", o.Concurrency)
+	case o.Requests < 1 || o.Requests > maxRequests:
+		return fmt.Errorf("requests %d: want 1 to %d", o.Requests, maxRequests)
 	case o.Memory/int64(o.Concurrency) < 4<<20:
 		return fmt.Errorf("memory %d bytes for concurrency %d: want at least 4 MiB per range in flight", o.Memory, o.Concurrency)
 	case o.RangeSize < 64<<10:
@@ -143,6 +158,11 @@ type Restorer struct {
 	// slots bounds the ranges in flight; each slot may hold one buffer of
 	// bufSize bytes or one decoder of at most window bytes.
 	slots   chan struct{}
+	perSlot int64
+	// mem is Memory: a slot holds its share, a small object's download
+	// what it needs; win admits the small objects' downloads.
+	mem     *semaphore.Weighted
+	win     *window.Window
 	bufs    chan []byte
 	bufSize int64
 	window  uint64
@@ -173,7 +193,8 @@ func New(store Store, o Options) (*Restorer, error) {
 		return nil, err
 	}
 	perSlot := o.Memory / int64(o.Concurrency)
-	r := &Restorer{store: store, o: o,
+	r := &Restorer{store: store, o: o, perSlot: perSlot, mem: semaphore.NewWeighted(o.Memory),
+		win:   window.New(window.Options{Start: min(window.DefaultStart, o.Requests), Max: o.Requests}),
 		slots: make(chan struct{}, o.Concurrency), bufs: make(chan []byte, o.Concurrency),
 		// Half a slot for a readahead buffer or a decoder's window, the
 		// rest for what decoders and copies allocate around them.
@@ -205,17 +226,64 @@ func (r *Restorer) Progress() Progress {
 		Wire: r.wire.Load(), Raw: r.raw.Load(), Resumed: r.resumed.Load(), RawTotal: r.total.Load(), Elapsed: time.Since(r.start)}
 }
 
-// acquire takes a slot, or fails when ctx ends.
+// acquire takes a slot and its share of Memory, or fails when ctx ends.
 func (r *Restorer) acquire(ctx context.Context) error {
 	select {
 	case r.slots <- struct{}{}:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err := r.mem.Acquire(ctx, r.perSlot); err != nil {
+		<-r.slots
+		return err
+	}
+	return nil
 }
 
-func (r *Restorer) release() { <-r.slots }
+func (r *Restorer) release() {
+	r.mem.Release(r.perSlot)
+	<-r.slots
+}
+
+// admit lets one range of o download: a small object's single request
+// through the window (package window: more in flight while the rate
+// grows), holding what it needs of Memory (its bytes, its raw bytes'
+// decoder history and output buffer, and a bounded overhead); any other
+// range through a slot. release gives it back; ok says it downloaded,
+// and a small object's bytes then count in the window's rate.
+func (r *Restorer) admit(ctx context.Context, o object) (release func(ok bool), err error) {
+	if !r.small(o.attrs.Size) {
+		if err := r.acquire(ctx); err != nil {
+			return nil, err
+		}
+		return func(bool) { r.release() }, nil
+	}
+	cost := min(r.perSlot, o.attrs.Size+2*max(o.want.size, o.attrs.Size)+smallOverhead)
+	if err := r.mem.Acquire(ctx, cost); err != nil {
+		return nil, err
+	}
+	if err := r.win.Acquire(ctx); err != nil {
+		r.mem.Release(cost)
+		return nil, err
+	}
+	return func(ok bool) {
+		var units int64
+		if ok {
+			units = o.attrs.Size + smallOverhead
+		}
+		r.win.Release(units)
+		r.mem.Release(cost)
+	}, nil
+}
+
+// smallOverhead is what a small object's download holds beside its bytes
+// (a request's buffers, a decoder's tables), and what its round trip
+// counts for in the window's rate.
+const smallOverhead = 64 << 10
+
+// Window is the window of small-object downloads: its size now and at
+// its peak, for reports.
+func (r *Restorer) Window() *window.Window { return r.win }
 
 // buffer returns a readahead buffer of n <= bufSize bytes; only slot
 // holders call it, so at most Concurrency exist. Large ones are reused;

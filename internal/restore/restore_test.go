@@ -801,3 +801,49 @@ func TestAFileIsRestoredOnlyAsItIsReadBack(t *testing.T) {
 		assertTree(t, dest, map[string][]byte{})
 	}
 }
+
+// barrierStore holds the first n range reads of objects under prefix
+// until all n have begun: a restore that keeps fewer in flight never gets
+// past them.
+type barrierStore struct {
+	restore.Store
+	prefix string
+	all    sync.WaitGroup
+	calls  atomic.Int64
+	n      int64
+}
+
+func (b *barrierStore) NewRangeReader(ctx context.Context, bucket, name string, off, n int64) (io.ReadCloser, error) {
+	if strings.HasPrefix(name, b.prefix) && b.calls.Add(1) <= b.n {
+		b.all.Done()
+		b.all.Wait()
+	}
+	return b.Store.NewRangeReader(ctx, bucket, name, off, n)
+}
+
+// Small objects are one request each and bound by its round trip: they
+// download through the window (16 at first, more while the rate grows),
+// each holding what it needs of the memory, not one of the Concurrency
+// slots that large objects' ranges share.
+func TestSmallObjectsDownloadMoreAtOnceThanTheSlots(t *testing.T) {
+	s, bucket := newBucket(t)
+	want := tree(t, s, bucket, "p", 48)
+	const atOnce = 16 // the window's start
+	bs := &barrierStore{Store: s, prefix: "p/", n: atOnce}
+	bs.all.Add(atOnce)
+	o := options()
+	o.Concurrency = 2
+	r := newRestorer(t, bs, o)
+	dest := t.TempDir()
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(context.Background(), "gs://"+bucket+"/p", dest); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second): // a hang, not a speed
+		t.Fatalf("%d small objects were never downloading at once with 2 slots: %d reads began", atOnce, bs.calls.Load())
+	}
+	assertTree(t, dest, want)
+}

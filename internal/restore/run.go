@@ -164,11 +164,14 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 	if list != "" {
 		list += "/"
 	}
-	jobs := make(chan gcs.Attrs, r.o.Concurrency)
+	// Large objects go to Concurrency workers, which share the slots;
+	// small ones to Requests workers, as many as the window may admit.
+	jobs, smallJobs := make(chan gcs.Attrs, r.o.Concurrency), make(chan gcs.Attrs, r.o.Concurrency)
 	g, gctx := errgroup.WithContext(ctx)
 	r.listing.Store(true)
 	g.Go(func() error {
 		defer close(jobs)
+		defer close(smallJobs)
 		defer r.listing.Store(false)
 		lctx, cancel := context.WithTimeout(gctx, 15*r.o.Timeout)
 		defer cancel()
@@ -184,8 +187,12 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 				s.add(Result{Object: "gs://" + bucket + "/" + a.Name}, err) // not restored
 				return nil
 			}
+			to := jobs
+			if r.small(a.Size) {
+				to = smallJobs
+			}
 			select {
-			case jobs <- a:
+			case to <- a:
 				return nil
 			case <-gctx.Done():
 				return gctx.Err()
@@ -193,25 +200,29 @@ func (r *Restorer) prefix(ctx context.Context, bucket, prefix string, root *os.R
 		})
 	})
 	claims := claims{m: map[string]*claim{}}
-	for range r.o.Concurrency {
-		g.Go(func() error {
-			for a := range jobs {
-				obj := "gs://" + bucket + "/" + a.Name
-				var k kind
-				if !r.o.AsStored {
-					k, _ = classify(obj, a) // an error shows when the object is restored
-				}
-				rel := outputRel(a.Name, prefix, k)
-				c, first := claims.claim(rel, obj)
-				if !first {
-					s.add(claims.contest(c, root, rel, obj, s))
-					continue
-				}
-				res, err := r.Object(gctx, root, rel, bucket, a)
-				s.add(claims.settle(c, root, rel, obj, res, err))
+	work := func(jobs <-chan gcs.Attrs) error {
+		for a := range jobs {
+			obj := "gs://" + bucket + "/" + a.Name
+			var k kind
+			if !r.o.AsStored {
+				k, _ = classify(obj, a) // an error shows when the object is restored
 			}
-			return nil
-		})
+			rel := outputRel(a.Name, prefix, k)
+			c, first := claims.claim(rel, obj)
+			if !first {
+				s.add(claims.contest(c, root, rel, obj, s))
+				continue
+			}
+			res, err := r.Object(gctx, root, rel, bucket, a)
+			s.add(claims.settle(c, root, rel, obj, res, err))
+		}
+		return nil
+	}
+	for range r.o.Concurrency {
+		g.Go(func() error { return work(jobs) })
+	}
+	for range r.o.Requests {
+		g.Go(func() error { return work(smallJobs) })
 	}
 	if err := g.Wait(); err != nil {
 		return err

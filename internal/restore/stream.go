@@ -140,11 +140,12 @@ func (l *limitWriter) tooLong() error {
 
 // part is one range read ahead.
 type part struct {
-	off  int64
-	buf  []byte
-	crc  uint32
-	err  error
-	done chan struct{}
+	off     int64
+	buf     []byte
+	crc     uint32
+	err     error
+	done    chan struct{}
+	release func(ok bool) // gives back what admitted it
 }
 
 // ahead is an io.Reader over an object's ranges, downloaded in parallel in
@@ -171,10 +172,11 @@ func (r *Restorer) readAhead(ctx context.Context, o object) *ahead {
 	a.wg.Go(func() {
 		defer close(a.parts)
 		for off := int64(0); off < o.attrs.Size; off += r.bufSize {
-			if r.acquire(ctx) != nil {
+			release, err := r.admit(ctx, o)
+			if err != nil {
 				return
 			}
-			p := &part{off: off, done: make(chan struct{})}
+			p := &part{off: off, done: make(chan struct{}), release: release}
 			p.buf = r.buffer(min(r.bufSize, o.attrs.Size-off))
 			a.wg.Go(func() {
 				defer close(p.done)
@@ -216,10 +218,10 @@ func (a *ahead) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// drop gives a consumed range's buffer and slot back.
+// drop gives a consumed range's buffer and what admitted it back.
 func (a *ahead) drop(p *part) {
 	a.r.putBuffer(p.buf)
-	a.r.release()
+	p.release(p.err == nil)
 }
 
 // failure explains an error met while decoding: a download failure as it
