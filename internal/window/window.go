@@ -12,7 +12,10 @@
 // window's worth of completions, so that a 1 ms link and an 80 ms one are
 // each judged on what they carried. An epoch in which no request had to
 // wait for the window says nothing of it (the work, not the window, was
-// the bound: a slow reader, a small tree) and changes nothing.
+// the bound: a slow reader, a small tree) and changes nothing; nor does
+// the epoch in which the size changed, which the window spends filling
+// or draining. Slow start ends on the second epoch in a row that did not
+// grow, so that one noisy epoch on a busy machine does not end it.
 package window
 
 import (
@@ -75,6 +78,8 @@ type Window struct {
 	epochDone  int
 	epochUnits float64
 	waited     bool // a request waited for the window this epoch
+	ramping    bool // the size changed during this epoch
+	strikes    int  // slow start: epochs in a row the rate did not grow
 
 	lastCut time.Time
 	cuts    int
@@ -172,8 +177,8 @@ func (w *Window) Release(units int64) {
 		return
 	}
 	rate := w.epochUnits / span.Seconds()
-	judged := w.waited
-	w.epochStart, w.epochDone, w.epochUnits, w.waited = now, 0, 0, false
+	judged := w.waited && !w.ramping
+	w.epochStart, w.epochDone, w.epochUnits, w.waited, w.ramping = now, 0, 0, false, false
 	if judged {
 		w.judge(rate)
 	}
@@ -185,7 +190,7 @@ func (w *Window) judge(rate float64) {
 	switch w.phase {
 	case slowStart:
 		if grew || w.baseRate == 0 {
-			w.base, w.baseRate = w.limit, rate
+			w.base, w.baseRate, w.strikes = w.limit, rate, 0
 			if w.limit == w.o.Max {
 				w.phase = settled
 				return
@@ -193,8 +198,13 @@ func (w *Window) judge(rate float64) {
 			w.set(w.limit * 2)
 			return
 		}
+		// One epoch that did not grow may be noise (a busy machine, a
+		// burst of work that ended): the size gets a second.
+		if w.strikes++; w.strikes < 2 {
+			return
+		}
 		// Doubling stopped paying: back to the size that did.
-		w.phase, w.sinceProbe = settled, 0
+		w.phase, w.sinceProbe, w.strikes = settled, 0, 0
 		w.set(w.base)
 	case settled:
 		// The rate of the settled size is measured afresh each epoch:
@@ -221,6 +231,9 @@ func (w *Window) set(n int) {
 	if n > w.limit {
 		w.cond.Broadcast()
 	}
+	// The epoch after a change fills or drains the window: the size is
+	// judged on the one after it.
+	w.ramping = w.ramping || n != w.limit
 	w.limit = n
 	w.peak = max(w.peak, n)
 }
