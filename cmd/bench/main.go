@@ -41,7 +41,11 @@ CSV as ferry's zstd object and converted to Parquet, size and CPU per core),
 beside gcloud storage rsync and gsutil rsync), 10 pushback (the 5,000
 small files behind a proxy answering 429 beyond 150 and 1,000 writes/s, as
 GCS does beyond a bucket's limit: ferry's fleet and ferry cp, wall time
-against the ideal, the 429s and the rate each process settled at).
+against the ideal, the 429s and the rate each process settled at),
+11 latency (the 5,000 files and the restore tier's file through a relay
+delaying every byte, at 0, 10, 40 and 80 ms round trip: ferry cp and ferry
+restore beside the ideal client at 16 and 128 in flight, one plain upload
+and gcloud storage cp; connections opened, requests in flight).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
@@ -389,7 +393,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback}
+var workloadNames = []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback, verdict.Latency}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {

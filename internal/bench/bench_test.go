@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,5 +53,21 @@ func TestKernelLinkRewritesTheStacksAddresses(t *testing.T) {
 	}
 	if r := verdict.KernelRate("kernel-7MBps"); r != 7 {
 		t.Errorf("KernelRate(kernel-7MBps) = %v", r)
+	}
+}
+
+func TestTheRequestsInFlightFerryCpSettledAtAreReadFromItsLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp.log")
+	log := `{"severity":"INFO","message":"worker receiving","concurrency":512}
+{"severity":"INFO","message":"worker stopped","worker":"cp-1","requests_in_flight":160,"requests_in_flight_peak":256,"window_cuts":0}
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := settledInFlight(path); got != 160 {
+		t.Errorf("settledInFlight = %d, want 160", got)
+	}
+	if got := settledInFlight(filepath.Join(t.TempDir(), "none.log")); got != 0 {
+		t.Errorf("settledInFlight of no log = %d, want 0", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/latency"
 )
 
 // Config is one bench run's configuration.
@@ -137,6 +138,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{verdict.Parquet, b.parquet},
 		{verdict.Append, b.appends},
 		{verdict.Pushback, b.pushback},
+		{verdict.Latency, b.latency},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -236,10 +238,13 @@ func (b *Bench) Print(w io.Writer) {
 	for _, tier := range verdict.Tiers(rs, verdict.Pushback) {
 		verdict.PushbackTable(rs, tier).Write(w)
 	}
+	for _, tier := range verdict.Tiers(rs, verdict.Latency) {
+		verdict.LatencyTable(rs, tier).Write(w)
+	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
-	for _, wl := range []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback} {
+	for _, wl := range []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback, verdict.Latency} {
 		for _, tier := range verdict.Tiers(rs, wl) {
 			verdict.CPUTable(rs, wl, tier).Write(w)
 		}
@@ -318,6 +323,11 @@ type plan struct {
 	// repeats, when positive, replaces Config.Repeats (a workload whose
 	// one run takes minutes).
 	repeats int
+	// relay puts a relay that delays every byte by half of rtt each way
+	// between every method and the server (package latency), and counts
+	// the connections each opens.
+	relay bool
+	rtt   time.Duration
 	// writeLimit, when positive, puts a proxy between every method and
 	// the server that answers 429 to writes (every request but a read)
 	// beyond writeLimit a second, as GCS does beyond a bucket's limit.
@@ -472,6 +482,15 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 		defer func() { _ = limiter.Close() }()
 		e.gcs = strings.TrimPrefix(limiter.URL(), "http://")
 	}
+	var relay *latency.Relay
+	if p.relay {
+		var err error
+		if relay, err = latency.Start(e.gcs, p.rtt/2); err != nil {
+			return fail(err)
+		}
+		defer func() { _ = relay.Close() }()
+		e.gcs = relay.Addr()
+	}
 	var sentBefore int64
 	if p.kernel > 0 {
 		var ports []string
@@ -514,6 +533,9 @@ func (b *Bench) runRepeat(ctx context.Context, p plan, m method, st *Stack, dir,
 	if link != nil {
 		c := link.Counts()
 		r.LinkBytes, r.LinkMBps = c.Up.Bytes, c.Up.MBps()
+	}
+	if relay != nil {
+		r.Connections = relay.Accepted()
 	}
 	if limiter != nil {
 		c := limiter.Counts()

@@ -66,9 +66,11 @@ func (b *Bench) cpMethod(sources func() []string) method {
 }
 
 // runCp runs one ferry cp and reads its row for the stage times.
-func (b *Bench) runCp(ctx context.Context, e *env, sources []string) (verdict.Run, error) {
+// extra are more variables of its process.
+func (b *Bench) runCp(ctx context.Context, e *env, sources []string, extra ...string) (verdict.Run, error) {
 	results := filepath.Join(e.dir, "results.ndjson")
 	vars := append(b.ferryVars(e, ferryOpts{}), "XDG_STATE_HOME="+filepath.Join(e.dir, "state"), "PUBSUB_EMULATOR_HOST=")
+	vars = append(vars, extra...)
 	argv := append([]string{filepath.Join(b.cfg.Bin, "ferry"), "cp", "--json", "--timeout", "30m", "--method", verdict.FerryCp,
 		"--label", "bench_run=" + b.cfg.RunID, "--label", "tier=" + e.tier}, sources...)
 	argv = append(argv, "gs://"+e.bucket+"/ferry")

@@ -145,6 +145,9 @@ func Goals(rs []Result, linkMBps float64, smallTier string, l Limits) []Goal {
 	out = append(out, freeLinkGoals(rs)...)
 	out = append(out, cpGoals(rs, linkMBps, smallTier)...)
 	out = append(out, pushbackGoals(rs)...)
+	if len(Tiers(rs, Latency)) > 0 {
+		out = append(out, latencyGoals(rs)...)
+	}
 
 	for _, tier := range Tiers(rs, Restore) {
 		sel := Select(rs, Restore, tier)

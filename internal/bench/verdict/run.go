@@ -74,6 +74,11 @@ type Run struct {
 	// it waited out.
 	WritesPassed, Refused int
 	Pushbacks             []ProcPushback
+	// Connections is how many connections the method opened through
+	// workload 11's delaying relay; InFlight the requests in flight
+	// ferry cp's uploads settled at (0: not logged).
+	Connections int64
+	InFlight    int
 
 	StartedAt time.Time
 	Err       error
@@ -170,6 +175,12 @@ func (r Run) Row(runID, version string) benchrow.Row {
 			add("pushbacks."+p.Name, itoa(int(p.PushBacks)))
 			add("settled_writes_per_s."+p.Name, ftoa(p.Settled, 1))
 		}
+	}
+	if r.Connections > 0 {
+		add("connections", itoa(int(r.Connections)))
+	}
+	if r.InFlight > 0 {
+		add("requests_in_flight", itoa(r.InFlight))
 	}
 	if r.LinkBytes > 0 {
 		add("link_mbps", ftoa(r.LinkMBps, 2))

@@ -43,10 +43,25 @@ func TestGoalsAtTheirThresholds(t *testing.T) {
 		return Run{Workload: workload, Tier: tier, Method: method, Role: Ferry, Wall: sec(200 / (20 * q)), Files: 1, Bytes: 200e6,
 			Wire: 70e6, LinkBytes: 70e6}
 	}
+	lat := func(tier, method string, role Role, wall float64) Run {
+		return Run{Workload: Latency, Tier: tier, Method: method, Role: role, Wall: sec(wall), Files: 5000, Bytes: 1e8, Wire: 5e7}
+	}
 	cases := []struct {
 		goal, target string
 		runs         func(f float64) []Run
 	}{
+		{"at 40 ms: ferry cp's rate / the ideal client's with 128 in flight", ">= 0.80", func(f float64) []Run {
+			return []Run{lat("files-5000-rtt-40ms", FerryCp, Ferry, 10/0.8*f), lat("files-5000-rtt-40ms", IdealClientFar, Peer, 10)}
+		}},
+		{"at 0 ms: ferry cp's rate / the ideal client's with 16 in flight", ">= 0.80", func(f float64) []Run {
+			return []Run{lat("files-5000-rtt-0ms", FerryCp, Ferry, 10/0.8*f), lat("files-5000-rtt-0ms", IdealClient, Peer, 10)}
+		}},
+		{"one file on a free link: ferry cp's wall time / one plain upload request's", "<= 1.00", func(f float64) []Run {
+			return []Run{lat("medium-rtt-0ms", FerryCp, Ferry, 5*f), lat("medium-rtt-0ms", GoSimple, Peer, 5)}
+		}},
+		{"at 40 ms: ferry restore's wall time / its own at 0 ms", "<= 1.50", func(f float64) []Run {
+			return []Run{lat("files-5000-rtt-40ms", FerryRestore, Ferry, 3*f), lat("files-5000-rtt-0ms", FerryRestore, Ferry, 2)}
+		}},
 		{"large file medium: ferry wall time / best peer's", "<= 0.50", func(f float64) []Run {
 			return []Run{large("ferry-2w", Ferry, 5*f), large("gcloud", Peer, 10)}
 		}},
