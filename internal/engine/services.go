@@ -47,8 +47,8 @@ func Worker(ctx context.Context, cfg config.Worker, c *setup.Clients, log *slog.
 	err = c.Queue.Receive(ctx, cfg.PubSub.ChunksSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Concurrency, MaxBytes: int(cfg.MaxOutstanding), Grace: cfg.ShutdownGrace, DeadLetterTopic: cfg.PubSub.ChunksDeadLetter,
 	}, w.Handle)
-	win := w.Window()
-	log.Info("worker stopped", "requests_in_flight", win.Limit(), "requests_in_flight_peak", win.Peak(), "window_cuts", win.Cuts())
+	win := w.Window().Stats()
+	log.Info("worker stopped", "requests_in_flight", win.Limit, "requests_in_flight_peak", win.Peak, "window_cuts", win.Cuts)
 	return err
 }
 

@@ -459,7 +459,7 @@ func TestConnectionsAreKeptForTheRequestsInFlightNotOpenedPerRequest(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer relay.Close()
+	defer func() { _ = relay.Close() }()
 	s, err := gcs.NewEmulator(ctx, relay.Addr())
 	if err != nil {
 		t.Fatal(err)

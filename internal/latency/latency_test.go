@@ -24,7 +24,7 @@ func echo(t *testing.T) string {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_, _ = io.Copy(c, c)
 			}()
 		}
@@ -66,7 +66,7 @@ func TestEveryRoundTripTakesAtLeastTwiceTheDelayAndTheFirstOneMore(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	begin := time.Now()
 	roundTrip(t, c, []byte("ping"))
 	if first := time.Since(begin); first < 4*d {
@@ -85,7 +85,7 @@ func TestBytesArriveWholeAndInOrderBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	b := make([]byte, 9<<20) // more than the relay holds at once
 	_, _ = rand.Read(b)
 	if got := roundTrip(t, c, b); !bytes.Equal(got, b) {
@@ -113,7 +113,7 @@ func TestACloseOfTheClientEndsTheServersSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	r := start(t, ln.Addr().String(), time.Millisecond)
 	c, err := net.Dial("tcp", r.Addr())
 	if err != nil {
@@ -123,7 +123,7 @@ func TestACloseOfTheClientEndsTheServersSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	_, _ = c.Write([]byte("last words"))
 	_ = c.Close()
 	got, err := io.ReadAll(s) // ends with the client's close, after its bytes

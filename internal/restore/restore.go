@@ -258,21 +258,16 @@ func (r *Restorer) admit(ctx context.Context, o object) (release func(ok bool), 
 		}
 		return func(bool) { r.release() }, nil
 	}
-	cost := min(r.perSlot, o.attrs.Size+2*max(o.want.size, o.attrs.Size)+smallOverhead)
-	if err := r.mem.Acquire(ctx, cost); err != nil {
-		return nil, err
-	}
-	if err := r.win.Acquire(ctx); err != nil {
-		r.mem.Release(cost)
+	end, err := r.win.Admit(ctx, r.mem, min(r.perSlot, o.attrs.Size+2*max(o.want.size, o.attrs.Size)+smallOverhead))
+	if err != nil {
 		return nil, err
 	}
 	return func(ok bool) {
-		var units int64
 		if ok {
-			units = o.attrs.Size + smallOverhead
+			end(o.attrs.Size + smallOverhead)
+			return
 		}
-		r.win.Release(units)
-		r.mem.Release(cost)
+		end(0)
 	}, nil
 }
 

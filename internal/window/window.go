@@ -22,6 +22,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Defaults of Options.
@@ -120,11 +122,9 @@ func New(o Options) *Window {
 func (w *Window) Acquire(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.inFlight < w.limit {
-		w.inFlight++
+	if w.take() {
 		return nil
 	}
-	w.waited = true
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() {
 			w.mu.Lock()
@@ -148,6 +148,12 @@ func (w *Window) Acquire(ctx context.Context) error {
 func (w *Window) TryAcquire() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.take()
+}
+
+// take starts a request if the window has room; a refusal marks the epoch
+// as one in which a request waited. w.mu is held.
+func (w *Window) take() bool {
 	if w.inFlight < w.limit {
 		w.inFlight++
 		return true
@@ -256,30 +262,33 @@ func (w *Window) PushedBack() {
 	w.epochStart, w.epochDone, w.epochUnits, w.waited = now, 0, 0, false
 }
 
-// Cuts is how many push-backs cut the window.
-func (w *Window) Cuts() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cuts
+// Stats is what a window did: its size now and at its peak, the
+// requests holding it now, and how many push-backs cut it.
+type Stats struct {
+	Limit, Peak, InFlight, Cuts int
 }
 
-// Limit is the size now: how many requests may be in flight.
-func (w *Window) Limit() int {
+// Stats reports the window now.
+func (w *Window) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.limit
+	return Stats{Limit: w.limit, Peak: w.peak, InFlight: w.inFlight, Cuts: w.cuts}
 }
 
-// Peak is the largest size the window reached.
-func (w *Window) Peak() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.peak
-}
-
-// InFlight is how many requests hold the window now.
-func (w *Window) InFlight() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.inFlight
+// Admit waits until the window has room for one more request and mem
+// has cost for what it will hold (mem first: a request that cannot be
+// held takes no place in the window). release ends the request; units
+// is what it carried (0: it failed), for the rate the window judges.
+func (w *Window) Admit(ctx context.Context, mem *semaphore.Weighted, cost int64) (release func(units int64), err error) {
+	if err := mem.Acquire(ctx, cost); err != nil {
+		return nil, err
+	}
+	if err := w.Acquire(ctx); err != nil {
+		mem.Release(cost)
+		return nil, err
+	}
+	return func(units int64) {
+		w.Release(units)
+		mem.Release(cost)
+	}, nil
 }

@@ -78,9 +78,9 @@ func TestOnAFarLinkTheWindowGrowsUntilTheServerIsTheBound(t *testing.T) {
 		// trip, plus the one it serves.
 		need := 1600*rtt.Seconds() + 1
 		if got < 0.9*1600 {
-			t.Errorf("%v round trip: %.0f requests/s with the window at %d, want at least 90%% of the server's 1600 (it needs %.0f in flight)", rtt, got, w.Limit(), need)
+			t.Errorf("%v round trip: %.0f requests/s with the window at %d, want at least 90%% of the server's 1600 (it needs %.0f in flight)", rtt, got, w.Stats().Limit, need)
 		}
-		if lim := float64(w.Limit()); lim > 2.5*need {
+		if lim := float64(w.Stats().Limit); lim > 2.5*need {
 			t.Errorf("%v round trip: the window settled at %.0f, over 2.5 times the %.0f in flight the server can use", rtt, lim, need)
 		}
 	}
@@ -102,16 +102,16 @@ func TestOnANearLinkItStaysSmall(t *testing.T) {
 	if got < 0.9*1600 {
 		t.Errorf("1 ms round trip: %.0f requests/s, want at least 90%% of 1600", got)
 	}
-	if w.Limit() > 32 {
-		t.Errorf("1 ms round trip: the window settled at %d, where 3 in flight keep the server busy (want at most 32)", w.Limit())
+	if w.Stats().Limit > 32 {
+		t.Errorf("1 ms round trip: the window settled at %d, where 3 in flight keep the server busy (want at most 32)", w.Stats().Limit)
 	}
 }
 
 func TestTheCapIsNeverExceeded(t *testing.T) {
 	w, clock := newSim(Options{Start: 16, Max: 40})
 	sim(w, clock, &link{rtt: 80 * time.Millisecond}, 10*time.Second, 0)
-	if w.Peak() > 40 || w.Limit() != 40 {
-		t.Errorf("with --uploads 40 and a link that takes anything, the window peaked at %d and is at %d; want 40 and 40", w.Peak(), w.Limit())
+	if w.Stats().Peak > 40 || w.Stats().Limit != 40 {
+		t.Errorf("with --uploads 40 and a link that takes anything, the window peaked at %d and is at %d; want 40 and 40", w.Stats().Peak, w.Stats().Limit)
 	}
 }
 
@@ -120,8 +120,8 @@ func TestWhenTheWorkIsTheBoundTheWindowDoesNotGrow(t *testing.T) {
 	// carry 400: no request ever waits for the window.
 	w, clock := newSim(Options{Start: 16, Max: 1024})
 	got := sim(w, clock, &link{rtt: 40 * time.Millisecond, capacity: 1600}, 10*time.Second, 200)
-	if w.Peak() != 16 {
-		t.Errorf("a source of 200 requests/s moved the window to %d (peak); it never filled 16", w.Peak())
+	if w.Stats().Peak != 16 {
+		t.Errorf("a source of 200 requests/s moved the window to %d (peak); it never filled 16", w.Stats().Peak)
 	}
 	if got < 190 {
 		t.Errorf("the source's 200 requests/s came through at %.0f", got)
@@ -132,21 +132,21 @@ func TestAPushBackCutsOnceAndEndsTheSlowStart(t *testing.T) {
 	w, clock := newSim(Options{Start: 100, Max: 1024})
 	w.PushedBack()
 	w.PushedBack() // the same limit, met by another request in flight
-	if got := w.Limit(); got != 70 {
+	if got := w.Stats().Limit; got != 70 {
 		t.Fatalf("after two push-backs at once the window is %d, want 70 (one cut to 70 %%)", got)
 	}
 	*clock += time.Second
 	w.PushedBack()
-	if got := w.Limit(); got != 49 {
+	if got := w.Stats().Limit; got != 49 {
 		t.Fatalf("after a push-back a second later the window is %d, want 49", got)
 	}
-	if w.Cuts() != 2 {
-		t.Errorf("Cuts() = %d, want 2", w.Cuts())
+	if w.Stats().Cuts != 2 {
+		t.Errorf("Stats().Cuts = %d, want 2", w.Stats().Cuts)
 	}
 	// No more slow start: a link that takes anything grows it by probes
 	// of a quarter, not by doubling.
 	sim(w, clock, &link{rtt: 40 * time.Millisecond}, *clock+500*time.Millisecond, 0)
-	if got := w.Limit(); got > 49+49/4 {
+	if got := w.Stats().Limit; got > 49+49/4 {
 		t.Errorf("half a second after the cut the window is %d: it doubled, as if the limit were not known", got)
 	}
 }
@@ -162,8 +162,8 @@ func TestAcquireWaitsForARelease(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("Acquire after a Release: %v", err)
 	}
-	if w.InFlight() != 1 {
-		t.Errorf("InFlight() = %d, want 1", w.InFlight())
+	if w.Stats().InFlight != 1 {
+		t.Errorf("Stats().InFlight = %d, want 1", w.Stats().InFlight)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { got <- w.Acquire(ctx) }()

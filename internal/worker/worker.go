@@ -409,21 +409,16 @@ const requestUnits = 16 << 10
 // requests in flight can hold one of size bytes. release ends it; ok says
 // it succeeded, and its bytes count in the rate the window judges.
 func (w *Worker) admit(ctx context.Context, size int64) (release func(ok bool), err error) {
-	cost := min(gcs.RequestMemory(size), w.o.RequestMemory)
-	if err := w.mem.Acquire(ctx, cost); err != nil {
-		return nil, err
-	}
-	if err := w.window.Acquire(ctx); err != nil {
-		w.mem.Release(cost)
+	end, err := w.window.Admit(ctx, w.mem, min(gcs.RequestMemory(size), w.o.RequestMemory))
+	if err != nil {
 		return nil, err
 	}
 	return func(ok bool) {
-		var units int64
 		if ok {
-			units = size + requestUnits
+			end(size + requestUnits)
+			return
 		}
-		w.window.Release(units)
-		w.mem.Release(cost)
+		end(0)
 	}, nil
 }
 

@@ -333,20 +333,7 @@ func testList(t *testing.T, h *harness) {
 	for _, n := range []string{"a/2", "a/1", "a/b/3", "ab/4", "b/5"} {
 		h.put(n, []byte(n))
 	}
-	list := func(prefix string) []string {
-		var got []string
-		err := h.s.List(context.Background(), h.bucket, h.obj(prefix), func(a gcs.Attrs) error {
-			if a.Size != int64(len(strings.TrimPrefix(a.Name, h.prefix))) {
-				t.Errorf("%s listed with size %d", a.Name, a.Size)
-			}
-			got = append(got, strings.TrimPrefix(a.Name, h.prefix))
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	list := func(prefix string) []string { return h.names(prefix, "", "") }
 	for _, tc := range []struct {
 		prefix string
 		want   []string
@@ -368,6 +355,38 @@ func testList(t *testing.T, h *harness) {
 	}
 }
 
+// names lists the case's objects under prefix from start to end (each
+// relative to the case; both "": List, else ListRange), as names relative
+// to the case, and
+// checks each object's size is its name's length, as put made them.
+func (h *harness) names(prefix, start, end string) []string {
+	h.t.Helper()
+	if start != "" {
+		start = h.obj(start)
+	}
+	if end != "" {
+		end = h.obj(end)
+	}
+	var got []string
+	add := func(a gcs.Attrs) error {
+		if a.Size != int64(len(strings.TrimPrefix(a.Name, h.prefix))) {
+			h.t.Errorf("%s listed with size %d", a.Name, a.Size)
+		}
+		got = append(got, strings.TrimPrefix(a.Name, h.prefix))
+		return nil
+	}
+	var err error
+	if start == "" && end == "" {
+		err = h.s.List(context.Background(), h.bucket, h.obj(prefix), add)
+	} else {
+		err = h.s.ListRange(context.Background(), h.bucket, h.obj(prefix), start, end, add)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return got
+}
+
 // testListRange: a range lists the names from its start, included, to its
 // end, excluded, either side open when empty; adjacent ranges are the
 // whole listing, each name once.
@@ -375,23 +394,7 @@ func testListRange(t *testing.T, h *harness) {
 	for _, n := range []string{"a/1", "a/2", "a/3", "a/4", "b/5"} {
 		h.put(n, []byte(n))
 	}
-	list := func(start, end string) []string {
-		var got []string
-		if start != "" {
-			start = h.obj(start)
-		}
-		if end != "" {
-			end = h.obj(end)
-		}
-		err := h.s.ListRange(context.Background(), h.bucket, h.obj("a/"), start, end, func(a gcs.Attrs) error {
-			got = append(got, strings.TrimPrefix(a.Name, h.prefix))
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	list := func(start, end string) []string { return h.names("a/", start, end) }
 	for _, tc := range []struct {
 		start, end string
 		want       []string
