@@ -276,9 +276,6 @@ func (r *Restorer) admit(ctx context.Context, o object) (release func(ok bool), 
 // counts for in the window's rate.
 const smallOverhead = 64 << 10
 
-// Window is the window of small-object downloads: its size now and at
-// its peak, for reports.
-func (r *Restorer) Window() *window.Window { return r.win }
 
 // buffer returns a readahead buffer of n <= bufSize bytes; only slot
 // holders call it, so at most Concurrency exist. Large ones are reused;
