@@ -276,7 +276,6 @@ func (r *Restorer) admit(ctx context.Context, o object) (release func(ok bool), 
 // counts for in the window's rate.
 const smallOverhead = 64 << 10
 
-
 // buffer returns a readahead buffer of n <= bufSize bytes; only slot
 // holders call it, so at most Concurrency exist. Large ones are reused;
 // a small object's is its own size.
