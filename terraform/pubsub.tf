@@ -10,6 +10,7 @@ locals {
     events   = "ferry-events"
     control  = "ferry-control"
     done     = "ferry-done"
+    shards   = "ferry-shards"
   }
 
   dead_letter_topics = {
@@ -18,6 +19,7 @@ locals {
     events   = "ferry-events-dead"
     control  = "ferry-control-dead"
     done     = "ferry-done-dead"
+    shards   = "ferry-shards-dead"
   }
 
   # A short ack deadline brings a crashed worker's message back soon; the
@@ -27,6 +29,9 @@ locals {
     chunks   = { name = "ferry-chunks-workers", topic = "chunks", ack_deadline_seconds = 20, max_delivery_attempts = var.max_delivery_attempts }
     events   = { name = "ferry-events-merger", topic = "events", ack_deadline_seconds = 20, max_delivery_attempts = 10 }
     control  = { name = "ferry-control-merger", topic = "control", ack_deadline_seconds = 20, max_delivery_attempts = 10 }
+    # The pool's agents (ferry agent): a killed agent's shard is claimed
+    # again once its lease lapses.
+    shards = { name = "ferry-shards-agents", topic = "shards", ack_deadline_seconds = 20, max_delivery_attempts = 5 }
   }
 
   # Batch systems read done events here.

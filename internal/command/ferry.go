@@ -30,7 +30,7 @@ func Ferry(version string) *cobra.Command {
 			return cli.Usagef("missing command: cp, ls, rm, restore or status")
 		},
 	}
-	root.AddCommand(cpCommand(version), Restore(version), Status(), lsCommand(), rmCommand())
+	root.AddCommand(cpCommand(version), Restore(version), Status(), lsCommand(), rmCommand(), agentCommand(version))
 	cli.WithCompletion(root)
 	return root
 }

@@ -25,6 +25,7 @@ type Flags struct {
 	codec, method, key                         string
 	level                                      int
 	overwrite, noClobber, skipUnchanged, recur bool
+	pool                                       bool // producer submit --pool
 	checksum, noAppend                         bool
 	wait, json                                 bool
 	timeout                                    time.Duration

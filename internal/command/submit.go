@@ -94,6 +94,13 @@ same objects (the same command again, a directory above or below, one of its
 files) is refused before it sends anything, naming the one that runs; other
 prefixes, and other names in one directory, run side by side.
 
+--pool has the pool's agents (ferry agent, one on each host that mounts the
+share) send the files: this command walks the sources, cuts them into shards
+of FERRY_SHARD_FILES files and publishes them on FERRY_SHARDS_TOPIC, reads no
+file, and seals the transfer once every shard is sent. Sources must be
+absolute paths under the agents' FERRY_SOURCE_ROOTS; zstd without --level
+uses level 3, so that a shard sent twice makes the same bytes.
+
 Prints the transfer id on stdout once the transfer has started. With --wait it
 blocks until the transfer's done event and exits 0 only if the transfer
 succeeded. --timeout bounds the whole command: connecting, reading and
@@ -106,6 +113,7 @@ or configuration error.`,
 		},
 	}
 	f.Register(cmd, true)
+	cmd.Flags().BoolVar(&f.pool, "pool", false, "have the pool's agents (ferry agent) read, compress and upload the files, each on its own host")
 	return cmd
 }
 
@@ -118,6 +126,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, f *Flags, args []string,
 	if err != nil {
 		return err
 	}
+	req.Pool = f.pool
 	// The process's limit, not the library's: a test binary that submits
 	// keeps its own.
 	setup.MemoryLimit(int64(cfg.MemoryLimit))

@@ -39,6 +39,9 @@ type PubSub struct {
 	ChunksDeadLetter     string `env:"FERRY_CHUNKS_DEAD_LETTER_TOPIC, default=ferry-chunks-dead" help:"dead-letter topic of the chunks subscription; chunk messages that failed permanently are copied there too"`
 	EventsDeadLetter     string `env:"FERRY_EVENTS_DEAD_LETTER_TOPIC, default=ferry-events-dead" help:"dead-letter topic of the events subscription"`
 	ControlDeadLetter    string `env:"FERRY_CONTROL_DEAD_LETTER_TOPIC, default=ferry-control-dead" help:"dead-letter topic of the control subscription"`
+	ShardsTopic          string `env:"FERRY_SHARDS_TOPIC, default=ferry-shards" help:"topic a producer publishes the shards of a pooled transfer (--pool) to"`
+	ShardsSubscription   string `env:"FERRY_SHARDS_SUBSCRIPTION, default=ferry-shards-agents" help:"subscription the pool's agents (ferry agent) claim shards from"`
+	ShardsDeadLetter     string `env:"FERRY_SHARDS_DEAD_LETTER_TOPIC, default=ferry-shards-dead" help:"dead-letter topic of the shards subscription"`
 }
 
 // Validate names the variable at fault.
@@ -50,6 +53,7 @@ func (p PubSub) Validate() error {
 		"FERRY_REQUESTS_TOPIC": p.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION": p.RequestsSubscription,
 		"FERRY_REQUESTS_DEAD_LETTER_TOPIC": p.RequestsDeadLetter, "FERRY_CONTROL_TOPIC": p.ControlTopic,
 		"FERRY_CONTROL_SUBSCRIPTION": p.ControlSubscription, "FERRY_CONTROL_DEAD_LETTER_TOPIC": p.ControlDeadLetter,
+		"FERRY_SHARDS_TOPIC": p.ShardsTopic, "FERRY_SHARDS_SUBSCRIPTION": p.ShardsSubscription, "FERRY_SHARDS_DEAD_LETTER_TOPIC": p.ShardsDeadLetter,
 	} {
 		if strings.TrimSpace(v) == "" || strings.ContainsAny(v, " /") {
 			return fmt.Errorf("%s=%q: want a plain resource id", name, v)
@@ -273,6 +277,8 @@ type Producer struct {
 	RequestStall time.Duration `env:"FERRY_REQUEST_STALL, default=10m" help:"producer serve: when the requests in flight walk, read and compress nothing for this long, /readyz answers 503 naming them (a hung file system), so the instance group can replace the VM"`
 	KeyDir       string        `env:"FERRY_KEY_DIR" help:"where producer submit keeps each transfer's end key (mode 0600) and producer cancel finds it; empty: $XDG_STATE_HOME/ferry/keys, else ~/.local/state/ferry/keys"`
 	SubmitWait   string        `env:"FERRY_SUBMIT_WAIT, default=subscription" help:"how producer submit --wait and its progress bar follow a transfer: subscription (temporary subscriptions on the done and events topics) or marker (polls the done marker in GCS: needs only read on .ferry-done/, as terraform's submitter has)"`
+	ShardFiles   int           `env:"FERRY_SHARD_FILES, default=250" help:"--pool: most files a shard holds (at most 1000, a manifest page); smaller shards spread a transfer over more agents"`
+	ShardBytes   Bytes         `env:"FERRY_SHARD_BYTES, default=1GiB" help:"--pool: most source bytes a shard holds, unless one file alone has more"`
 	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"producer serve: comma-separated directories requests may read from; with none, every request is refused (submit reads what its user can)"`
 	IDSecret     string        `env:"FERRY_IDEMPOTENCY_SECRET" help:"with it, the transfer id of an --idempotency-key is an HMAC under this secret, which nobody without it can compute (and so create that transfer's key object first); at least 32 characters, shared by every producer and submitter that must agree on a key's transfer; setting or changing it gives every key a new transfer id"`
 	// TransferTimeout is the merger's: a lease whose transfer made no
@@ -315,6 +321,12 @@ func (p *Producer) Validate() error {
 	if p.Concurrency < 0 || p.Concurrency > MaxCompressConcurrency {
 		// Each encoder's buffers sit outside FERRY_PRODUCER_MEMORY.
 		return fmt.Errorf("FERRY_COMPRESS_CONCURRENCY=%d: want 0 (the cores) to %d", p.Concurrency, MaxCompressConcurrency)
+	}
+	if p.ShardFiles < 1 || p.ShardFiles > 1000 {
+		return fmt.Errorf("FERRY_SHARD_FILES=%d: want 1 to 1000 (a manifest page)", p.ShardFiles)
+	}
+	if p.ShardBytes < 1<<20 {
+		return fmt.Errorf("FERRY_SHARD_BYTES=%d: want at least 1MiB", p.ShardBytes)
 	}
 	if p.Requests < 1 || p.Requests > 64 {
 		return fmt.Errorf("FERRY_PRODUCER_REQUESTS=%d: want 1 to 64", p.Requests)

@@ -97,7 +97,7 @@ func TestDocsListEveryVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, cfg := range []any{&Producer{}, &Worker{}, &Merger{}, &Restore{}, &Bench{}, &Copy{}} {
+	for _, cfg := range []any{&Producer{}, &Worker{}, &Merger{}, &Restore{}, &Bench{}, &Copy{}, &Agent{}} {
 		for _, v := range Describe(cfg) {
 			row := "| `" + v.Name + "` |"
 			i := strings.Index(readme, row)

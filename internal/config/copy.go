@@ -49,6 +49,7 @@ var inProcess = PubSub{
 	EventsTopic: "events", EventsSubscription: "merger-events", EventsDeadLetter: "events-dead",
 	ControlTopic: "control", ControlSubscription: "merger-control", ControlDeadLetter: "control-dead",
 	DoneTopic: "done", RequestsTopic: "requests", RequestsSubscription: "requests-producer", RequestsDeadLetter: "requests-dead",
+	ShardsTopic: "shards", ShardsSubscription: "shards-agents", ShardsDeadLetter: "shards-dead",
 }
 
 // StateDir is where ferry keeps what its user's commands leave for later:
@@ -78,7 +79,7 @@ func (c *Copy) Producer() Producer {
 		ChunkSize: c.ChunkSize, MaxChunks: c.MaxChunks, Codec: c.Codec, Level: c.Level, Concurrency: c.Compressors,
 		MemoryLimit: c.Memory / 2, InlineMax: 0, SpoolMax: 64 << 20, MessageMax: c.MessageMax(), BundleMax: min(c.BundleMax, c.MessageMax()/2),
 		MaxRate: c.MaxRate, Method: c.Method, Requests: 1, RequestStall: 10 * time.Minute, KeyDir: c.KeyDir, SubmitWait: "subscription",
-		TransferTimeout: c.TransferTimeout, IDSecret: c.IDSecret,
+		TransferTimeout: c.TransferTimeout, IDSecret: c.IDSecret, ShardFiles: 250, ShardBytes: 1 << 30,
 	}
 }
 

@@ -159,8 +159,8 @@ func Run(ctx context.Context, o Options) []Result {
 // topics: every topic and dead-letter topic exists, under the key.
 func topics(ctx context.Context, o Options) []Result {
 	ps := o.PubSub
-	ids := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.ControlTopic, ps.DoneTopic,
-		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter}
+	ids := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.ControlTopic, ps.DoneTopic, ps.ShardsTopic,
+		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter, ps.ShardsDeadLetter}
 	var rs []Result
 	for _, id := range ids {
 		if id == "" {
@@ -200,6 +200,7 @@ func subscriptions(ctx context.Context, o Options) []Result {
 		{ps.EventsSubscription, ps.EventsTopic, ps.EventsDeadLetter, "the merger's"},
 		{ps.ControlSubscription, ps.ControlTopic, ps.ControlDeadLetter, "the merger's"},
 		{ps.RequestsSubscription, ps.RequestsTopic, ps.RequestsDeadLetter, "producer serve's"},
+		{ps.ShardsSubscription, ps.ShardsTopic, ps.ShardsDeadLetter, "the pool's agents'"},
 	}
 	var rs []Result
 	for _, w := range want {

@@ -66,6 +66,8 @@ func (s *stack) env(extra ...string) []string {
 		"FERRY_CHUNKS_DEAD_LETTER_TOPIC="+s.ps.ChunksDeadLetter, "FERRY_EVENTS_DEAD_LETTER_TOPIC="+s.ps.EventsDeadLetter,
 		"FERRY_REQUESTS_TOPIC="+s.ps.RequestsTopic, "FERRY_REQUESTS_SUBSCRIPTION="+s.ps.RequestsSubscription,
 		"FERRY_REQUESTS_DEAD_LETTER_TOPIC="+s.ps.RequestsDeadLetter,
+		"FERRY_SHARDS_TOPIC="+s.ps.ShardsTopic, "FERRY_SHARDS_SUBSCRIPTION="+s.ps.ShardsSubscription,
+		"FERRY_SHARDS_DEAD_LETTER_TOPIC="+s.ps.ShardsDeadLetter,
 		"FERRY_SPOOL_DIR="+s.spool, "FERRY_RESULTS_FILE="+s.results, "FERRY_KEY_DIR="+s.keys,
 		"FERRY_LOG_FORMAT=json", "FERRY_LOG_LEVEL=debug", "FERRY_HTTP_ADDR=127.0.0.1:0")
 	return append(env, extra...)

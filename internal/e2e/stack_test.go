@@ -134,7 +134,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		EventsTopic: name + "-events", EventsSubscription: name + "-events-m", DoneTopic: name + "-done",
 		ControlTopic: name + "-control", ControlSubscription: name + "-control-m", ControlDeadLetter: name + "-control-dead",
 		ChunksDeadLetter: name + "-chunks-dead", EventsDeadLetter: name + "-events-dead",
-		RequestsTopic: name + "-requests", RequestsSubscription: name + "-requests-p", RequestsDeadLetter: name + "-requests-dead"}
+		RequestsTopic: name + "-requests", RequestsSubscription: name + "-requests-p", RequestsDeadLetter: name + "-requests-dead",
+		ShardsTopic: name + "-shards", ShardsSubscription: name + "-shards-a", ShardsDeadLetter: name + "-shards-dead"}
 	var err error
 	if s.q, err = queue.Dial(ctx, s.ps.Project, nil); err != nil {
 		t.Fatal(err)

@@ -326,8 +326,8 @@ func (g *GCS) CreateBucket(name string) {
 // dead-letter topic and subscription for every subscription, so that no
 // message is silently dropped.
 func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
-	topics := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.ControlTopic, ps.DoneTopic,
-		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter}
+	topics := []string{ps.RequestsTopic, ps.ChunksTopic, ps.EventsTopic, ps.ControlTopic, ps.DoneTopic, ps.ShardsTopic,
+		ps.RequestsDeadLetter, ps.ChunksDeadLetter, ps.EventsDeadLetter, ps.ControlDeadLetter, ps.ShardsDeadLetter}
 	// A short ack deadline brings a crashed worker's message back soon;
 	// the client extends it for as long as a handler runs.
 	subs := []queue.Subscription{
@@ -339,6 +339,10 @@ func Topology(ps config.PubSub) ([]string, []queue.Subscription) {
 		{ID: DeadLetterSubscription(ps.EventsDeadLetter), Topic: ps.EventsDeadLetter, AckDeadline: 60 * time.Second},
 		{ID: ps.ControlSubscription, Topic: ps.ControlTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.ControlDeadLetter, MaxAttempts: 10},
 		{ID: DeadLetterSubscription(ps.ControlDeadLetter), Topic: ps.ControlDeadLetter, AckDeadline: 60 * time.Second},
+		// An agent killed mid-shard: its shard is claimed again once
+		// the deadline passes.
+		{ID: ps.ShardsSubscription, Topic: ps.ShardsTopic, AckDeadline: 20 * time.Second, DeadLetterTopic: ps.ShardsDeadLetter, MaxAttempts: 5},
+		{ID: DeadLetterSubscription(ps.ShardsDeadLetter), Topic: ps.ShardsDeadLetter, AckDeadline: 60 * time.Second},
 	}
 	return topics, subs
 }

@@ -45,6 +45,23 @@ type Writer struct {
 	skippedPages int
 	// ready are pages and skipped pages to write; Run takes them.
 	ready chan pageWrite
+	// shard: the writer is one page's, an agent's (NewShardWriter).
+	shard bool
+	// pooled are the pages a pool's agents wrote (Pooled).
+	pooled []message.Page
+}
+
+// Pooled says that the transfer's files are in pages its agents wrote,
+// each a shard's; the writer has only skipped files, and Finish lists
+// those pages in the header, with the totals the caller summed from
+// what the agents reported.
+func (g *Writer) Pooled(pages []message.Page, t message.Totals) {
+	g.pooled = pages
+	m := g.m
+	m.Totals.Files += t.Files
+	m.Totals.Chunks += t.Chunks
+	m.Totals.Bytes += t.Bytes
+	m.Totals.WireBytes += t.WireBytes
 }
 
 type pageWrite struct {
@@ -56,6 +73,23 @@ type pageWrite struct {
 // started, with write (name, value to encode); Finish completes m.
 func NewWriter(m *message.Manifest, write func(ctx context.Context, name string, v any) error) *Writer {
 	return &Writer{m: m, write: write, pages: map[int]*page{}, open: &page{}, ready: make(chan pageWrite, 2)}
+}
+
+// NewShardWriter writes page k of m, whose files are a shard's: its first
+// file's index is first, and every file Add is given joins it. Finish
+// writes it once every chunk is recorded, even when its transfer has one
+// page: a pooled transfer's manifest is always paged.
+func NewShardWriter(m *message.Manifest, k, first int, write func(ctx context.Context, name string, v any) error) *Writer {
+	g := NewWriter(m, write)
+	g.open, g.n, g.shard = &page{k: k, first: first}, first, true
+	return g
+}
+
+// Full reports whether a page of files files and chunks chunks is full
+// before a file of next chunks: the rule Add pages by, which a pool's
+// shards are cut by too (with a smaller maxFiles).
+func Full(files, chunks, next, maxFiles int) bool {
+	return files > 0 && (files >= min(maxFiles, message.PageFiles) || chunks+next > message.PageChunks)
 }
 
 // Add puts f, its chunks planned, into the open page and returns its file
@@ -73,7 +107,7 @@ func (g *Writer) Add(ctx context.Context, f message.File) (int, error) {
 	}
 	g.mu.Lock()
 	var full *page
-	if o := g.open; len(o.files) > 0 && (len(o.files) == message.PageFiles || o.chunks+chunks > message.PageChunks) {
+	if o := g.open; !g.shard && Full(len(o.files), o.chunks, chunks, message.PageFiles) {
 		full = g.closeOpen()
 	}
 	o := g.open
@@ -239,7 +273,10 @@ func (g *Writer) Run(ctx context.Context) error {
 // last pages (at least one, perhaps empty) and lists them all in the header.
 func (g *Writer) Finish(ctx context.Context) error {
 	m := g.m
-	if len(g.header) == 0 && g.skippedPages == 0 {
+	if len(g.pooled) > 0 {
+		g.header = g.pooled
+	}
+	if len(g.header) == 0 && g.skippedPages == 0 && !g.shard {
 		g.sealFiles(g.open.files)
 		m.Files, m.Skipped, m.Totals.Skipped = g.open.files, g.skipped, len(g.skipped)
 		return nil
@@ -247,7 +284,7 @@ func (g *Writer) Finish(ctx context.Context) error {
 	if len(g.pages) > 0 {
 		return fmt.Errorf("manifest: %d pages have chunks that were never recorded", len(g.pages))
 	}
-	if pg := g.open; len(pg.files) > 0 || len(g.header) == 0 {
+	if pg := g.open; len(g.pooled) == 0 && (len(pg.files) > 0 || len(g.header) == 0) {
 		g.header = append(g.header, message.Page{First: pg.first, Files: len(pg.files), Chunks: pg.chunks})
 		g.sealFiles(pg.files)
 		if err := g.write(ctx, message.ManifestPage(m.TransferID, m.Run, pg.k), &message.FilePage{V: message.Version, Files: pg.files}); err != nil {

@@ -77,6 +77,12 @@ type EventPart struct {
 	Paced int `json:"paced,omitempty"`
 }
 
+// AgentBytes is what one agent of a pool sent of a transfer.
+type AgentBytes struct {
+	Agent string `json:"agent"`
+	Bytes int64  `json:"bytes"`
+}
+
 // Manifest is what the producer read, written once it has read everything.
 type Manifest struct {
 	// EndKey is the producer's end key (see Keys): in its memory only,
@@ -134,6 +140,10 @@ type Manifest struct {
 	// Load, when set, is the BigQuery table the merger loads the
 	// transfer's Parquet parts into once it ends ok.
 	Load *Load `json:"load,omitempty"`
+	// Pool is set when the pool's agents sent the files (Request.Pool),
+	// and Agents are those agents with the source bytes each sent.
+	Pool   bool         `json:"pool,omitempty"`
+	Agents []AgentBytes `json:"agents,omitempty"`
 
 	inline bool // set by Unpaged
 }

@@ -80,6 +80,9 @@ type Request struct {
 	// BQWrite says: empty (default), append or truncate.
 	BQTable string `json:"bq_table,omitempty"`
 	BQWrite string `json:"bq_write,omitempty"`
+	// Pool has the pool's agents (ferry agent) read, compress and upload
+	// the files, each on its own host; the producer only walks them.
+	Pool bool `json:"pool,omitempty"`
 }
 
 func (r *Request) version() int { return r.V }

@@ -56,12 +56,12 @@ func IntermediateObject(transferID string, file, level, group int) string {
 
 // TransferObject reports whether rest, a name under a transfer's staging
 // prefix, is one of the objects a transfer itself has: its manifest and
-// manifest pages, chunks, composites and seek tables.
+// manifest pages, chunks, composites, seek tables and shards.
 func TransferObject(rest string) bool {
 	if rest == "manifest.json" {
 		return true
 	}
-	for _, kind := range []string{"c/", "i/", "s/", "m/", "k/"} {
+	for _, kind := range []string{"c/", "i/", "s/", "m/", "k/", "h/"} {
 		if strings.HasPrefix(rest, kind) {
 			return true
 		}

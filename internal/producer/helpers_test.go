@@ -94,7 +94,7 @@ func pipelineGoroutines() []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var left []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		for _, fn := range []string{"runFrameEncoder", "compressStage", "publishStage", "(*reader).run", "(*Producer).run"} {
+		for _, fn := range []string{"runFrameEncoder", "compressStage", "publishStage", "(*reader).run", "(*Producer).run", "(*Producer).pipeline"} {
 			if strings.Contains(g, "internal/producer."+fn) {
 				left = append(left, g)
 				break

@@ -20,6 +20,7 @@ func newManifest(req Request, pl *plan.Plan, tid string, started time.Time, prod
 		Sources: req.Sources, Method: req.Method, Labels: req.Labels, Codec: string(pl.Codec), Level: pl.Level,
 		ChunkSize: req.ChunkSize, Overwrite: req.Overwrite, Staged: req.Overwrite, StartedAt: started, ProducerID: producerID,
 		ContentType: pl.Codec.ContentType(), Symlinks: string(pl.Symlinks), Load: req.Load,
+		Pool: req.Pool,
 	}
 }
 

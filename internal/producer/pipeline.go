@@ -30,6 +30,22 @@ type planned struct {
 // its goroutines run in one errgroup: when run returns, every stage has
 // stopped.
 func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, req Request, c census, pg *manifest.Writer) error {
+	return p.pipeline(ctx, pl, m, req, c, pg, source{
+		feed:   func(ctx context.Context, files chan<- planned) error { return p.walk(ctx, pl, req, m, pg, files) },
+		chunks: p.o.Chunks,
+	})
+}
+
+// source is where a pipeline's files come from (feed, which closes files
+// when it returns) and where its chunk messages go.
+type source struct {
+	feed   func(ctx context.Context, files chan<- planned) error
+	chunks publisher
+}
+
+// pipeline reads, compresses and publishes the files src feeds it,
+// recording each chunk in pg.
+func (p *Producer) pipeline(ctx context.Context, pl *plan.Plan, m *message.Manifest, req Request, c census, pg *manifest.Writer, src source) error {
 	// Buffer budget: raw buffers circulate between the reader and the
 	// compress goroutines, which also hold their job's compressed frames
 	// (about a third of the raw size for CSV, at worst as much). The CPU
@@ -96,7 +112,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	frames := make(chan frameJob)
 	out := make(chan outMsg, p.o.Publishers)
 
-	g.Go(func() error { return p.walk(ctx, pl, req, m, pg, files) })
+	g.Go(func() error { return src.feed(ctx, files) })
 	rd := &reader{pool: pool, bufSize: bufSize, bundler: newBundler(p, pl, m.TransferID, m.Overwrite), read: &p.readBytes,
 		files: &p.filesRead, made: &p.bufsMade, stdin: req.Stdin, limits: p.limits()}
 	g.Go(func() error { return rd.run(ctx, files, jobs) })
@@ -126,7 +142,7 @@ func (p *Producer) run(ctx context.Context, pl *plan.Plan, m *message.Manifest, 
 	})
 	g.Go(func() error { return pg.Run(ctx) })
 	for range p.o.Publishers {
-		g.Go(func() error { return p.publishStage(ctx, out, ob) })
+		g.Go(func() error { return p.publishStage(ctx, src.chunks, out, ob) })
 	}
 	err := g.Wait()
 	m.Levels = levelUses(ad)
@@ -184,7 +200,7 @@ const walkAhead = 256
 // walk plans the files of pl in object order, leaves out what the skip
 // check skips, adds the rest to the manifest and hands them to the reader;
 // it closes files when it returns.
-func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, m *message.Manifest, pg *manifest.Writer, files chan<- planned) error {
+func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, m *message.Manifest, pg pageAdder, files chan<- planned) error {
 	defer close(files)
 	tid, staged := m.TransferID, m.Staged
 	sk := p.newSkipper(ctx, pl, req, tid)
@@ -230,9 +246,16 @@ func (p *Producer) walk(ctx context.Context, pl *plan.Plan, req Request, m *mess
 	return skipErr
 }
 
+// pageAdder is what the walk adds the files it plans to, and notes the
+// files it skips in: the manifest's writer, or a pool's shards.
+type pageAdder interface {
+	Add(ctx context.Context, f message.File) (int, error)
+	Skip(ctx context.Context, s message.Skipped) error
+}
+
 // planFile leaves f out when the skip check gave a reason, or adds it to
 // the manifest and hands it to the reader.
-func (p *Producer) planFile(ctx context.Context, pg *manifest.Writer, f plan.File, reason string, files chan<- planned) error {
+func (p *Producer) planFile(ctx context.Context, pg pageAdder, f plan.File, reason string, files chan<- planned) error {
 	if reason != "" {
 		p.planned.Add(-f.Size) // counted by the first walk
 		p.plannedFiles.Add(-1)

@@ -90,6 +90,9 @@ type Request struct {
 	// BigQuery table when the transfer ends ok; it needs Convert, and its
 	// dataset must be one FERRY_BQ_LOAD_DATASETS allows.
 	Load *message.Load
+	// Pool has the pool's agents send the files (pool.go): this producer
+	// walks the sources and cuts them into shards, and reads no file.
+	Pool bool
 }
 
 // checkLoad refuses a table load the request cannot make, c being its
@@ -172,6 +175,14 @@ type Options struct {
 	Store  objectStore
 	Chunks publisher // one message per chunk or bundle
 	Events publisher // sealed and failed events: the control topic (FERRY_CONTROL_TOPIC)
+	// Shards takes the shards of pooled transfers to the agents
+	// (FERRY_SHARDS_TOPIC); ShardFiles and ShardBytes bound a shard
+	// (FERRY_SHARD_FILES, FERRY_SHARD_BYTES), and ShardPoll is how often
+	// the walk looks for the shards done.
+	Shards     publisher
+	ShardFiles int
+	ShardBytes int64
+	ShardPoll  time.Duration
 	// Transport is config.TransportSpool (default) or
 	// config.TransportPubSub: every payload inside its message, chunk
 	// sizes capped so that one always fits MessageMax.
@@ -273,6 +284,15 @@ func (o *Options) applyDefaults() {
 	if o.TransferTimeout <= 0 {
 		o.TransferTimeout = 6 * time.Hour
 	}
+	if o.ShardFiles <= 0 {
+		o.ShardFiles = message.ShardFiles
+	}
+	if o.ShardBytes <= 0 {
+		o.ShardBytes = message.ShardBytes
+	}
+	if o.ShardPoll <= 0 {
+		o.ShardPoll = 500 * time.Millisecond
+	}
 	if o.FailGrace <= 0 {
 		o.FailGrace = 10 * time.Second
 	}
@@ -299,7 +319,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
 		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
 		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads, TransferTimeout: cfg.TransferTimeout,
-		IDSecret: cfg.IDSecret, LeaseHolder: cfg.LeaseHolder,
+		IDSecret: cfg.IDSecret, LeaseHolder: cfg.LeaseHolder, ShardFiles: cfg.ShardFiles, ShardBytes: int64(cfg.ShardBytes),
 	}
 }
 
@@ -451,7 +471,12 @@ type census struct {
 // prepare plans req and checks it against this producer's configuration
 // and the destination bucket; it sets req.TransferID when empty.
 func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error) {
-	pl, err := plan.Open(req.spec(), p.limits())
+	l := p.limits()
+	if req.Pool {
+		// The agents' chunks never travel in a Pub/Sub message.
+		l.MessageMax = 0
+	}
+	pl, err := plan.Open(req.spec(), l)
 	if err != nil {
 		return nil, &InputError{err}
 	}
@@ -472,6 +497,15 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 	}
 	if err := checkStream(*req, pl); err != nil {
 		return nil, &InputError{err}
+	}
+	if err := checkPool(*req); err != nil {
+		return nil, &InputError{err}
+	}
+	if req.Pool && p.o.Shards == nil {
+		return nil, &InputError{errors.New("--pool: this producer has no shards topic (FERRY_SHARDS_TOPIC) to reach the pool on")}
+	}
+	if req.Pool && pl.Codec == codec.Zstd && pl.Level == 0 {
+		pl.Level = PoolLevel
 	}
 	if req.TransferID == "" {
 		req.TransferID = message.KeyedTransferID(p.o.IDSecret, req.IdempotencyKey)
@@ -600,7 +634,13 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	pg := manifest.NewWriter(m, func(ctx context.Context, name string, v any) error { return p.putPage(ctx, m.Bucket, name, v) })
 
 	t0 := time.Now()
-	if err := p.run(ctx, pl, m, req, c, pg); err != nil {
+	run := p.run
+	if req.Pool {
+		run = func(ctx context.Context, pl *plan.Plan, m *message.Manifest, req Request, _ census, pg *manifest.Writer) error {
+			return p.runPool(ctx, pl, m, req, pg)
+		}
+	}
+	if err := run(ctx, pl, m, req, c, pg); err != nil {
 		return nil, p.fail(ctx, m, err, log)
 	}
 	m.CompressMS = time.Since(t0).Milliseconds()

@@ -78,14 +78,14 @@ func (k *packer) pack(ctx context.Context, parts []encodedPart) (outMsg, error) 
 
 // publishStage publishes messages from out until it is closed. Once the
 // pipeline has failed, it drops what is left instead of publishing it.
-func (p *Producer) publishStage(ctx context.Context, out <-chan outMsg, ob *outbox) error {
+func (p *Producer) publishStage(ctx context.Context, chunks publisher, out <-chan outMsg, ob *outbox) error {
 	for msg := range out {
 		err := ctx.Err()
 		if err == nil && p.o.limiter != nil {
 			err = ratelimit.Wait(ctx, p.o.limiter, len(msg.data))
 		}
 		if err == nil {
-			err = p.o.Chunks.Publish(ctx, msg.data, map[string]string{"transfer_id": msg.tid})
+			err = chunks.Publish(ctx, msg.data, map[string]string{"transfer_id": msg.tid})
 		}
 		ob.held.Add(-msg.weight)
 		ob.mem.Release(msg.weight)

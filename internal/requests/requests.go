@@ -146,7 +146,7 @@ func (s *Server) handle(ctx context.Context, m queue.Message) error {
 		TransferID: message.KeyedTransferID(s.o.IDSecret, key), Sources: r.Sources, Destination: r.Destination,
 		Codec: codec.Codec(r.Codec), Level: r.Level, ChunkSize: r.ChunkSize, Method: r.Method,
 		Labels: r.Labels, IdempotencyKey: key, Overwrite: r.Overwrite, SourceRoots: s.o.SourceRoots,
-		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum, NoAppend: r.NoAppend,
+		NoClobber: r.NoClobber, SkipUnchanged: r.SkipUnchanged, Checksum: r.Checksum, NoAppend: r.NoAppend, Pool: r.Pool,
 	}
 	if r.EndKeySHA256 != "" && !message.ValidKeyHex(r.EndKeySHA256) {
 		return s.reject(ctx, req.TransferID, r.Destination, fmt.Errorf("end_key_sha256 %.80q is not a SHA-256 in lowercase hex (64 digits)", r.EndKeySHA256))

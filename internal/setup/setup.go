@@ -91,6 +91,8 @@ func kmsKey(cfg serviceConfig) string {
 		return c.Buckets.KMSKey
 	case *config.Merger:
 		return c.Buckets.KMSKey
+	case *config.Agent:
+		return c.Buckets.KMSKey
 	}
 	return ""
 }

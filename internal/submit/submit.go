@@ -215,6 +215,7 @@ func (r *run) producer() (*producer.Producer, error) {
 	po := producer.ConfigOptions(cfg)
 	po.Store, po.Chunks, po.Events, po.ID, po.Log = r.clients.Store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), r.o.ID, r.log
 	po.Version, po.MaxRate = r.o.Version, r.o.MaxRate
+	po.Shards = q.Publisher(cfg.PubSub.ShardsTopic)
 	if r.showBar {
 		r.walk = startWalkLine(r.stdout, &r.out)
 		r.req.Selection.Found = r.walk.found

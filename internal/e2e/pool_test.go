@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/faultproxy"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
+)
+
+// poolTree writes files small files and one of big bytes under a new
+// directory of the test's, the share the pool's agents read.
+func poolTree(t *testing.T, files int, big int64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "share")
+	for i := range files {
+		p := filepath.Join(dir, fmt.Sprintf("d%d", i%4), fmt.Sprintf("f%03d.csv", i))
+		testutil.OK(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		testutil.WriteCSV(t, p, int64(2_000+i*97), int64(i))
+	}
+	testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), big, 99)
+	return dir
+}
+
+// poolProducer is a producer that walks pooled transfers on s, with
+// shards of at most shardFiles files.
+func (s *stack) poolProducer(shardFiles int) *producer.Producer {
+	return producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.ControlTopic),
+		Shards: s.q.Publisher(s.ps.ShardsTopic), ShardFiles: shardFiles, ShardPoll: 100 * time.Millisecond, Concurrency: 2, MemoryLimit: 64 << 20})
+}
+
+// agentEnv is the environment of agent id reading the share at root.
+func (s *stack) agentEnv(id, root string, extra ...string) []string {
+	return s.env(append([]string{"FERRY_AGENT_ID=" + id, "FERRY_SOURCE_ROOTS=" + root, "FERRY_AGENT_MEMORY=256MiB"}, extra...)...)
+}
+
+// A pooled transfer is sent by the agents, each reading the share itself:
+// three agents, one killed with SIGKILL while it holds a shard (its
+// uploads held up by a proxy), and the transfer still ends ok, every
+// object identical, nothing left in staging, and the row names at least
+// two agents. The producer read no file: no chunk message crossed
+// Pub/Sub.
+func TestAPooledTransferSurvivesAnAgentKilledMidShard(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	share := poolTree(t, 60, 3_000_000)
+	proxy := slowProxy(t, faultproxy.Uploads, time.Minute)
+	a := s.start("agent-a", "ferry", s.agentEnv("a", share, "STORAGE_EMULATOR_HOST="+hostOf(proxy)), "agent")
+
+	req := producer.Request{Sources: []string{share}, Destination: "gs://" + s.bucket + "/pool", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true}
+	wait := s.transferWith(s.poolProducer(10), req)
+	teststack.Until(t, time.Minute, "agent a to hold a shard, its uploads in flight", func() bool { return proxy.Counts().Matched >= 1 })
+	a.kill9()
+	killed := time.Now()
+	s.start("agent-b", "ferry", s.agentEnv("b", share), "agent")
+	s.start("agent-c", "ferry", s.agentEnv("c", share), "agent")
+
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	t.Logf("the transfer ended %s after agent a was killed", time.Since(killed).Round(time.Millisecond))
+	if done.Files != 61 {
+		t.Fatalf("done event counts %d files, want 61", done.Files)
+	}
+	s.verifyAll(req)
+	s.assertClean()
+	row := s.row(done.TransferID)
+	if row.Status != "ok" || row.Workers < 2 {
+		t.Fatalf("row %+v: want ok, its chunks stored by agents b and c", row)
+	}
+	if s.chunksPublished.Load() != 0 {
+		t.Fatalf("%d chunk messages crossed Pub/Sub", s.chunksPublished.Load())
+	}
+}
+
+// A shard that names a file no agent can read (outside every agent's
+// FERRY_SOURCE_ROOTS) fails its transfer once its deliveries run out,
+// naming the file and the agent; nothing is left in staging.
+func TestAPooledTransferFailsNamingAFileNoAgentCanRead(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	share := poolTree(t, 3, 100_000)
+	other := t.TempDir() // the agent's share is elsewhere
+	s.start("agent-x", "ferry", s.agentEnv("x", other), "agent")
+	req := producer.Request{Sources: []string{share}, Destination: "gs://" + s.bucket + "/nope", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true}
+	done, err := s.transferWith(s.poolProducer(10), req)()
+	if err == nil || done.Status != message.StatusFailed {
+		t.Fatalf("transfer: %v, done %+v: want failed", err, done)
+	}
+	for _, want := range []string{"no agent could send", share, "agent x", "outside the source roots"} {
+		if !strings.Contains(done.Error, want) {
+			t.Fatalf("done error %q does not say %q", done.Error, want)
+		}
+	}
+	s.assertClean()
+	var objects int
+	testutil.OK(t, s.store.List(context.Background(), s.bucket, "nope/", func(gcs.Attrs) error { objects++; return nil }))
+	if objects != 0 {
+		t.Fatalf("%d objects under the destination of a failed transfer", objects)
+	}
+}

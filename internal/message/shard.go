@@ -1,0 +1,166 @@
+package message
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A transfer that asks for the pool (Request.Pool) is walked once, by the
+// producer that takes it, and cut into shards: a shard is one manifest
+// page's files (at most ShardFiles files, PageChunks chunks, ShardBytes
+// bytes). Its plan is an object in the transfer's staging prefix
+// (ShardObject); a Shard message on the shards topic names it. An agent
+// that claims the shard reads, compresses and uploads its files on its
+// own host and writes the page (ManifestPage) and then what it did
+// (ShardDoneObject); the producer seals the manifest once every shard's
+// done object is there. A message is a claim, the objects are the proof:
+// the message carries no path, no size and no key.
+
+// Shard is the message of one shard on the shards topic.
+type Shard struct {
+	V          int    `json:"v"`
+	TransferID string `json:"transfer_id"`
+	Bucket     string `json:"bucket"`
+	Run        string `json:"run"`
+	Index      int    `json:"index"`
+}
+
+func (s *Shard) version() int { return s.V }
+
+// Check refuses a shard message that names no transfer, bucket or run, or
+// a negative index.
+func (s *Shard) Check() error {
+	switch {
+	case s.TransferID == "" || strings.ContainsAny(s.TransferID, "/\\") || s.Bucket == "" || s.Run == "" || strings.ContainsAny(s.Run, "/\\"):
+		return fmt.Errorf("%w: shard %d names no transfer, bucket or run (transfer %q, bucket %q, run %q)", ErrMalformed, s.Index, s.TransferID, s.Bucket, s.Run)
+	case s.Index < 0:
+		return fmt.Errorf("%w: shard index %d of transfer %s", ErrMalformed, s.Index, s.TransferID)
+	}
+	return nil
+}
+
+// ShardPlan is the body of a ShardObject: what an agent needs to send the
+// shard's files, written by the producer that walked the transfer.
+type ShardPlan struct {
+	V     int `json:"v"`
+	Index int `json:"index"`
+	// Page is the manifest page the shard is: its first file's index and
+	// its counts.
+	Page Page `json:"page"`
+	// Header is the transfer's manifest header as the walk began it: not
+	// sealed, no files.
+	Header Manifest `json:"header"`
+	// ChunkKey is the run's chunk key, which the agent's chunk messages
+	// carry (Keys.Chunks): a secret, as the staging prefix is the
+	// fleet's only.
+	ChunkKey string      `json:"chunk_key"`
+	Files    []ShardFile `json:"files"`
+}
+
+func (p *ShardPlan) version() int { return p.V }
+
+// ShardFile is one file of a shard as the walk found it.
+type ShardFile struct {
+	// Path is the source file's path as the walk named it: absolute, on
+	// the share every agent mounts at the same place.
+	Path   string `json:"path"`
+	Rel    string `json:"rel"`
+	Object string `json:"object"`
+	Size   int64  `json:"size"`
+	// Mod and Ctime are UnixNano; Ino the inode (a file replaced since
+	// the walk is refused).
+	Mod       int64  `json:"mod"`
+	Ctime     int64  `json:"ctime,omitempty"`
+	Ino       uint64 `json:"ino,omitempty"`
+	Perm      uint32 `json:"perm,omitempty"`
+	UID       uint32 `json:"uid,omitempty"`
+	GID       uint32 `json:"gid,omitempty"`
+	Owned     bool   `json:"owned,omitempty"`
+	ChunkSize int64  `json:"chunk_size"`
+	Chunks    int    `json:"chunks"`
+	Staged    bool   `json:"staged,omitempty"`
+	Replaces  int64  `json:"replaces,omitempty"`
+	// Append is set for a file sent as its tail (plan.File.Append).
+	Append *ChunkInfo `json:"append,omitempty"`
+}
+
+// Check holds a plan to the message that named it and to its own page: the
+// same index, as many files as the page says, in the page's bounds.
+func (p *ShardPlan) Check(s Shard) error {
+	h := p.Header
+	switch {
+	case p.Index != s.Index || h.TransferID != s.TransferID || h.Run != s.Run || h.Bucket != s.Bucket:
+		return fmt.Errorf("%w: shard plan %d of transfer %s run %s in bucket %s is not shard %d of transfer %s run %s in %s",
+			ErrMalformed, p.Index, h.TransferID, h.Run, h.Bucket, s.Index, s.TransferID, s.Run, s.Bucket)
+	case len(p.Files) != p.Page.Files || p.Page.Files < 1 || p.Page.Files > PageFiles || p.Page.First < 0:
+		return fmt.Errorf("%w: shard %d of transfer %s lists %d files, its page %d (first %d)", ErrMalformed, p.Index, h.TransferID, len(p.Files), p.Page.Files, p.Page.First)
+	case p.ChunkKey == "":
+		return fmt.Errorf("%w: shard %d of transfer %s has no chunk key", ErrMalformed, p.Index, h.TransferID)
+	}
+	chunks := 0
+	for _, f := range p.Files {
+		if f.Chunks < 1 || f.Size < 0 || f.ChunkSize < 1 || f.Path == "" {
+			return fmt.Errorf("%w: shard %d of transfer %s: file %q has %d chunks of %d bytes, size %d", ErrMalformed, p.Index, h.TransferID, f.Rel, f.Chunks, f.ChunkSize, f.Size)
+		}
+		chunks += f.Chunks
+	}
+	if chunks != p.Page.Chunks {
+		return fmt.Errorf("%w: shard %d of transfer %s: its files have %d chunks, its page %d", ErrMalformed, p.Index, h.TransferID, chunks, p.Page.Chunks)
+	}
+	return nil
+}
+
+// ShardDone is the body of a ShardDoneObject: the agent that sent the
+// shard, and what the page it wrote sums to; or, with Error, why no agent
+// can send it (the file named in Path), which fails the transfer.
+type ShardDone struct {
+	V      int        `json:"v"`
+	Index  int        `json:"index"`
+	Agent  string     `json:"agent"`
+	Totals Totals     `json:"totals"`
+	Levels []LevelUse `json:"levels,omitempty"`
+	// CompressMS is how long the agent read and compressed the shard.
+	CompressMS int64  `json:"compress_ms"`
+	Error      string `json:"error,omitempty"`
+	Path       string `json:"path,omitempty"`
+}
+
+func (d *ShardDone) version() int { return d.V }
+
+// ShardPrefix holds a run's shard plans and done objects.
+func ShardPrefix(transferID, run string) string {
+	return StagingPrefix(transferID) + "h/" + run + "/"
+}
+
+// ShardObject is the plan of shard k of a transfer's run.
+func ShardObject(transferID, run string, k int) string {
+	return fmt.Sprintf("%s%06d.json", ShardPrefix(transferID, run), k)
+}
+
+// ShardDoneObject is what the agent that sent shard k of a run wrote.
+func ShardDoneObject(transferID, run string, k int) string {
+	return fmt.Sprintf("%s%06d.done", ShardPrefix(transferID, run), k)
+}
+
+// ShardDoneIndex is the shard a done object's name under ShardPrefix
+// names, or false for any other name.
+func ShardDoneIndex(rest string) (int, bool) {
+	var k int
+	if len(rest) != len("000000.done") || !strings.HasSuffix(rest, ".done") {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(rest, "%06d.done", &k); err != nil || k < 0 {
+		return 0, false
+	}
+	return k, true
+}
+
+// Shard bounds: a shard is at most one manifest page, and smaller, so that
+// a transfer spreads over the pool.
+const (
+	// ShardFiles is the most files a shard holds by default.
+	ShardFiles = 250
+	// ShardBytes is the most source bytes a shard holds by default,
+	// unless one file alone has more.
+	ShardBytes = 1 << 30
+)
