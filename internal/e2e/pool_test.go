@@ -33,10 +33,12 @@ func poolTree(t *testing.T, files int, big int64) string {
 }
 
 // poolProducer is a producer that walks pooled transfers on s, with
-// shards of at most shardFiles files.
+// shards of at most shardFiles files and 1 MiB: a larger file is split
+// into range shards of one 1 MiB chunk each.
 func (s *stack) poolProducer(shardFiles int) *producer.Producer {
 	return producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.ControlTopic),
-		Shards: s.q.Publisher(s.ps.ShardsTopic), ShardFiles: shardFiles, ShardPoll: 100 * time.Millisecond, Concurrency: 2, MemoryLimit: 64 << 20})
+		Shards: s.q.Publisher(s.ps.ShardsTopic), ShardFiles: shardFiles, ShardBytes: 1 << 20, ShardPoll: 100 * time.Millisecond,
+		Concurrency: 2, MemoryLimit: 64 << 20})
 }
 
 // agentEnv is the environment of agent id reading the share at root.
@@ -44,8 +46,8 @@ func (s *stack) agentEnv(id, root string, extra ...string) []string {
 	return s.env(append([]string{"FERRY_AGENT_ID=" + id, "FERRY_SOURCE_ROOTS=" + root, "FERRY_AGENT_MEMORY=256MiB"}, extra...)...)
 }
 
-// A pooled transfer is sent by the agents, each reading the share itself:
-// three agents, one killed with SIGKILL while it holds a shard (its
+// A pooled transfer is sent by the agents, each reading the share itself,
+// its 3 MB file split by chunk ranges over them too: three agents, one killed with SIGKILL while it holds a shard (its
 // uploads held up by a proxy), and the transfer still ends ok, every
 // object identical, nothing left in staging, and the row names at least
 // two agents. The producer read no file: no chunk message crossed

@@ -85,6 +85,15 @@ func NewShardWriter(m *message.Manifest, k, first int, write func(ctx context.Co
 	return g
 }
 
+// File is the entry of file i of a shard writer's page as recorded so far.
+func (g *Writer) File(i int) message.File {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.open.files[i-g.open.first]
+	f.Chunks = append([]message.ChunkInfo(nil), f.Chunks...)
+	return f
+}
+
 // Full reports whether a page of files files and chunks chunks is full
 // before a file of next chunks: the rule Add pages by, which a pool's
 // shards are cut by too (with a smaller maxFiles).

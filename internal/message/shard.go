@@ -44,9 +44,15 @@ func (s *Shard) Check() error {
 type ShardPlan struct {
 	V     int `json:"v"`
 	Index int `json:"index"`
-	// Page is the manifest page the shard is: its first file's index and
-	// its counts.
-	Page Page `json:"page"`
+	// Page is the manifest page the shard is, or is a range of: its first
+	// file's index and its counts; PageIndex its number.
+	PageIndex int  `json:"page_index"`
+	Page      Page `json:"page"`
+	// Range, when set, is the shard's part of a file larger than a shard,
+	// alone on its page: the agent sends those chunks and reports them in
+	// its done object, and the producer writes the page once every range
+	// is done.
+	Range *ChunkSpan `json:"range,omitempty"`
 	// Header is the transfer's manifest header as the walk began it: not
 	// sealed, no files.
 	Header Manifest `json:"header"`
@@ -58,6 +64,12 @@ type ShardPlan struct {
 }
 
 func (p *ShardPlan) version() int { return p.V }
+
+// ChunkSpan is the chunks Lo to Hi-1 of a file.
+type ChunkSpan struct {
+	Lo int `json:"lo"`
+	Hi int `json:"hi"`
+}
 
 // ShardFile is one file of a shard as the walk found it.
 type ShardFile struct {
@@ -96,6 +108,10 @@ func (p *ShardPlan) Check(s Shard) error {
 		return fmt.Errorf("%w: shard %d of transfer %s lists %d files, its page %d (first %d)", ErrMalformed, p.Index, h.TransferID, len(p.Files), p.Page.Files, p.Page.First)
 	case p.ChunkKey == "":
 		return fmt.Errorf("%w: shard %d of transfer %s has no chunk key", ErrMalformed, p.Index, h.TransferID)
+	case p.PageIndex < 0 || p.PageIndex > p.Index:
+		return fmt.Errorf("%w: shard %d of transfer %s is of page %d", ErrMalformed, p.Index, h.TransferID, p.PageIndex)
+	case p.Range != nil && (len(p.Files) != 1 || p.Range.Lo < 0 || p.Range.Lo >= p.Range.Hi || p.Range.Hi > p.Files[0].Chunks):
+		return fmt.Errorf("%w: shard %d of transfer %s: chunks %d to %d of %d files", ErrMalformed, p.Index, h.TransferID, p.Range.Lo, p.Range.Hi, len(p.Files))
 	}
 	chunks := 0
 	for _, f := range p.Files {
@@ -120,7 +136,11 @@ type ShardDone struct {
 	Totals Totals     `json:"totals"`
 	Levels []LevelUse `json:"levels,omitempty"`
 	// CompressMS is how long the agent read and compressed the shard.
-	CompressMS int64  `json:"compress_ms"`
+	CompressMS int64 `json:"compress_ms"`
+	// Range and Chunks are a range shard's chunks (ShardPlan.Range), as
+	// the page records them.
+	Range  *ChunkSpan  `json:"range,omitempty"`
+	Chunks []ChunkInfo `json:"chunks,omitempty"`
 	Error      string `json:"error,omitempty"`
 	Path       string `json:"path,omitempty"`
 }

@@ -278,8 +278,8 @@ var mutants = []mutant{
 	{
 		name: "the producer holds the manifest a page at a time",
 		file: "internal/manifest/writer.go",
-		from: "len(o.files) == message.PageFiles ||",
-		to:   "len(o.files) == 100*message.PageFiles ||",
+		from: "files >= min(maxFiles, message.PageFiles) ||",
+		to:   "files >= 100*min(maxFiles, message.PageFiles) ||",
 		pkg:  "internal/manifest", test: "TestTheWriterHoldsPagesNotTheTransfer",
 	},
 	{
@@ -400,6 +400,27 @@ var mutants = []mutant{
 		from: "m.removeStale(ctx, t, sum)",
 		to:   "_ = sum",
 		pkg:  "internal/merger", test: "TestAnEndRemovesTheStalePartsOfItsSources",
+	},
+	{
+		name: "a file larger than a shard is split by chunk ranges",
+		file: "internal/producer/pool.go",
+		from: "per := int(max(1, p.o.ShardBytes/f.ChunkSize))",
+		to:   "per := f.Chunks",
+		pkg:  "internal/producer", test: "TestAPooledTransferSplitsALargeFileByChunkRanges",
+	},
+	{
+		name: "an agent reads a shard's files only under its own roots",
+		file: "internal/plan/adopt.go",
+		from: "\troot, in, err := p.conf.place(sf.Path)\n\tif err != nil {",
+		to:   "\troot, in, err := p.conf.place(sf.Path)\n\tif false {",
+		pkg:  "internal/producer", test: "TestAnAgentRefusesAShardOutsideItsRoots",
+	},
+	{
+		name: "a shard's page waits for every chunk of it to be stored",
+		file: "internal/engine/agent.go",
+		from: "final := err == nil || errors.Is(err, queue.ErrPermanent) || (m.DeliveryAttempt >= t.attempts && t.attempts > 0)",
+		to:   "final := true",
+		pkg:  "internal/engine", test: "TestAShardWaitsForEveryChunkItPublished",
 	},
 }
 

@@ -86,6 +86,9 @@ type File struct {
 	// there, 0 for none.
 	Staged   bool
 	Replaces int64
+	// Span, when set, is the only chunks read: a pool's shard of a file
+	// larger than a shard (message.ShardPlan.Range).
+	Span *message.ChunkSpan
 }
 
 // AppendTo makes f an append to the object described by first, which

@@ -78,52 +78,87 @@ func (p *Producer) runPool(ctx context.Context, pl *plan.Plan, m *message.Manife
 		defer pg.Close()
 		return p.walk(gctx, pl, req, m, &shardPages{w: pg}, files)
 	})
-	var pages []message.Page
+	var sh *sharding
 	g.Go(func() (err error) {
-		pages, err = p.cutShards(gctx, &header, m.ChunkKey, files)
+		sh, err = p.cutShards(gctx, &header, m.ChunkKey, files)
 		return err
 	})
 	g.Go(func() error { return pg.Run(gctx) })
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	p.o.Log.Info("transfer sharded", "transfer_id", m.TransferID, "shards", len(pages))
-	t, err := p.awaitShards(ctx, m, len(pages))
+	p.o.Log.Info("transfer sharded", "transfer_id", m.TransferID, "shards", sh.shards, "pages", len(sh.pages), "split_files", len(sh.big))
+	t, err := p.awaitShards(ctx, &header, sh)
 	if err != nil {
 		return err
 	}
-	pg.Pooled(pages, t.totals)
+	pg.Pooled(sh.pages, t.totals)
 	m.Levels, m.Agents = t.levels(), t.agents()
 	return nil
 }
 
+// sharding is how a pooled transfer was cut: its pages, its shards, and
+// the pages of the files split into range shards, whose pages this
+// producer writes once every range is done.
+type sharding struct {
+	pages  []message.Page
+	shards int
+	big    map[int]*splitFile // by page
+	ranges map[int]splitRange // by shard
+}
+
+// splitFile is a file larger than a shard, sent in ranges: its entry as
+// the ranges fill it, and how many are still out.
+type splitFile struct {
+	entry   message.File
+	pending int
+}
+
+// splitRange is one range shard of a split file.
+type splitRange struct {
+	page int
+	span message.ChunkSpan
+}
+
 // cutShards takes the files the walk plans, cuts them into shards of at
-// most ShardFiles files, ShardBytes bytes (unless one file alone has more)
-// and a page's chunks, and writes and publishes each; it returns their
-// pages. Only the shards being written are held.
-func (p *Producer) cutShards(ctx context.Context, header *message.Manifest, key string, files <-chan planned) ([]message.Page, error) {
+// most ShardFiles files, ShardBytes bytes and a page's chunks, each its
+// own page, and a file of more than ShardBytes into range shards of about
+// ShardBytes, alone on its page; it writes and publishes each shard. Only
+// the shards being written are held, and the entries of split files.
+func (p *Producer) cutShards(ctx context.Context, header *message.Manifest, key string, files <-chan planned) (*sharding, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWriters)
-	var pages []message.Page
+	sh := &sharding{big: map[int]*splitFile{}, ranges: map[int]splitRange{}}
 	var cur []message.ShardFile
 	var chunks int
 	var bytes int64
+	next := func() int { // the first file of the next page
+		if n := len(sh.pages); n > 0 {
+			return sh.pages[n-1].First + sh.pages[n-1].Files
+		}
+		return 0
+	}
+	publish := func(sp message.ShardPlan) {
+		sp.V, sp.Index, sp.Header, sp.ChunkKey = message.Version, sh.shards, *header, key
+		sh.shards++
+		g.Go(func() error { return p.publishShard(ctx, &sp) })
+	}
 	cut := func() {
 		if len(cur) == 0 {
 			return
 		}
-		first := 0
-		if n := len(pages); n > 0 {
-			first = pages[n-1].First + pages[n-1].Files
-		}
-		sp := message.ShardPlan{V: message.Version, Index: len(pages), Page: message.Page{First: first, Files: len(cur), Chunks: chunks},
-			Header: *header, ChunkKey: key, Files: cur}
-		pages = append(pages, sp.Page)
+		pg := message.Page{First: next(), Files: len(cur), Chunks: chunks}
+		publish(message.ShardPlan{PageIndex: len(sh.pages), Page: pg, Files: cur})
+		sh.pages = append(sh.pages, pg)
 		cur, chunks, bytes = nil, 0, 0
-		g.Go(func() error { return p.publishShard(ctx, &sp) })
 	}
 	for pf := range files {
 		f := pf.f
+		if f.Chunks > 1 && f.Size > p.o.ShardBytes {
+			cut()
+			p.split(f, next(), sh, publish)
+			continue
+		}
 		if manifest.Full(len(cur), chunks, f.Chunks, p.o.ShardFiles) || (len(cur) > 0 && bytes+f.Size > p.o.ShardBytes) {
 			cut()
 		}
@@ -132,7 +167,28 @@ func (p *Producer) cutShards(ctx context.Context, header *message.Manifest, key 
 		bytes += f.Size
 	}
 	cut()
-	return pages, g.Wait()
+	return sh, g.Wait()
+}
+
+// split makes f, a file larger than a shard, a page of its own, sent as
+// range shards of about ShardBytes each (at least one chunk).
+func (p *Producer) split(f *plan.File, first int, sh *sharding, publish func(message.ShardPlan)) {
+	k := len(sh.pages)
+	pg := message.Page{First: first, Files: 1, Chunks: f.Chunks}
+	sh.pages = append(sh.pages, pg)
+	per := int(max(1, p.o.ShardBytes/f.ChunkSize))
+	lo := 0
+	if f.Append != nil {
+		lo = 1 // the object there is the first chunk
+	}
+	sf := &splitFile{entry: fileEntry(f)}
+	sh.big[k] = sf
+	for ; lo < f.Chunks; lo += per {
+		span := message.ChunkSpan{Lo: lo, Hi: min(lo+per, f.Chunks)}
+		sh.ranges[sh.shards] = splitRange{page: k, span: span}
+		sf.pending++
+		publish(message.ShardPlan{PageIndex: k, Page: pg, Range: &span, Files: []message.ShardFile{shardFile(f)}})
+	}
 }
 
 // shardWriters is how many shards are written and published at once.
@@ -166,11 +222,16 @@ type shardTotals struct {
 	byAgent map[string]int64
 }
 
+// addTotals adds a page's totals.
+func (t *shardTotals) addTotals(x message.Totals) {
+	t.totals.Files += x.Files
+	t.totals.Chunks += x.Chunks
+	t.totals.Bytes += x.Bytes
+	t.totals.WireBytes += x.WireBytes
+}
+
+// add counts d's levels and its agent's bytes.
 func (t *shardTotals) add(d *message.ShardDone) {
-	t.totals.Files += d.Totals.Files
-	t.totals.Chunks += d.Totals.Chunks
-	t.totals.Bytes += d.Totals.Bytes
-	t.totals.WireBytes += d.Totals.WireBytes
 	for _, u := range d.Levels {
 		x := t.byLevel[u.Level]
 		x.Level, x.Chunks, x.Bytes = u.Level, x.Chunks+u.Chunks, x.Bytes+u.Bytes
@@ -200,12 +261,14 @@ func (t *shardTotals) agents() []message.AgentBytes {
 	return a
 }
 
-// awaitShards waits for the done objects of a transfer's n shards, polling
-// its shard prefix, and sums them. A shard no agent could send fails the
-// transfer, naming the file and the agent; a transfer that ended meanwhile
-// (cancelled, expired) stops the wait.
-func (p *Producer) awaitShards(ctx context.Context, m *message.Manifest, n int) (*shardTotals, error) {
+// awaitShards waits for the done objects of a transfer's shards, polling
+// its shard prefix, and sums them; a split file's page is written once its
+// last range is in. A shard no agent could send fails the transfer, naming
+// the file and the agent; a transfer that ended meanwhile (cancelled,
+// expired) stops the wait.
+func (p *Producer) awaitShards(ctx context.Context, m *message.Manifest, sh *sharding) (*shardTotals, error) {
 	t := &shardTotals{byLevel: map[int]message.LevelUse{}, byAgent: map[string]int64{}}
+	n := sh.shards
 	seen := make([]bool, n)
 	left := n
 	prefix := message.ShardPrefix(m.TransferID, m.Run)
@@ -227,11 +290,14 @@ func (p *Producer) awaitShards(ctx context.Context, m *message.Manifest, n int) 
 			return nil, err
 		}
 		for i, d := range dones {
+			k := found[i]
 			if d.Error != "" {
-				return nil, &SourceError{fmt.Errorf("shard %d: no agent could send %s (agent %s, the last to try): %s", found[i], d.Path, d.Agent, d.Error)}
+				return nil, &SourceError{fmt.Errorf("shard %d: no agent could send %s (agent %s, the last to try): %s", k, d.Path, d.Agent, d.Error)}
 			}
-			t.add(d)
-			seen[found[i]] = true
+			if err := p.doneShard(ctx, m, sh, k, d, t); err != nil {
+				return nil, err
+			}
+			seen[k] = true
 			left--
 			p.readBytes.Add(d.Totals.Bytes)
 			p.doneBytes.Add(d.Totals.Bytes)
@@ -253,6 +319,46 @@ func (p *Producer) awaitShards(ctx context.Context, m *message.Manifest, n int) 
 		}
 	}
 	return t, nil
+}
+
+// doneShard adds shard k's done object d to t; a range shard's chunks go
+// into its file's entry, whose page is written once the last range is in.
+func (p *Producer) doneShard(ctx context.Context, m *message.Manifest, sh *sharding, k int, d *message.ShardDone, t *shardTotals) error {
+	t.add(d)
+	r, ok := sh.ranges[k]
+	if !ok {
+		if d.Range != nil {
+			return fmt.Errorf("shard %d of transfer %s: its done object reports a range of chunks, and the shard is a page", k, m.TransferID)
+		}
+		t.addTotals(d.Totals)
+		return nil
+	}
+	if d.Range == nil || *d.Range != r.span || len(d.Chunks) != r.span.Hi-r.span.Lo {
+		return fmt.Errorf("shard %d of transfer %s: its done object reports %d chunks of range %v, the shard is chunks %d to %d",
+			k, m.TransferID, len(d.Chunks), d.Range, r.span.Lo, r.span.Hi-1)
+	}
+	sf := sh.big[r.page]
+	copy(sf.entry.Chunks[r.span.Lo:r.span.Hi], d.Chunks)
+	if sf.pending--; sf.pending > 0 {
+		return nil
+	}
+	// Every range is in: the page, sealed as a shard's is.
+	h := *m
+	h.Totals = message.Totals{}
+	pg := sh.pages[r.page]
+	w := manifest.NewShardWriter(&h, r.page, pg.First, func(ctx context.Context, name string, v any) error {
+		return p.putPage(ctx, m.Bucket, name, v)
+	})
+	if _, err := w.Add(ctx, sf.entry); err != nil {
+		return err
+	}
+	w.Close()
+	if err := w.Finish(ctx); err != nil {
+		return fmt.Errorf("transfer %s: the page of %s: %w", m.TransferID, sf.entry.Path, err)
+	}
+	t.addTotals(h.Totals)
+	delete(sh.big, r.page)
+	return nil
 }
 
 // readDones reads the done objects of shards ks, some at once.
@@ -337,8 +443,11 @@ func (p *Producer) Shard(ctx context.Context, s message.Shard, o ShardOptions) (
 	if err != nil {
 		return nil, err
 	}
+	if sp.Range != nil {
+		files[0].Span = sp.Range
+	}
 	t0 := time.Now()
-	pg := manifest.NewShardWriter(&m, sp.Index, sp.Page.First, func(ctx context.Context, name string, v any) error {
+	pg := manifest.NewShardWriter(&m, sp.PageIndex, sp.Page.First, func(ctx context.Context, name string, v any) error {
 		_, err := p.o.Store.PutSmall(ctx, m.Bucket, name, message.Encode(v), true, "application/json")
 		if errors.Is(err, gcs.ErrPrecondition) {
 			return nil // another agent sent the shard first: its page stands
@@ -350,6 +459,9 @@ func (p *Producer) Shard(ctx context.Context, s message.Shard, o ShardOptions) (
 	})
 	feed := func(ctx context.Context, out chan<- planned) error {
 		defer close(out)
+		if sp.Range != nil {
+			return p.planSpan(ctx, pg, &files[0], out)
+		}
 		for i := range files {
 			if err := p.planFile(ctx, pg, files[i], "", out); err != nil {
 				return err
@@ -371,13 +483,49 @@ func (p *Producer) Shard(ctx context.Context, s message.Shard, o ShardOptions) (
 		}
 		return nil, fmt.Errorf("shard %d of transfer %s: %w", sp.Index, s.TransferID, err)
 	}
-	if err := pg.Finish(ctx); err != nil {
-		return nil, err
+	d := &message.ShardDone{V: message.Version, Index: sp.Index, Agent: o.Agent, Levels: levelsOf(m.Levels)}
+	if sp.Range != nil {
+		// The page is the producer's to write, once every range is in.
+		f := pg.File(sp.Page.First)
+		d.Range, d.Chunks = sp.Range, f.Chunks[sp.Range.Lo:sp.Range.Hi]
+		for _, c := range d.Chunks {
+			d.Totals.Chunks++
+			d.Totals.Bytes += c.RawSize
+			d.Totals.WireBytes += c.WireSize
+		}
+	} else {
+		if err := pg.Finish(ctx); err != nil {
+			return nil, err
+		}
+		d.Totals = m.Totals
 	}
-	d := &message.ShardDone{V: message.Version, Index: sp.Index, Agent: o.Agent, Totals: m.Totals, Levels: levelsOf(m.Levels),
-		CompressMS: time.Since(t0).Milliseconds()}
+	d.CompressMS = time.Since(t0).Milliseconds()
 	return d, p.writeDone(ctx, s, d)
 }
+
+// planSpan adds f, a range shard's file, to pg with the chunks outside its
+// span marked as another shard's, and hands it to the reader.
+func (p *Producer) planSpan(ctx context.Context, pg *manifest.Writer, f *plan.File, out chan<- planned) error {
+	e := fileEntry(f)
+	for j := range e.Chunks {
+		if j < f.Span.Lo || j >= f.Span.Hi {
+			e.Chunks[j].Object = otherShard
+		}
+	}
+	i, err := pg.Add(ctx, e)
+	if err != nil {
+		return err
+	}
+	select {
+	case out <- planned{i, f}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// otherShard marks, in a range shard's writer, a chunk another shard sends.
+const otherShard = "(another shard's)"
 
 // levelsOf is u, or nil when empty.
 func levelsOf(u []message.LevelUse) []message.LevelUse {

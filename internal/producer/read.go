@@ -152,15 +152,22 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 		return &SourceError{fmt.Errorf("source %s: %w", f.Path, unwrapPathErr(err))}
 	}
 	defer fh.Close()
-	first := 0
+	first, last := 0, f.Chunks
 	if f.Append != nil {
 		// The object holds the first chunk: only the tail is read.
 		first = 1
-		if _, err := fh.Seek(f.Append.RawSize, io.SeekStart); err != nil {
+	}
+	if f.Span != nil {
+		// A pool's shard of the file: its chunks only.
+		first, last = max(first, f.Span.Lo), f.Span.Hi
+	}
+	if first > 0 {
+		off, _ := f.ChunkRange(first)
+		if _, err := fh.Seek(off, io.SeekStart); err != nil {
 			return &SourceError{fmt.Errorf("source %s: %w", f.Path, err)}
 		}
 	}
-	for idx := first; idx < f.Chunks; idx++ {
+	for idx := first; idx < last; idx++ {
 		off, size := f.ChunkRange(idx)
 		buf, err := r.get(ctx)
 		if err != nil {
@@ -176,6 +183,9 @@ func (r *reader) readChunks(ctx context.Context, fi int, f *plan.File, jobs chan
 			r.pool <- buf
 			return err
 		}
+	}
+	if last < f.Chunks {
+		return same(fh, f, f.Size)
 	}
 	return unchanged(fh, f)
 }

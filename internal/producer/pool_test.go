@@ -1,0 +1,175 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/teststack"
+	"github.com/ferry-dev/ferry/internal/testutil"
+)
+
+// shardQueue is the shards topic of a test: the walker publishes, the
+// test's agents take.
+type shardQueue chan message.Shard
+
+func (q shardQueue) Publish(_ context.Context, data []byte, _ map[string]string) error {
+	var s message.Shard
+	if err := message.Decode(data, &s); err != nil {
+		return err
+	}
+	q <- s
+	return nil
+}
+
+// storedChunks stands for an agent's own uploaders: every chunk message
+// is taken as stored at once, and kept for the test.
+type storedChunks struct{ teststack.Recorder }
+
+func (*storedChunks) Wait(context.Context) error { return nil }
+
+// poolRun submits a pooled transfer of dir with shards of shardFiles files
+// and shardBytes bytes, sent by two agents taking turns; it returns the
+// sealed manifest, every shard plan the agents read, and the chunk
+// messages they made.
+func poolRun(t *testing.T, bucket, dir string, shardFiles int, shardBytes int64) (*message.Manifest, []message.ShardPlan, []sent) {
+	t.Helper()
+	store := teststack.Bucket(t, bucket)
+	q := make(shardQueue, 1024)
+	walker := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, Shards: q, ShardFiles: shardFiles,
+		ShardBytes: shardBytes, ShardPoll: 10 * time.Millisecond, SpoolDir: t.TempDir()})
+	agent := New(Options{Store: store, Events: &teststack.Recorder{}, Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		m   *message.Manifest
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := walker.Submit(ctx, Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/p", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true})
+		done <- result{m, err}
+	}()
+	chunks := &storedChunks{}
+	var plans []message.ShardPlan
+	for k := 0; ; k++ {
+		select {
+		case r := <-done:
+			testutil.OK(t, r.err)
+			return r.m, plans, decodeAll(t, &chunks.Recorder, "")
+		case s := <-q:
+			d, err := agent.Shard(ctx, s, ShardOptions{Agent: fmt.Sprintf("agent-%d", k%2), Roots: []string{dir}, Chunks: chunks})
+			testutil.OK(t, err)
+			if d.Index != s.Index {
+				t.Fatalf("shard %d reported as %d", s.Index, d.Index)
+			}
+			b, err := store.ReadAll(ctx, bucket, message.ShardObject(s.TransferID, s.Run, s.Index))
+			testutil.OK(t, err)
+			var sp message.ShardPlan
+			testutil.OK(t, message.Decode(b, &sp))
+			plans = append(plans, sp)
+		}
+	}
+}
+
+// A file larger than a shard is split by chunk ranges over the pool, and
+// the page the producer writes from the ranges is the one a producer
+// would: every chunk once, the file's CRC32C its source's. Small files go
+// in shards of at most FERRY_SHARD_FILES, each its own page, and the
+// manifest names both agents with the bytes each sent.
+func TestAPooledTransferSplitsALargeFileByChunkRanges(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 5 {
+		testutil.WriteCSV(t, filepath.Join(dir, fmt.Sprintf("s%d.csv", i)), int64(10_000+i), int64(i))
+	}
+	testutil.WriteCSV(t, filepath.Join(dir, "big.csv"), 5<<20-64<<10, 7) // 5 chunks of 1 MiB
+	m, plans, msgs := poolRun(t, "pool-split", dir, 2, 1<<20)
+
+	ranges := 0
+	for _, sp := range plans {
+		if sp.Range != nil {
+			ranges++
+			if sp.Range.Hi-sp.Range.Lo != 1 || !strings.HasSuffix(sp.Files[0].Rel, "/big.csv") {
+				t.Fatalf("range shard %d: chunks %v of %s, want one 1 MiB chunk of big.csv", sp.Index, *sp.Range, sp.Files[0].Rel)
+			}
+		} else if len(sp.Files) > 2 {
+			t.Fatalf("shard %d holds %d files, FERRY_SHARD_FILES is 2", sp.Index, len(sp.Files))
+		}
+	}
+	if ranges != 5 || len(plans) != 8 {
+		t.Fatalf("%d shards, %d of them ranges: want 3 of small files and 5 ranges of big.csv", len(plans), ranges)
+	}
+	seen := map[string]int{}
+	for _, s := range msgs {
+		for _, p := range s.c.Parts {
+			seen[fmt.Sprintf("%s#%d", p.Path, p.Index)]++
+		}
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("chunk %s sent %d times", k, n)
+		}
+	}
+	if !m.Pool || !m.Sealed || len(m.Pages) != 4 || m.Totals.Files != 6 || m.Totals.Chunks != 10 {
+		t.Fatalf("manifest: pool %v sealed %v, %d pages, %d files, %d chunks; want a sealed pool transfer of 4 pages, 6 files, 10 chunks",
+			m.Pool, m.Sealed, len(m.Pages), m.Totals.Files, m.Totals.Chunks)
+	}
+	testutil.OK(t, m.CheckPages())
+	store := teststack.Bucket(t, "pool-split")
+	for k := range m.Pages {
+		b, err := store.ReadAll(context.Background(), m.Bucket, message.ManifestPage(m.TransferID, m.Run, k))
+		testutil.OK(t, err)
+		var pg message.FilePage
+		testutil.OK(t, message.Decode(b, &pg))
+		for _, f := range pg.Files {
+			raw, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f.Path)) // a directory keeps its name
+			testutil.OK(t, err)
+			if f.RawCRC32C != crc32c.Checksum(raw) || f.Size != int64(len(raw)) {
+				t.Fatalf("page %d: %s has CRC32C %08x over %d bytes; its source %08x over %d", k, f.Path, f.RawCRC32C, f.Size, crc32c.Checksum(raw), len(raw))
+			}
+			for j, c := range f.Chunks {
+				if c.Object != message.ChunkObject(m.TransferID, m.Pages[k].First, j) && len(f.Chunks) > 1 {
+					t.Fatalf("page %d: chunk %d of %s is %q", k, j, f.Path, c.Object)
+				}
+			}
+		}
+	}
+	var bytes int64
+	for _, a := range m.Agents {
+		bytes += a.Bytes
+	}
+	if len(m.Agents) != 2 || bytes != m.Totals.Bytes {
+		t.Fatalf("agents %+v: want both, together the transfer's %d bytes", m.Agents, m.Totals.Bytes)
+	}
+}
+
+// An agent reads only under its own FERRY_SOURCE_ROOTS, whatever the shard
+// says, and says which file it refused: the shard is another agent's.
+func TestAnAgentRefusesAShardOutsideItsRoots(t *testing.T) {
+	dir := t.TempDir()
+	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 1000, 1)
+	store := teststack.Bucket(t, "pool-roots")
+	q := make(shardQueue, 16)
+	walker := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, Shards: q, ShardPoll: time.Hour, SpoolDir: t.TempDir()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = walker.Submit(ctx, Request{Sources: []string{dir}, Destination: "gs://pool-roots/p", ChunkSize: 1 << 20, Pool: true})
+	}()
+	s := <-q
+	agent := New(Options{Store: store, Transport: config.TransportPubSub})
+	_, err := agent.Shard(ctx, s, ShardOptions{Agent: "x", Roots: []string{t.TempDir()}, Chunks: &storedChunks{}})
+	var se *SourceError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), filepath.Join(dir, "a.csv")) || !strings.Contains(err.Error(), "outside the source roots") {
+		t.Fatalf("agent with other roots: %v; want a source error naming the file outside its roots", err)
+	}
+}
