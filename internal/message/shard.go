@@ -141,8 +141,8 @@ type ShardDone struct {
 	// the page records them.
 	Range  *ChunkSpan  `json:"range,omitempty"`
 	Chunks []ChunkInfo `json:"chunks,omitempty"`
-	Error      string `json:"error,omitempty"`
-	Path       string `json:"path,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	Path   string      `json:"path,omitempty"`
 }
 
 func (d *ShardDone) version() int { return d.V }
