@@ -19,17 +19,18 @@ type Agent struct {
 	Log       Log
 	HTTP      HTTP
 
-	ID          string        `env:"FERRY_AGENT_ID" help:"this agent's name in logs, shard records, status and benchmark rows (default: the host name)"`
-	SourceRoots []string      `env:"FERRY_SOURCE_ROOTS" help:"ferry agent: comma-separated directories (the share, mounted where every agent mounts it) shards may read from; required"`
-	Memory      Bytes         `env:"FERRY_AGENT_MEMORY, default=1GiB" help:"ferry agent: the one budget of the process, shared as FERRY_CP_MEMORY is in ferry cp; it does not grow with file size or count"`
-	Uploads     int           `env:"FERRY_AGENT_UPLOADS, default=512" help:"ferry agent: most upload requests in flight; the agent finds its number below this as ferry cp does"`
-	Shards      int           `env:"FERRY_AGENT_SHARDS, default=2" help:"ferry agent: shards sent at once (one being read while the last one's uploads end)"`
-	MaxAttempts int           `env:"FERRY_MAX_DELIVERY_ATTEMPTS, default=5" help:"the shards subscription's dead-letter threshold: on that delivery, a shard this agent cannot read fails its transfer naming the file"`
-	MaxChunks   int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: the same as the producers', or a shard's chunks are refused"`
-	Compressors int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
-	BundleMax   Bytes         `env:"FERRY_BUNDLE_MAX, default=4MiB" help:"small files travel together in one chunk message of up to this many raw bytes; 0 sends every file on its own"`
-	MaxRate     Bytes         `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this agent may upload; 0: no limit"`
-	Grace       time.Duration `env:"FERRY_SHUTDOWN_GRACE, default=30s" help:"on SIGTERM, how long running shards may take before they are left to another agent"`
+	ID           string        `env:"FERRY_AGENT_ID" help:"this agent's name in logs, shard records, status and benchmark rows (default: the host name)"`
+	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"ferry agent: comma-separated directories (the share, mounted where every agent mounts it) shards may read from; required"`
+	Memory       Bytes         `env:"FERRY_AGENT_MEMORY, default=1GiB" help:"ferry agent: the one budget of the process, shared as FERRY_CP_MEMORY is in ferry cp; it does not grow with file size or count"`
+	Uploads      int           `env:"FERRY_AGENT_UPLOADS, default=512" help:"ferry agent: most upload requests in flight; the agent finds its number below this as ferry cp does"`
+	Shards       int           `env:"FERRY_AGENT_SHARDS, default=2" help:"ferry agent: shards sent at once (one being read while the last one's uploads end)"`
+	MaxAttempts  int           `env:"FERRY_MAX_DELIVERY_ATTEMPTS, default=5" help:"the shards subscription's dead-letter threshold: on that delivery, a shard this agent cannot read fails its transfer naming the file"`
+	MaxChunks    int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: the same as the producers', or a shard's chunks are refused"`
+	Compressors  int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`
+	BundleMax    Bytes         `env:"FERRY_BUNDLE_MAX, default=4MiB" help:"small files travel together in one chunk message of up to this many raw bytes; 0 sends every file on its own"`
+	MaxRate      Bytes         `env:"FERRY_MAX_RATE, default=0" help:"bytes per second this agent may upload; 0: no limit"`
+	ShardTimeout time.Duration `env:"FERRY_AGENT_SHARD_TIMEOUT, default=30m" help:"ferry agent: a shard not sent within this long is left to another agent (a hung share, a stalled link); whatever this agent writes of it later changes nothing"`
+	Grace        time.Duration `env:"FERRY_SHUTDOWN_GRACE, default=30s" help:"on SIGTERM, how long running shards may take before they are left to another agent"`
 }
 
 // Copy is the agent's budget as ferry cp shares it: its producer's and its
@@ -63,6 +64,9 @@ func (a *Agent) Validate() error {
 	}
 	if a.Shards < 1 || a.Shards > 16 {
 		return fmt.Errorf("FERRY_AGENT_SHARDS=%d: want 1 to 16", a.Shards)
+	}
+	if a.ShardTimeout < time.Second {
+		return fmt.Errorf("FERRY_AGENT_SHARD_TIMEOUT=%s: want at least 1s", a.ShardTimeout)
 	}
 	if a.MaxAttempts < 5 || a.MaxAttempts > 100 {
 		return fmt.Errorf("FERRY_MAX_DELIVERY_ATTEMPTS=%d: want 5 to 100, as Pub/Sub dead-letter policies allow", a.MaxAttempts)

@@ -47,6 +47,7 @@ func doctorConfig(t *testing.T, s *stack) *config.Producer {
 		"FERRY_CHUNKS_TOPIC": s.ps.ChunksTopic, "FERRY_CHUNKS_SUBSCRIPTION": s.ps.ChunksSubscription, "FERRY_CHUNKS_DEAD_LETTER_TOPIC": s.ps.ChunksDeadLetter,
 		"FERRY_EVENTS_TOPIC": s.ps.EventsTopic, "FERRY_EVENTS_SUBSCRIPTION": s.ps.EventsSubscription, "FERRY_EVENTS_DEAD_LETTER_TOPIC": s.ps.EventsDeadLetter,
 		"FERRY_CONTROL_TOPIC": s.ps.ControlTopic, "FERRY_CONTROL_SUBSCRIPTION": s.ps.ControlSubscription, "FERRY_CONTROL_DEAD_LETTER_TOPIC": s.ps.ControlDeadLetter,
+		"FERRY_SHARDS_TOPIC": s.ps.ShardsTopic, "FERRY_SHARDS_SUBSCRIPTION": s.ps.ShardsSubscription, "FERRY_SHARDS_DEAD_LETTER_TOPIC": s.ps.ShardsDeadLetter,
 		"FERRY_DONE_TOPIC": s.ps.DoneTopic,
 	} {
 		env[k] = v

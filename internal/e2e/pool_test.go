@@ -110,3 +110,28 @@ func TestAPooledTransferFailsNamingAFileNoAgentCanRead(t *testing.T) {
 		t.Fatalf("%d objects under the destination of a failed transfer", objects)
 	}
 }
+
+// A stuck agent (its uploads held ten minutes by a proxy) does not hold the
+// transfer hostage: each shard it claims is given up after
+// FERRY_AGENT_SHARD_TIMEOUT and claimed again, the other agent sends
+// them, and the transfer ends ok and identical while the stuck one still
+// runs.
+func TestAStuckAgentDoesNotHoldAPooledTransferHostage(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	share := poolTree(t, 30, 1_500_000)
+	// Longer than the transfer may take (transferWith's 3 minutes).
+	proxy := slowProxy(t, faultproxy.Uploads, 10*time.Minute)
+	s.start("agent-stuck", "ferry", s.agentEnv("stuck", share, "STORAGE_EMULATOR_HOST="+hostOf(proxy), "FERRY_AGENT_SHARD_TIMEOUT=2s"), "agent")
+	req := producer.Request{Sources: []string{share}, Destination: "gs://" + s.bucket + "/stuck", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true}
+	wait := s.transferWith(s.poolProducer(10), req)
+	teststack.Until(t, time.Minute, "the stuck agent to hold a shard, its uploads in flight", func() bool { return proxy.Counts().Matched >= 1 })
+	s.start("agent-ok", "ferry", s.agentEnv("ok", share), "agent")
+	done, err := wait()
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v", err, done)
+	}
+	s.verifyAll(req)
+	if row := s.row(done.TransferID); row.Status != "ok" {
+		t.Fatalf("row %+v", row)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -91,7 +92,9 @@ func sendShard(ctx context.Context, p *producer.Producer, tr *tracker, cfg *conf
 	log = log.With("transfer_id", s.TransferID, "shard", s.Index, "agent", cfg.ID)
 	chunks := tr.shard()
 	defer chunks.close()
-	d, err := p.Shard(ctx, s, producer.ShardOptions{Agent: cfg.ID, Roots: cfg.SourceRoots, Chunks: chunks})
+	d, err := sendWithin(ctx, cfg.ShardTimeout, func(ctx context.Context) (*message.ShardDone, error) {
+		return p.Shard(ctx, s, producer.ShardOptions{Agent: cfg.ID, Roots: cfg.SourceRoots, Chunks: chunks})
+	})
 	var se *producer.SourceError
 	switch {
 	case err == nil:
@@ -117,6 +120,35 @@ func sendShard(ctx context.Context, p *producer.Producer, tr *tracker, cfg *conf
 	}
 	log.Warn("shard failed; it is sent again", "attempt", m.DeliveryAttempt, "err", err)
 	return err
+}
+
+// sendWithin runs send, and gives up on it after timeout even when it does
+// not return (a read of a hung share does not end with its context): the
+// shard is then nacked and claimed by another agent, and what this one
+// writes of it later changes nothing (pages and done objects are written
+// only where none is, and a shard's chunks are the same bytes whoever
+// sends them).
+func sendWithin(ctx context.Context, timeout time.Duration, send func(context.Context) (*message.ShardDone, error)) (*message.ShardDone, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	type result struct {
+		d   *message.ShardDone
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer cancel()
+		d, err := send(ctx)
+		ch <- result{d, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.d, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("the shard was not sent within FERRY_AGENT_SHARD_TIMEOUT=%s: left to another agent", timeout)
+		}
+		return nil, ctx.Err()
+	}
 }
 
 // tracker knows, for each shard being sent, how many of its chunk messages

@@ -422,6 +422,13 @@ var mutants = []mutant{
 		to:   "final := true",
 		pkg:  "internal/engine", test: "TestAShardWaitsForEveryChunkItPublished",
 	},
+	{
+		name: "a stuck agent gives its shard up",
+		file: "internal/engine/agent.go",
+		from: "ctx, cancel := context.WithTimeout(ctx, timeout)",
+		to:   "ctx, cancel := context.WithTimeout(ctx, 1000*timeout)",
+		pkg:  "internal/e2e", test: "TestAStuckAgentDoesNotHoldAPooledTransferHostage",
+	},
 }
 
 // root is the module's root directory.
