@@ -45,7 +45,10 @@ against the ideal, the 429s and the rate each process settled at),
 11 latency (the 5,000 files and the restore tier's file through a relay
 delaying every byte, at 0, 10, 40 and 80 ms round trip: ferry cp and ferry
 restore beside the ideal client at 16 and 128 in flight, one plain upload
-and gcloud storage cp; connections opened, requests in flight).
+and gcloud storage cp; connections opened, requests in flight), 12 pool
+(one pooled transfer of the 5,000 files and one of the largest file, by 1,
+2 and 4 ferry agents each capped at 2 MiB/s: rate against agents × link,
+chunk bytes through Pub/Sub).
 Every method runs in a fresh localstack, each repeat into an empty bucket of
 its own; all of a method's processes start inside its clock. Rows are
 appended to --rows in the results schema; make report shows them.
@@ -393,7 +396,7 @@ func modeName(quick, full bool) string {
 	return "(plain)"
 }
 
-var workloadNames = []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback, verdict.Latency}
+var workloadNames = []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback, verdict.Latency, verdict.Pool}
 
 // parseWorkloads reads "1,3" or "large-file,shaped-link".
 func parseWorkloads(s string) ([]string, error) {

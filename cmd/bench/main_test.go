@@ -12,14 +12,14 @@ import (
 )
 
 func TestParseWorkloads(t *testing.T) {
-	got, err := parseWorkloads("1, shaped-link,5,7,8,9,10,11")
-	if err != nil || !reflect.DeepEqual(got, []string{"large-file", "shaped-link", "restore", "big-tree", "parquet", "append", "pushback", "latency"}) {
+	got, err := parseWorkloads("1, shaped-link,5,7,8,9,10,11,12")
+	if err != nil || !reflect.DeepEqual(got, []string{"large-file", "shaped-link", "restore", "big-tree", "parquet", "append", "pushback", "latency", "pool"}) {
 		t.Errorf("parseWorkloads = %v, %v", got, err)
 	}
 	if got, err := parseWorkloads(""); err != nil || got != nil {
 		t.Errorf("empty: %v, %v; want all (nil)", got, err)
 	}
-	if _, err := parseWorkloads("12"); err == nil || !strings.Contains(err.Error(), `workload "12"`) {
+	if _, err := parseWorkloads("13"); err == nil || !strings.Contains(err.Error(), `workload "13"`) {
 		t.Errorf("unknown workload: %v", err)
 	}
 }

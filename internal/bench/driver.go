@@ -139,6 +139,7 @@ func (b *Bench) Run(ctx context.Context) error {
 		{verdict.Append, b.appends},
 		{verdict.Pushback, b.pushback},
 		{verdict.Latency, b.latency},
+		{verdict.Pool, b.pool},
 	}
 	for _, s := range steps {
 		if !b.wants(s.name) {
@@ -241,10 +242,13 @@ func (b *Bench) Print(w io.Writer) {
 	for _, tier := range verdict.Tiers(rs, verdict.Latency) {
 		verdict.LatencyTable(rs, tier).Write(w)
 	}
+	for _, tier := range verdict.Tiers(rs, verdict.Pool) {
+		verdict.PoolTable(rs, tier).Write(w)
+	}
 	if b.kernelSkipped != nil {
 		fmt.Fprintf(w, "\n== Workload 6: a link shaped by the kernel\n  skipped: %v; workload 3's proxy rows stand in\n", b.kernelSkipped)
 	}
-	for _, wl := range []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback, verdict.Latency} {
+	for _, wl := range []string{verdict.LargeFile, verdict.SmallFiles, verdict.Shaped, verdict.Codecs, verdict.Restore, verdict.KernelLink, verdict.BigTree, verdict.Parquet, verdict.Append, verdict.Pushback, verdict.Latency, verdict.Pool} {
 		for _, tier := range verdict.Tiers(rs, wl) {
 			verdict.CPUTable(rs, wl, tier).Write(w)
 		}

@@ -41,6 +41,12 @@ type ferryOpts struct {
 	// fleet, when set, is a merger and workers already running: the run
 	// times the producer's transfer alone.
 	fleet *fleet
+	// agents is how many ferry agents run beside the merger (a pooled
+	// transfer, --pool among args), reading under agentRoot, each with
+	// agentEnv.
+	agents    int
+	agentRoot string
+	agentEnv  []string
 }
 
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
@@ -167,6 +173,14 @@ func (b *Bench) startFleet(ctx context.Context, e *env, o ferryOpts) (*fleet, er
 	if err := start("merger", []string{filepath.Join(b.cfg.Bin, "merger")}); err != nil {
 		f.stop()
 		return nil, err
+	}
+	for i := 1; i <= o.agents; i++ {
+		name := "agent-" + strconv.Itoa(i)
+		env := append([]string{"FERRY_AGENT_ID=" + name, "FERRY_SOURCE_ROOTS=" + o.agentRoot}, o.agentEnv...)
+		if err := start(name, []string{filepath.Join(b.cfg.Bin, "ferry"), "agent"}, env...); err != nil {
+			f.stop()
+			return nil, err
+		}
 	}
 	for i := 1; i <= o.workers; i++ {
 		name := "worker-" + strconv.Itoa(i)

@@ -11,6 +11,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/metrics"
+	"github.com/ferry-dev/ferry/internal/pool"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/requests"
@@ -41,7 +42,8 @@ func serve(ctx context.Context, version string) error {
 	store, q, log := svc.Store, svc.Queue, svc.Log
 	o := producer.ConfigOptions(&cfg)
 	o.Store, o.Chunks, o.Events, o.ID, o.Log = store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), submit.HostID(), log
-	o.Shards = q.Publisher(cfg.PubSub.ShardsTopic)
+	o.Pool = pool.NewWalker(pool.WalkerOptions{Store: store, Shards: q.Publisher(cfg.PubSub.ShardsTopic), Files: cfg.ShardFiles,
+		Bytes: int64(cfg.ShardBytes), Log: log})
 	o.Version, o.MaxRate = version, int64(cfg.MaxRate)
 	srv := requests.New(producer.New(o), q.Publisher(cfg.PubSub.DoneTopic), requests.Options{
 		Defaults:    requests.Defaults{Codec: codec.Codec(cfg.Codec), Level: cfg.Level, ChunkSize: int64(cfg.ChunkSize), Method: cfg.Method},

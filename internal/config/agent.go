@@ -23,7 +23,7 @@ type Agent struct {
 	SourceRoots  []string      `env:"FERRY_SOURCE_ROOTS" help:"ferry agent: comma-separated directories (the share, mounted where every agent mounts it) shards may read from; required"`
 	Memory       Bytes         `env:"FERRY_AGENT_MEMORY, default=1GiB" help:"ferry agent: the one budget of the process, shared as FERRY_CP_MEMORY is in ferry cp; it does not grow with file size or count"`
 	Uploads      int           `env:"FERRY_AGENT_UPLOADS, default=512" help:"ferry agent: most upload requests in flight; the agent finds its number below this as ferry cp does"`
-	Shards       int           `env:"FERRY_AGENT_SHARDS, default=2" help:"ferry agent: shards sent at once (one being read while the last one's uploads end)"`
+	Shards       int           `env:"FERRY_AGENT_SHARDS, default=1" help:"ferry agent: shards claimed and sent at once; more than 1 leaves fewer shards to the other agents of a small transfer"`
 	MaxAttempts  int           `env:"FERRY_MAX_DELIVERY_ATTEMPTS, default=5" help:"the shards subscription's dead-letter threshold: on that delivery, a shard this agent cannot read fails its transfer naming the file"`
 	MaxChunks    int           `env:"FERRY_MAX_CHUNKS, default=1000" help:"most chunks per file: the same as the producers', or a shard's chunks are refused"`
 	Compressors  int           `env:"FERRY_COMPRESS_CONCURRENCY, default=0" help:"compression goroutines; 0 means one per CPU"`

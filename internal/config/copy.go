@@ -79,7 +79,7 @@ func (c *Copy) Producer() Producer {
 		ChunkSize: c.ChunkSize, MaxChunks: c.MaxChunks, Codec: c.Codec, Level: c.Level, Concurrency: c.Compressors,
 		MemoryLimit: c.Memory / 2, InlineMax: 0, SpoolMax: 64 << 20, MessageMax: c.MessageMax(), BundleMax: min(c.BundleMax, c.MessageMax()/2),
 		MaxRate: c.MaxRate, Method: c.Method, Requests: 1, RequestStall: 10 * time.Minute, KeyDir: c.KeyDir, SubmitWait: "subscription",
-		TransferTimeout: c.TransferTimeout, IDSecret: c.IDSecret, ShardFiles: 250, ShardBytes: 1 << 30,
+		TransferTimeout: c.TransferTimeout, IDSecret: c.IDSecret, ShardFiles: 250, ShardBytes: 64 << 20,
 	}
 }
 

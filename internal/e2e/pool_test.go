@@ -13,6 +13,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/pool"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
@@ -37,7 +38,8 @@ func poolTree(t *testing.T, files int, big int64) string {
 // into range shards of one 1 MiB chunk each.
 func (s *stack) poolProducer(shardFiles int) *producer.Producer {
 	return producer.New(producer.Options{Store: s.store, Chunks: s.q.Publisher(s.ps.ChunksTopic), Events: s.q.Publisher(s.ps.ControlTopic),
-		Shards: s.q.Publisher(s.ps.ShardsTopic), ShardFiles: shardFiles, ShardBytes: 1 << 20, ShardPoll: 100 * time.Millisecond,
+		Pool: pool.NewWalker(pool.WalkerOptions{Store: s.store, Shards: s.q.Publisher(s.ps.ShardsTopic), Files: shardFiles, Bytes: 1 << 20,
+			Poll: 100 * time.Millisecond}),
 		Concurrency: 2, MemoryLimit: 64 << 20})
 }
 

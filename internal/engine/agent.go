@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/iobuf"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/pool"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/setup"
@@ -58,7 +59,8 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 	tr := newTracker(local.Publisher(ps.ChunksTopic), wcfg.MaxAttempts)
 	o := producer.ConfigOptions(&pcfg)
 	o.Store, o.Events, o.ID, o.Log, o.Version = c.Store, c.Queue.Publisher(cfg.PubSub.ControlTopic), cfg.ID, log, version
-	p := producer.New(o)
+	p := pool.NewAgent(pool.AgentOptions{Store: c.Store, Producer: producer.New(o), Buckets: cfg.Buckets.Allowed, MaxChunks: cfg.MaxChunks,
+		MessageMax: int64(pcfg.MessageMax)})
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -79,7 +81,7 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 }
 
 // sendShard handles one shard message: sent, gone, or refused.
-func sendShard(ctx context.Context, p *producer.Producer, tr *tracker, cfg *config.Agent, m queue.Message, log *slog.Logger) error {
+func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agent, m queue.Message, log *slog.Logger) error {
 	var s message.Shard
 	if err := message.Decode(m.Data, &s); err != nil {
 		log.Error("shard message dropped", "err", err)
@@ -93,14 +95,14 @@ func sendShard(ctx context.Context, p *producer.Producer, tr *tracker, cfg *conf
 	chunks := tr.shard()
 	defer chunks.close()
 	d, err := sendWithin(ctx, cfg.ShardTimeout, func(ctx context.Context) (*message.ShardDone, error) {
-		return p.Shard(ctx, s, producer.ShardOptions{Agent: cfg.ID, Roots: cfg.SourceRoots, Chunks: chunks})
+		return p.Shard(ctx, s, pool.ShardOptions{Agent: cfg.ID, Roots: cfg.SourceRoots, Chunks: chunks})
 	})
 	var se *producer.SourceError
 	switch {
 	case err == nil:
 		log.Info("shard sent", "files", d.Totals.Files, "bytes", d.Totals.Bytes, "wire_bytes", d.Totals.WireBytes, "ms", d.CompressMS)
 		return nil
-	case errors.Is(err, producer.ErrShardGone):
+	case errors.Is(err, pool.ErrShardGone):
 		log.Info("shard dropped", "reason", err)
 		return nil
 	case errors.Is(err, message.ErrMalformed):

@@ -180,7 +180,7 @@ func ShardDoneIndex(rest string) (int, bool) {
 const (
 	// ShardFiles is the most files a shard holds by default.
 	ShardFiles = 250
-	// ShardBytes is the most source bytes a shard holds by default,
-	// unless one file alone has more.
-	ShardBytes = 1 << 30
+	// ShardBytes is the most source bytes a shard holds by default; a
+	// larger file is split into range shards of about as many bytes.
+	ShardBytes = 64 << 20
 )

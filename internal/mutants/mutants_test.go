@@ -95,8 +95,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "a lease nobody renews goes stale",
-		file: "internal/producer/lease.go",
-		from: "\t\tif l.Stale(a.Updated, p.o.Now()) {",
+		file: "internal/lease/lease.go",
+		from: "\t\tif ls.Stale(a.Updated, l.Now()) {",
 		to:   "\t\tif false {",
 		pkg:  "internal/producer", test: "TestALeaseNobodyRenewsHoldsNothingOffOnceStale",
 	},
@@ -116,8 +116,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "a dead ferry cp's lease holds nobody off (issue 51)",
-		file: "internal/producer/lease.go",
-		from: "\t\tif holderGone(l.Holder) {",
+		file: "internal/lease/lease.go",
+		from: "\t\tif HolderGone(ls.Holder) {",
 		to:   "\t\tif false {",
 		pkg:  "internal/producer", test: "TestALeaseOfAProcessThatIsGoneHoldsNothingOff",
 	},
@@ -340,7 +340,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "a transfer is refused while another writes the same objects",
-		file: "internal/producer/lease.go",
+		file: "internal/lease/lease.go",
 		from: "		if live {",
 		to:   "		if live && false {",
 		pkg:  "internal/e2e", test: "TestTheSameCommandTwiceAtOnceEndsOneOKAndRefusesTheOther",
@@ -403,17 +403,17 @@ var mutants = []mutant{
 	},
 	{
 		name: "a file larger than a shard is split by chunk ranges",
-		file: "internal/producer/pool.go",
-		from: "per := int(max(1, p.o.ShardBytes/f.ChunkSize))",
+		file: "internal/pool/walker.go",
+		from: "per := min(int(max(1, w.o.Bytes/f.ChunkSize)), max(1, (f.Chunks+splitWays-1)/splitWays))",
 		to:   "per := f.Chunks",
-		pkg:  "internal/producer", test: "TestAPooledTransferSplitsALargeFileByChunkRanges",
+		pkg:  "internal/pool", test: "TestAPooledTransferSplitsALargeFileByChunkRanges",
 	},
 	{
 		name: "an agent reads a shard's files only under its own roots",
 		file: "internal/plan/adopt.go",
 		from: "\troot, in, err := p.conf.place(sf.Path)\n\tif err != nil {",
 		to:   "\troot, in, err := p.conf.place(sf.Path)\n\tif false {",
-		pkg:  "internal/producer", test: "TestAnAgentRefusesAShardOutsideItsRoots",
+		pkg:  "internal/pool", test: "TestAnAgentRefusesAShardOutsideItsRoots",
 	},
 	{
 		name: "a shard's page waits for every chunk of it to be stored",

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/gctune"
 	"github.com/ferry-dev/ferry/internal/level"
 	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -64,7 +65,7 @@ func (p *Producer) pipeline(ctx context.Context, pl *plan.Plan, m *message.Manif
 	msgBudget := p.msgBudget()
 	perSlot := bufSize + bufSize/2
 	if pl.Converts() {
-		defer converting.start()()
+		defer gctune.Converting.Start()()
 		// Converting a part holds its Parquet file, its row group's
 		// pages and a batch of column builders: about a buffer more
 		// (with half, peak RSS went well past the budget).

@@ -35,6 +35,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/lease"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/manifest"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -175,14 +176,9 @@ type Options struct {
 	Store  objectStore
 	Chunks publisher // one message per chunk or bundle
 	Events publisher // sealed and failed events: the control topic (FERRY_CONTROL_TOPIC)
-	// Shards takes the shards of pooled transfers to the agents
-	// (FERRY_SHARDS_TOPIC); ShardFiles and ShardBytes bound a shard
-	// (FERRY_SHARD_FILES, FERRY_SHARD_BYTES), and ShardPoll is how often
-	// the walk looks for the shards done.
-	Shards     publisher
-	ShardFiles int
-	ShardBytes int64
-	ShardPoll  time.Duration
+	// Pool shards pooled transfers (package pool); nil: a request for the
+	// pool is refused.
+	Pool Pooler
 	// Transport is config.TransportSpool (default) or
 	// config.TransportPubSub: every payload inside its message, chunk
 	// sizes capped so that one always fits MessageMax.
@@ -284,15 +280,6 @@ func (o *Options) applyDefaults() {
 	if o.TransferTimeout <= 0 {
 		o.TransferTimeout = 6 * time.Hour
 	}
-	if o.ShardFiles <= 0 {
-		o.ShardFiles = message.ShardFiles
-	}
-	if o.ShardBytes <= 0 {
-		o.ShardBytes = message.ShardBytes
-	}
-	if o.ShardPoll <= 0 {
-		o.ShardPoll = 500 * time.Millisecond
-	}
 	if o.FailGrace <= 0 {
 		o.FailGrace = 10 * time.Second
 	}
@@ -319,7 +306,7 @@ func ConfigOptions(cfg *config.Producer) Options {
 		BundleMax: int64(cfg.BundleMax), SpoolDir: cfg.Spool.Dir, InlineMax: int64(cfg.InlineMax),
 		SpoolMax: int64(cfg.SpoolMax), Buckets: cfg.Buckets.Allowed, Concurrency: cfg.Concurrency,
 		MemoryLimit: int64(cfg.MemoryLimit), Loads: cfg.Loads, TransferTimeout: cfg.TransferTimeout,
-		IDSecret: cfg.IDSecret, LeaseHolder: cfg.LeaseHolder, ShardFiles: cfg.ShardFiles, ShardBytes: int64(cfg.ShardBytes),
+		IDSecret: cfg.IDSecret, LeaseHolder: cfg.LeaseHolder,
 	}
 }
 
@@ -463,9 +450,9 @@ type census struct {
 	files    int
 	bytes    int64
 	maxChunk int64
-	columns  int     // the widest converted source's columns
-	widest   string  // that source
-	scope    scopeOf // what the final objects' names share: the lease's
+	columns  int         // the widest converted source's columns
+	widest   string      // that source
+	scope    lease.Scope // what the final objects' names share: the lease's
 }
 
 // prepare plans req and checks it against this producer's configuration
@@ -501,7 +488,7 @@ func (p *Producer) prepare(ctx context.Context, req *Request) (*plan.Plan, error
 	if err := checkPool(*req); err != nil {
 		return nil, &InputError{err}
 	}
-	if req.Pool && p.o.Shards == nil {
+	if req.Pool && p.o.Pool == nil {
 		return nil, &InputError{errors.New("--pool: this producer has no shards topic (FERRY_SHARDS_TOPIC) to reach the pool on")}
 	}
 	if req.Pool && pl.Codec == codec.Zstd && pl.Level == 0 {
@@ -530,9 +517,9 @@ func (p *Producer) count(pl *plan.Plan) (census, error) {
 	err := pl.Walk(func(f plan.File) error {
 		c.files++
 		c.bytes += f.Size
-		c.scope.add(f.Object)
+		c.scope.Add(f.Object)
 		if f.Part != nil { // --bad-rows may leave rejects.ndjson beside the parts
-			c.scope.add(message.RejectsObject(f.Object))
+			c.scope.Add(message.RejectsObject(f.Object))
 			if n := len(f.Part.Schema) + len(f.Part.Constants); n > c.columns {
 				c.columns, c.widest = n, f.Path
 			}
@@ -603,8 +590,8 @@ func (p *Producer) start(ctx context.Context, req Request, pl *plan.Plan, starte
 	m.Run = message.NewRun()
 	// The lease before anything else: a transfer refused because another
 	// writes the same objects leaves nothing behind.
-	if c.scope.any {
-		if err := p.lease(ctx, pl.Dest.Bucket, tid, pl.Dest.String(), c.scope.prefix); err != nil {
+	if c.scope.Any {
+		if err := p.lease(ctx, pl.Dest.Bucket, tid, pl.Dest.String(), c.scope.Prefix); err != nil {
 			return nil, err
 		}
 		// Renewed while the producer reads and sends; the merger

@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/lease"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/plan"
 )
@@ -332,13 +333,13 @@ func (p *Producer) transferGone(ctx context.Context, bucket, tid string) (bool, 
 	if err := message.Decode(b, &l); err != nil || l.Check(name) != nil {
 		return false, nil // not a lease ferry wrote: nothing to go by
 	}
-	if holderGone(l.Holder) || l.Stale(a.Updated, p.o.Now()) {
+	if lease.HolderGone(l.Holder) || l.Stale(a.Updated, p.o.Now()) {
 		return true, nil
 	}
 	if l.Renews {
 		return false, nil
 	}
-	live, err := p.live(ctx, bucket, tid, a.Created)
+	live, err := p.leases().Live(ctx, bucket, tid, a.Created)
 	return !live, err
 }
 

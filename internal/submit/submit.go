@@ -23,6 +23,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/logging"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/pool"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/setup"
 	"github.com/ferry-dev/ferry/internal/transfers"
@@ -215,7 +216,8 @@ func (r *run) producer() (*producer.Producer, error) {
 	po := producer.ConfigOptions(cfg)
 	po.Store, po.Chunks, po.Events, po.ID, po.Log = r.clients.Store, q.Publisher(cfg.PubSub.ChunksTopic), q.Publisher(cfg.PubSub.ControlTopic), r.o.ID, r.log
 	po.Version, po.MaxRate = r.o.Version, r.o.MaxRate
-	po.Shards = q.Publisher(cfg.PubSub.ShardsTopic)
+	po.Pool = pool.NewWalker(pool.WalkerOptions{Store: r.clients.Store, Shards: q.Publisher(cfg.PubSub.ShardsTopic), Files: cfg.ShardFiles,
+		Bytes: int64(cfg.ShardBytes), Log: r.log})
 	if r.showBar {
 		r.walk = startWalkLine(r.stdout, &r.out)
 		r.req.Selection.Found = r.walk.found

@@ -148,6 +148,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string, l Limits) []Goal {
 	if len(Tiers(rs, Latency)) > 0 {
 		out = append(out, latencyGoals(rs)...)
 	}
+	out = append(out, poolGoals(rs)...)
 
 	for _, tier := range Tiers(rs, Restore) {
 		sel := Select(rs, Restore, tier)

@@ -42,8 +42,12 @@ type Run struct {
 	Level int
 	// Levels are the levels ferry's producer compressed at (its row's).
 	Levels []benchrow.LevelUse
-	// Workers is the number of ferry workers; 0 for the peers.
+	// Workers is the number of ferry workers (agents, in a pool); 0 for
+	// the peers.
 	Workers int
+	// PubSubBytes are the chunk message bytes a tap on the chunks topic
+	// received during the run (workload 12).
+	PubSubBytes int64
 
 	Wall  time.Duration
 	Procs []Proc

@@ -137,6 +137,15 @@ func TestGoalsAtTheirThresholds(t *testing.T) {
 		{"real tree tree-go-15036: peak RSS producer / merger / worker", "<= 352 / 224 / 168 MiB", func(f float64) []Run {
 			return []Run{tree("tree-go-15036", 10, 10, 168*f)}
 		}},
+		{"pool files-5000, 2 agents: rate / (agents × link)", ">= 0.85", func(f float64) []Run {
+			// 2 agents at the link: 2 × PoolLink bytes a second ideal.
+			return []Run{{Workload: Pool, Tier: "files-5000", Method: PoolMethod(2), Role: Ferry, Workers: 2, Files: 5000, Bytes: 2 * PoolLink * 10,
+				Wall: sec(10 / 0.85 * f)}}
+		}},
+		{"pool medium, 4 agents: rate / (agents × link)", ">= 0.85", func(f float64) []Run {
+			return []Run{{Workload: Pool, Tier: "medium", Method: PoolMethod(4), Role: Ferry, Workers: 4, Files: 1, Bytes: 4 * PoolLink * 10,
+				Wall: sec(10 / 0.85 * f)}}
+		}},
 	}
 	goals := documentedGoals(t)
 	for i, c := range cases {

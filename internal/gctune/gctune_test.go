@@ -1,4 +1,4 @@
-package producer
+package gctune
 
 import (
 	"os"
@@ -20,22 +20,22 @@ func TestConvertingTransfersLowerGOGCTogether(t *testing.T) {
 		t.Skip("GOGC is set: the tuner leaves it alone")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	var g gcTuner
-	a := g.start()
-	b := g.start()
-	if got := gcPercent(); got != convertGC {
-		t.Fatalf("GOGC %d while two convert, want %d", got, convertGC)
+	var g Tuner
+	a := g.Start()
+	b := g.Start()
+	if got := gcPercent(); got != ConvertGC {
+		t.Fatalf("GOGC %d while two convert, want %d", got, ConvertGC)
 	}
 	a()
-	if got := gcPercent(); got != convertGC {
-		t.Fatalf("GOGC %d while one still converts, want %d", got, convertGC)
+	if got := gcPercent(); got != ConvertGC {
+		t.Fatalf("GOGC %d while one still converts, want %d", got, ConvertGC)
 	}
 	b()
 	if got := gcPercent(); got != 100 {
 		t.Fatalf("GOGC %d after the last, want it back at 100", got)
 	}
 	t.Setenv("GOGC", "80")
-	g.start()()
+	g.Start()()
 	if got := gcPercent(); got != 100 {
 		t.Fatalf("GOGC %d with GOGC set by the user, want it untouched", got)
 	}

@@ -1,4 +1,4 @@
-package producer
+package pool
 
 import (
 	"context"
@@ -14,9 +14,24 @@ import (
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
 	"github.com/ferry-dev/ferry/internal/message"
+	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
+
+// chunkParts decodes the chunk messages rec holds into their parts.
+func chunkParts(t *testing.T, rec *teststack.Recorder) []message.Part {
+	t.Helper()
+	var out []message.Part
+	for _, m := range rec.Messages() {
+		c, _, err := message.DecodeChunk(m.Data)
+		testutil.OK(t, err)
+		out = append(out, c.Parts...)
+	}
+	return out
+}
 
 // shardQueue is the shards topic of a test: the walker publishes, the
 // test's agents take.
@@ -41,13 +56,14 @@ func (*storedChunks) Wait(context.Context) error { return nil }
 // and shardBytes bytes, sent by two agents taking turns; it returns the
 // sealed manifest, every shard plan the agents read, and the chunk
 // messages they made.
-func poolRun(t *testing.T, bucket, dir string, shardFiles int, shardBytes int64) (*message.Manifest, []message.ShardPlan, []sent) {
+func poolRun(t *testing.T, bucket, dir string, shardFiles int, shardBytes int64) (*message.Manifest, []message.ShardPlan, []message.Part) {
 	t.Helper()
 	store := teststack.Bucket(t, bucket)
 	q := make(shardQueue, 1024)
-	walker := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, Shards: q, ShardFiles: shardFiles,
-		ShardBytes: shardBytes, ShardPoll: 10 * time.Millisecond, SpoolDir: t.TempDir()})
-	agent := New(Options{Store: store, Events: &teststack.Recorder{}, Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})
+	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
+		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: shardFiles, Bytes: shardBytes, Poll: 10 * time.Millisecond})})
+	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
+		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	type result struct {
@@ -56,7 +72,7 @@ func poolRun(t *testing.T, bucket, dir string, shardFiles int, shardBytes int64)
 	}
 	done := make(chan result, 1)
 	go func() {
-		m, err := walker.Submit(ctx, Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/p", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true})
+		m, err := walker.Submit(ctx, producer.Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/p", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true})
 		done <- result{m, err}
 	}()
 	chunks := &storedChunks{}
@@ -65,7 +81,7 @@ func poolRun(t *testing.T, bucket, dir string, shardFiles int, shardBytes int64)
 		select {
 		case r := <-done:
 			testutil.OK(t, r.err)
-			return r.m, plans, decodeAll(t, &chunks.Recorder, "")
+			return r.m, plans, chunkParts(t, &chunks.Recorder)
 		case s := <-q:
 			d, err := agent.Shard(ctx, s, ShardOptions{Agent: fmt.Sprintf("agent-%d", k%2), Roots: []string{dir}, Chunks: chunks})
 			testutil.OK(t, err)
@@ -109,10 +125,8 @@ func TestAPooledTransferSplitsALargeFileByChunkRanges(t *testing.T) {
 		t.Fatalf("%d shards, %d of them ranges: want 3 of small files and 5 ranges of big.csv", len(plans), ranges)
 	}
 	seen := map[string]int{}
-	for _, s := range msgs {
-		for _, p := range s.c.Parts {
-			seen[fmt.Sprintf("%s#%d", p.Path, p.Index)]++
-		}
+	for _, p := range msgs {
+		seen[fmt.Sprintf("%s#%d", p.Path, p.Index)]++
 	}
 	for k, n := range seen {
 		if n != 1 {
@@ -159,16 +173,17 @@ func TestAnAgentRefusesAShardOutsideItsRoots(t *testing.T) {
 	testutil.WriteCSV(t, filepath.Join(dir, "a.csv"), 1000, 1)
 	store := teststack.Bucket(t, "pool-roots")
 	q := make(shardQueue, 16)
-	walker := New(Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, Shards: q, ShardPoll: time.Hour, SpoolDir: t.TempDir()})
+	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
+		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Poll: time.Hour})})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		_, _ = walker.Submit(ctx, Request{Sources: []string{dir}, Destination: "gs://pool-roots/p", ChunkSize: 1 << 20, Pool: true})
+		_, _ = walker.Submit(ctx, producer.Request{Sources: []string{dir}, Destination: "gs://pool-roots/p", ChunkSize: 1 << 20, Pool: true})
 	}()
 	s := <-q
-	agent := New(Options{Store: store, Transport: config.TransportPubSub})
+	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Transport: config.TransportPubSub})})
 	_, err := agent.Shard(ctx, s, ShardOptions{Agent: "x", Roots: []string{t.TempDir()}, Chunks: &storedChunks{}})
-	var se *SourceError
+	var se *producer.SourceError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), filepath.Join(dir, "a.csv")) || !strings.Contains(err.Error(), "outside the source roots") {
 		t.Fatalf("agent with other roots: %v; want a source error naming the file outside its roots", err)
 	}

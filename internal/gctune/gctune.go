@@ -1,4 +1,6 @@
-package producer
+// Package gctune lowers the collector's GOGC while work that makes garbage
+// fast runs (a conversion to Parquet), unless the user set GOGC.
+package gctune
 
 import (
 	"os"
@@ -6,32 +8,33 @@ import (
 	"sync"
 )
 
-// convertGC is the collector's GOGC while a transfer converts to Parquet.
+// ConvertGC is the collector's GOGC while a transfer converts to Parquet.
 // A conversion makes garbage at several times its input rate (arrow's
 // column writers), so at the default GOGC the heap grows to the runtime's
 // limit and past the budget: 364 MB of peak RSS at the default 256 MiB
 // budget on the 200 MB seed-like CSV, 341 MB at GOGC=25, for the same CPU.
-const convertGC = 25
+const ConvertGC = 25
 
-// gcTuner lowers GOGC while any converting transfer runs, unless the
+// Tuner lowers GOGC while any converting transfer runs, unless the
 // user set GOGC.
-type gcTuner struct {
+type Tuner struct {
 	mu    sync.Mutex
 	n     int
 	saved int
 }
 
-var converting gcTuner
+// Converting is the tuner of conversions to Parquet.
+var Converting Tuner
 
-// start lowers GOGC for a converting transfer; the function it returns
+// Start lowers GOGC for a converting transfer; the function it returns
 // puts it back once the last one ends.
-func (g *gcTuner) start() func() {
+func (g *Tuner) Start() func() {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return func() {}
 	}
 	g.mu.Lock()
 	if g.n == 0 {
-		g.saved = debug.SetGCPercent(convertGC)
+		g.saved = debug.SetGCPercent(ConvertGC)
 	}
 	g.n++
 	g.mu.Unlock()

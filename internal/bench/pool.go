@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/ferry-dev/ferry/internal/bench/verdict"
+	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/queue"
+	"github.com/ferry-dev/ferry/internal/setup"
+)
+
+// pool is workload 12: one pooled transfer (producer submit --pool) of the
+// many-files tree, and one of the largest file there is, sent by 1, 2 and
+// 4 agents (ferry agent), each capped at verdict.PoolLink bytes a second
+// (FERRY_MAX_RATE) as a host's link would cap it, and --codec none, so
+// that the two cores are not the bound; 8 MiB chunks, so that the file
+// (200 MB unless BENCH_FULL) has chunks enough for four agents. Every agent reads the same data
+// directory, as hosts read one share. A tap subscription on the chunks
+// topic counts the chunk bytes that crossed Pub/Sub.
+func (b *Bench) pool(ctx context.Context) error {
+	t := b.data.Small
+	name, f := b.largestFile()
+	for _, set := range []struct {
+		tier    string
+		sources func() []string
+		files   int
+		bytes   int64
+		one     *File
+	}{
+		{t.Name, func() []string { return []string{t.Dir} }, t.Files, t.Bytes, nil},
+		{name, func() []string { return []string{f.Path} }, 1, f.Size, &f},
+	} {
+		var ms []method
+		for _, n := range verdict.PoolAgents {
+			ms = append(ms, b.poolMethod(n, set.sources))
+		}
+		if err := b.runPlan(ctx, plan{workload: verdict.Pool, tier: set.tier, methods: ms, verify: verifyUpload(set.files, set.bytes, set.one, "ferry/")}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// largestFile is the largest of the data's single files, and its tier.
+func (b *Bench) largestFile() (string, File) {
+	var best File
+	var tier string
+	for name, f := range b.data.Tier {
+		if f.Size > best.Size {
+			tier, best = name, f
+		}
+	}
+	return tier, best
+}
+
+// poolMethod is a pooled transfer sent by n agents and the merger, all
+// started inside the clock.
+func (b *Bench) poolMethod(n int, sources func() []string) method {
+	name := verdict.PoolMethod(n)
+	return method{name: name, role: verdict.Ferry, workers: n, codec: "none",
+		setting: fmt.Sprintf("producer submit --pool --codec none --chunk-size 8MiB, %d ferry agent(s) at FERRY_MAX_RATE=%d each, shard bounds at their defaults", n, verdict.PoolLink),
+		run: func(ctx context.Context, e *env) (verdict.Run, error) {
+			tap, err := b.tapChunks(ctx, e)
+			if err != nil {
+				return verdict.Run{}, err
+			}
+			defer tap.close()
+			srcs := sources()
+			r, err := b.runFerry(ctx, e, ferryOpts{agents: n, codec: "none", sources: srcs, prefix: "ferry", method: name, tier: e.tier,
+				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(verdict.PoolLink)}})
+			r.PubSubBytes = tap.bytes()
+			return r, err
+		}}
+}
+
+// chunkTap is a subscription on the chunks topic that counts what reaches
+// it.
+type chunkTap struct {
+	q      *queue.Client
+	sub    string
+	n      atomic.Int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// tapChunks subscribes to the stack's chunks topic for one repeat.
+func (b *Bench) tapChunks(ctx context.Context, e *env) (*chunkTap, error) {
+	var ps config.PubSub
+	if err := config.Load(ctx, &ps, envconfig.MapLookuper(e.stack.Env)); err != nil {
+		return nil, err
+	}
+	c, err := setup.Connect(ctx, ps.Project, config.Emulators{PubSub: e.stack.Env["PUBSUB_EMULATOR_HOST"], GCS: e.stack.Env["STORAGE_EMULATOR_HOST"]}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the chunks tap: %w", err)
+	}
+	t := &chunkTap{q: c.Queue, sub: fmt.Sprintf("bench-chunks-tap-%d", time.Now().UnixNano()), done: make(chan struct{})}
+	if err := c.Queue.EnsureSubscription(ctx, queue.Subscription{ID: t.sub, Topic: ps.ChunksTopic}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("the chunks tap on %s: %w", ps.ChunksTopic, err)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t.cancel = cancel
+	go func() {
+		defer close(t.done)
+		_ = c.Queue.Receive(rctx, t.sub, queue.ReceiveSettings{MaxMessages: 16}, func(_ context.Context, m queue.Message) error {
+			t.n.Add(int64(len(m.Data)))
+			return nil
+		})
+	}()
+	t.q = c.Queue
+	return t, nil
+}
+
+// bytes is what the tap received, after a moment for what is in flight.
+func (t *chunkTap) bytes() int64 {
+	time.Sleep(time.Second) // a bench measurement, not a test: what was published reaches the tap
+	return t.n.Load()
+}
+
+func (t *chunkTap) close() {
+	t.cancel()
+	<-t.done
+	_ = t.q.DeleteSubscription(context.Background(), t.sub)
+	_ = t.q.Close()
+}
