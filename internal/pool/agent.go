@@ -77,8 +77,8 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 		return nil, fmt.Errorf("%w: shard %d of transfer %s: bucket %s is not one ferry may write to (FERRY_BUCKETS=%s)",
 			message.ErrMalformed, s.Index, s.TransferID, s.Bucket, strings.Join(g.o.Buckets, ","))
 	}
-	if gone, err := g.shardGone(ctx, s); err != nil || gone != nil {
-		return nil, firstErr(err, gone)
+	if err := g.wanted(ctx, s); err != nil {
+		return nil, err
 	}
 	name := message.ShardObject(s.TransferID, s.Run, s.Index)
 	b, err := g.o.Store.ReadAll(ctx, s.Bucket, name)
@@ -178,36 +178,28 @@ func (g *Agent) writeDone(ctx context.Context, s message.Shard, d *message.Shard
 	return nil
 }
 
-// shardGone reports (as an ErrShardGone) a shard whose transfer ended,
-// whose run is no longer the transfer's, or that is done.
-func (g *Agent) shardGone(ctx context.Context, s message.Shard) (error, error) {
+// wanted returns nil for a shard still to send, an ErrShardGone (wrapped)
+// for one whose transfer ended, whose run is no longer the transfer's, or
+// that is done, and any other error when GCS could not say.
+func (g *Agent) wanted(ctx context.Context, s message.Shard) error {
 	if _, err := g.o.Store.Attrs(ctx, s.Bucket, message.DoneMarker(s.TransferID)); err == nil {
-		return nil, fmt.Errorf("%w: transfer %s ended", ErrShardGone, s.TransferID)
+		return fmt.Errorf("%w: transfer %s ended", ErrShardGone, s.TransferID)
 	} else if !errors.Is(err, gcs.ErrNotFound) {
-		return err, nil
+		return err
 	}
 	run, err := g.o.Store.ReadAll(ctx, s.Bucket, message.RunObject(s.TransferID))
 	switch {
 	case errors.Is(err, gcs.ErrNotFound):
-		return nil, fmt.Errorf("%w: transfer %s has no run", ErrShardGone, s.TransferID)
+		return fmt.Errorf("%w: transfer %s has no run", ErrShardGone, s.TransferID)
 	case err != nil:
-		return err, nil
+		return err
 	case string(run) != s.Run:
-		return nil, fmt.Errorf("%w: run %s of transfer %s was superseded by run %s", ErrShardGone, s.Run, s.TransferID, run)
+		return fmt.Errorf("%w: run %s of transfer %s was superseded by run %s", ErrShardGone, s.Run, s.TransferID, run)
 	}
 	if _, err := g.o.Store.Attrs(ctx, s.Bucket, message.ShardDoneObject(s.TransferID, s.Run, s.Index)); err == nil {
-		return nil, fmt.Errorf("%w: shard %d of transfer %s is done", ErrShardGone, s.Index, s.TransferID)
+		return fmt.Errorf("%w: shard %d of transfer %s is done", ErrShardGone, s.Index, s.TransferID)
 	} else if !errors.Is(err, gcs.ErrNotFound) {
-		return err, nil
-	}
-	return nil, nil
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+		return err
 	}
 	return nil
 }
