@@ -63,6 +63,14 @@ type Row struct {
 	BQRows        int64      `json:"bq_rows,omitempty" desc:"Rows the load job loaded"`
 	FilesAppended int        `json:"files_appended,omitempty" desc:"Files that grew, sent as their tail only and composed onto their objects (--skip-unchanged); counted in files and size_bytes whole"`
 	BytesAppended int64      `json:"bytes_appended,omitempty" desc:"Raw bytes of those tails: what was read, compressed and uploaded of those files"`
+	Pool          bool       `json:"pool,omitempty" desc:"The pool's agents (ferry agent) read, compressed and uploaded the files, each on its own host; workers counts those agents"`
+	Agents        []Agent    `json:"agents,omitempty" desc:"Agents of the pool that sent the transfer's files: per agent, the raw bytes it read and sent"`
+}
+
+// Agent is what one agent of the pool sent of a transfer.
+type Agent struct {
+	Agent string `json:"agent" desc:"Agent id (FERRY_AGENT_ID)"`
+	Bytes int64  `json:"bytes" desc:"Raw bytes it read and sent"`
 }
 
 // LevelUse is what the producer compressed at one level.

@@ -44,7 +44,8 @@ func TestSchemaFilesMatchGo(t *testing.T) {
 // columns, so bq load of the NDJSON accepts it.
 func TestRowsFitTheSchema(t *testing.T) {
 	r := Row{TransferID: "t", Error: "e", Labels: []Label{{Key: "k", Value: "v"}}, Levels: []LevelUse{{Level: 3, Chunks: 1, Bytes: 1}},
-		TableBytes: 1, Rows: 1, RowsRejected: 1, BQTable: "p.d.t", BQJobID: "j", BQRows: 1, FilesAppended: 1, BytesAppended: 1}
+		TableBytes: 1, Rows: 1, RowsRejected: 1, BQTable: "p.d.t", BQJobID: "j", BQRows: 1, FilesAppended: 1, BytesAppended: 1,
+		Pool: true, Agents: []Agent{{Agent: "a", Bytes: 1}}}
 	b, _ := json.Marshal(r)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {

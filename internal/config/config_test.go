@@ -48,6 +48,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"FERRY_CHUNKS_TOPIC": "a b"}, &Worker{}, "FERRY_CHUNKS_TOPIC"},
 		{map[string]string{"FERRY_COMPOSE_CONCURRENCY": "1000"}, &Merger{}, "FERRY_COMPOSE_CONCURRENCY"},
 		{map[string]string{"FERRY_BQ_DATASET": "ferry", "FERRY_RESULTS_BUCKET": "b"}, &Merger{}, "FERRY_BQ_LOCATION"},
+		{map[string]string{"FERRY_SOURCE_ROOTS": "/srv", "FERRY_AGENT_ID": "host a/1"}, &Agent{}, "FERRY_AGENT_ID"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
+	"github.com/ferry-dev/ferry/internal/transfers"
 )
 
 // poolTree writes files small files and one of big bytes under a new
@@ -79,8 +80,29 @@ func TestAPooledTransferSurvivesAnAgentKilledMidShard(t *testing.T) {
 	s.verifyAll(req)
 	s.assertClean()
 	row := s.row(done.TransferID)
-	if row.Status != "ok" || row.Workers < 2 {
-		t.Fatalf("row %+v: want ok, its chunks stored by agents b and c", row)
+	if row.Status != "ok" || row.Workers < 2 || !row.Pool {
+		t.Fatalf("row %+v: want ok and pooled, its chunks stored by agents b and c", row)
+	}
+	// The row and status name the agents that sent the files, and their
+	// bytes add up to the transfer's: a, killed before any upload of its
+	// went through, sent nothing.
+	var sum int64
+	names := map[string]bool{}
+	for _, g := range row.Agents {
+		sum += g.Bytes
+		names[g.Agent] = g.Bytes > 0
+	}
+	if len(row.Agents) < 2 || sum != row.SizeBytes || names["a"] {
+		t.Fatalf("row's agents %+v: want b and c at least, together the transfer's %d bytes, and not a", row.Agents, row.SizeBytes)
+	}
+	st, err := transfers.Status(context.Background(), s.store, s.bucket, done.TransferID)
+	testutil.OK(t, err)
+	var out strings.Builder
+	transfers.WriteStatus(&out, st)
+	for _, g := range row.Agents {
+		if !strings.Contains(out.String(), "agent "+g.Agent) {
+			t.Fatalf("producer status prints\n%s\nwithout agent %s", out.String(), g.Agent)
+		}
 	}
 	if s.chunksPublished.Load() != 0 {
 		t.Fatalf("%d chunk messages crossed Pub/Sub", s.chunksPublished.Load())

@@ -496,6 +496,14 @@ func (s *Store) PutSmall(ctx context.Context, bucket, name string, data []byte, 
 	})
 }
 
+// PutJSON writes a small JSON object from memory with metadata md, which
+// a listing shows without reading the object.
+func (s *Store) PutJSON(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, md map[string]string) (Attrs, error) {
+	return s.Upload(ctx, bucket, name, bytes.NewReader(data), UploadOptions{
+		Size: int64(len(data)), CRC32C: crc32c.Checksum(data), IfAbsent: ifAbsent, ContentType: "application/json", Metadata: md,
+	})
+}
+
 // ReadAll reads a whole object into memory; use it for small objects only.
 // A read that breaks off (a connection reset mid-answer) is read again from
 // the start, as an open that got no answer is.

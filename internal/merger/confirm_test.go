@@ -105,6 +105,9 @@ func TestDoneBound(t *testing.T) {
 		d.Objects = append(d.Objects, message.DoneObject{Name: long, Size: 1 << 62, CRC32C: 1<<32 - 1, Generation: 1 << 62, RawSize: 1 << 62, RawCRC32C: 1<<32 - 1})
 		d.Skipped = append(d.Skipped, long)
 	}
+	for range message.MaxAgents {
+		d.Agents = append(d.Agents, message.AgentBytes{Agent: strings.Repeat("a", 63), Bytes: 1 << 62})
+	}
 	n := len(message.Encode(d))
 	if n > message.MaxDoneBytes {
 		t.Fatalf("worst-case done event is %d bytes, over MaxDoneBytes=%d", n, message.MaxDoneBytes)

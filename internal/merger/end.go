@@ -105,7 +105,7 @@ func (m *Merger) end(ctx context.Context, t *transfer, status string, cause erro
 func (m *Merger) newDone(ctx context.Context, t *transfer, man *message.Manifest, status string, cause error) (message.Done, error) {
 	now := m.o.now().UTC()
 	d := message.Done{V: message.Version, TransferID: t.id, Status: status, Destination: destination(man),
-		StartedAt: man.StartedAt, FinishedAt: now, FilesSkipped: man.Totals.Skipped}
+		StartedAt: man.StartedAt, FinishedAt: now, FilesSkipped: man.Totals.Skipped, Agents: man.Agents}
 	if cause != nil {
 		d.Error = message.Truncate(cause.Error(), message.MaxErrorBytes)
 	}

@@ -37,6 +37,10 @@ func Row(done message.Done, man *message.Manifest, workers int, version string) 
 	for _, u := range man.Levels {
 		r.Levels = append(r.Levels, benchrow.LevelUse{Level: u.Level, Chunks: u.Chunks, Bytes: u.Bytes})
 	}
+	r.Pool = man.Pool
+	for _, a := range man.Agents {
+		r.Agents = append(r.Agents, benchrow.Agent{Agent: a.Agent, Bytes: a.Bytes})
+	}
 	for k, v := range man.Labels {
 		r.Labels = append(r.Labels, benchrow.Label{Key: k, Value: v})
 	}

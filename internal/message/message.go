@@ -377,6 +377,9 @@ type Done struct {
 	BytesSent      int64 `json:"bytes_sent"`
 	FilesWhole     int   `json:"files_whole"`
 	FilesConverted int   `json:"files_converted,omitempty"`
+	// Agents are the pool's agents that sent a pooled transfer's files,
+	// with the raw bytes each sent (Manifest.Agents).
+	Agents []AgentBytes `json:"agents,omitempty"`
 }
 
 // Bounds of a done event, whatever the transfer's size.
@@ -391,7 +394,13 @@ const (
 	// skipped names of the longest names GCS allows, escaped, the error
 	// and the rest (TestDoneBound builds the worst case).
 	MaxDoneBytes = 1 << 20
+	// MaxAgents is how many agents a manifest and a done event name, each
+	// with its bytes; those beyond are summed as OtherAgents.
+	MaxAgents = 100
 )
+
+// OtherAgents stands for the agents beyond MaxAgents.
+const OtherAgents = "(other agents)"
 
 // DoneObject is one final object of a transfer, as GCS confirmed it.
 type DoneObject struct {

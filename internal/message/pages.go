@@ -174,9 +174,10 @@ func (m *Manifest) CheckPages() error {
 	return nil
 }
 
-// CheckLevels holds the levels a manifest records to what a producer
-// writes: levels of 0 to 22 in ascending order, each used by at least one
-// chunk, together no more chunks and bytes than the totals.
+// CheckLevels holds the levels and agents a manifest records to what a
+// producer writes: levels of 0 to 22 in ascending order, each used by at
+// least one chunk, together no more chunks and bytes than the totals; and
+// checkAgents.
 func (m *Manifest) CheckLevels() error {
 	chunks, bytes := 0, int64(0)
 	for i, u := range m.Levels {
@@ -188,6 +189,28 @@ func (m *Manifest) CheckLevels() error {
 	}
 	if chunks > m.Totals.Chunks || bytes > m.Totals.Bytes {
 		return fmt.Errorf("levels count %d chunks of %d bytes; the transfer has %d of %d", chunks, bytes, m.Totals.Chunks, m.Totals.Bytes)
+	}
+	return m.checkAgents()
+}
+
+// checkAgents holds the agents a pooled transfer's manifest names to what
+// its producer writes: at most MaxAgents, each named once, together no
+// more bytes than the totals.
+func (m *Manifest) checkAgents() error {
+	if len(m.Agents) > MaxAgents || len(m.Agents) > 0 && !m.Pool {
+		return fmt.Errorf("agents: %d named (pool %v), want at most %d and only for a pooled transfer", len(m.Agents), m.Pool, MaxAgents)
+	}
+	var bytes int64
+	seen := map[string]bool{}
+	for i, a := range m.Agents {
+		if a.Agent == "" || len(a.Agent) > 64 || seen[a.Agent] || a.Bytes < 0 {
+			return fmt.Errorf("agents: entry %d (%q, %d bytes) is not one a producer writes", i, a.Agent, a.Bytes)
+		}
+		seen[a.Agent] = true
+		bytes += a.Bytes
+	}
+	if bytes > m.Totals.Bytes {
+		return fmt.Errorf("agents sent %d bytes; the transfer has %d", bytes, m.Totals.Bytes)
 	}
 	return nil
 }

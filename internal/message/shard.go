@@ -147,7 +147,9 @@ type ShardDone struct {
 
 func (d *ShardDone) version() int { return d.V }
 
-// ShardPrefix holds a run's shard plans and done objects.
+// ShardPrefix holds a run's shard plans (ShardObject), and under it the
+// claims (ShardClaimObject) and done objects (ShardDoneObject), each in a
+// prefix of its own so that the producer's poll lists the done ones only.
 func ShardPrefix(transferID, run string) string {
 	return StagingPrefix(transferID) + "h/" + run + "/"
 }
@@ -157,19 +159,34 @@ func ShardObject(transferID, run string, k int) string {
 	return fmt.Sprintf("%s%06d.json", ShardPrefix(transferID, run), k)
 }
 
-// ShardDoneObject is what the agent that sent shard k of a run wrote.
+// ShardDonePrefix holds a run's done objects.
+func ShardDonePrefix(transferID, run string) string { return ShardPrefix(transferID, run) + "d/" }
+
+// ShardDoneObject is what the agent that sent shard k of a run wrote,
+// once: its metadata names the agent (MetaAgent) and the raw bytes it
+// sent (MetaRawSize), so that a listing tells who sent what.
 func ShardDoneObject(transferID, run string, k int) string {
-	return fmt.Sprintf("%s%06d.done", ShardPrefix(transferID, run), k)
+	return fmt.Sprintf("%s%06d", ShardDonePrefix(transferID, run), k)
 }
 
-// ShardDoneIndex is the shard a done object's name under ShardPrefix
-// names, or false for any other name.
-func ShardDoneIndex(rest string) (int, bool) {
-	var k int
-	if len(rest) != len("000000.done") || !strings.HasSuffix(rest, ".done") {
+// ShardClaimPrefix holds a run's claims.
+func ShardClaimPrefix(transferID, run string) string { return ShardPrefix(transferID, run) + "c/" }
+
+// ShardClaimObject says which agent last claimed shard k of a run (its
+// MetaAgent) and since when (its time of writing): what producer status
+// shows of a shard being sent. It proves nothing; the done object does.
+func ShardClaimObject(transferID, run string, k int) string {
+	return fmt.Sprintf("%s%06d", ShardClaimPrefix(transferID, run), k)
+}
+
+// ShardIndex is the shard a done object's or a claim's name names, given
+// without its prefix, or false for any other name.
+func ShardIndex(rest string) (int, bool) {
+	if len(rest) != 6 || strings.Trim(rest, "0123456789") != "" {
 		return 0, false
 	}
-	if _, err := fmt.Sscanf(rest, "%06d.done", &k); err != nil || k < 0 {
+	var k int
+	if _, err := fmt.Sscanf(rest, "%06d", &k); err != nil {
 		return 0, false
 	}
 	return k, true

@@ -97,8 +97,11 @@ const (
 	MetaCodec     = "ferry-codec"
 	// MetaMtime is the source file's modification time, RFC 3339 with
 	// nanoseconds, UTC.
-	MetaMtime    = "ferry-mtime"
-	MetaWorker   = "ferry-worker"
+	MetaMtime  = "ferry-mtime"
+	MetaWorker = "ferry-worker"
+	// MetaAgent is the pool's agent that wrote a shard's claim or done
+	// object (FERRY_AGENT_ID).
+	MetaAgent    = "ferry-agent"
 	MetaUploadAt = "ferry-upload-start"
 	MetaAttempt  = "ferry-attempt"
 	// A Parquet part of a converted source (TablePart): the source's

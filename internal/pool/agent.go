@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,6 +102,11 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 	if sp.Range != nil {
 		files[0].Span = sp.Range
 	}
+	// What status shows: this agent sends the shard, since now.
+	claim := message.ShardClaimObject(s.TransferID, s.Run, s.Index)
+	if _, err := g.o.Store.PutJSON(ctx, s.Bucket, claim, []byte("{}"), false, map[string]string{message.MetaAgent: o.Agent}); err != nil {
+		return nil, fmt.Errorf("shard %d of transfer %s: writing its claim gs://%s/%s: %w", s.Index, s.TransferID, s.Bucket, claim, err)
+	}
 	t0 := time.Now()
 	pg := manifest.NewShardWriter(&m, sp.PageIndex, sp.Page.First, func(ctx context.Context, name string, v any) error {
 		_, err := g.o.Store.PutSmall(ctx, m.Bucket, name, message.Encode(v), true, "application/json")
@@ -171,7 +177,8 @@ func (g *Agent) RefuseShard(ctx context.Context, s message.Shard, agent string, 
 
 func (g *Agent) writeDone(ctx context.Context, s message.Shard, d *message.ShardDone) error {
 	name := message.ShardDoneObject(s.TransferID, s.Run, s.Index)
-	_, err := g.o.Store.PutSmall(ctx, s.Bucket, name, message.Encode(d), true, "application/json")
+	md := map[string]string{message.MetaAgent: d.Agent, message.MetaRawSize: strconv.FormatInt(d.Totals.Bytes, 10)}
+	_, err := g.o.Store.PutJSON(ctx, s.Bucket, name, message.Encode(d), true, md)
 	if err != nil && !errors.Is(err, gcs.ErrPrecondition) {
 		return fmt.Errorf("shard %d of transfer %s: writing gs://%s/%s: %w", s.Index, s.TransferID, s.Bucket, name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-dev/ferry/internal/benchrow"
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
@@ -17,6 +18,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
+	"github.com/ferry-dev/ferry/internal/transfers"
 )
 
 func TestMain(m *testing.M) { os.Exit(teststack.MainWithGCS(m)) }
@@ -186,5 +188,87 @@ func TestAnAgentRefusesAShardOutsideItsRoots(t *testing.T) {
 	var se *producer.SourceError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), filepath.Join(dir, "a.csv")) || !strings.Contains(err.Error(), "outside the source roots") {
 		t.Fatalf("agent with other roots: %v; want a source error naming the file outside its roots", err)
+	}
+}
+
+// failedChunks stands for uploaders that never store: an agent killed
+// before its chunks were in.
+type failedChunks struct{ teststack.Recorder }
+
+func (*failedChunks) Wait(context.Context) error { return errors.New("uploaders gone") }
+
+// producer status tells a pooled transfer's shards as an operator asks of
+// a pool: how many are done, claimed (by which agent, since when) and
+// waiting, and what each agent sent. An agent that claimed a shard and
+// died holds it until another sends it; then the shard counts as done.
+func TestStatusTellsShardsDoneClaimedAndWaitingByAgent(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 4 {
+		testutil.WriteCSV(t, filepath.Join(dir, fmt.Sprintf("s%d.csv", i)), int64(20_000+i), int64(i))
+	}
+	const bucket = "pool-status"
+	store := teststack.Bucket(t, bucket)
+	q := make(shardQueue, 16)
+	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
+		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: 1, Poll: 10 * time.Millisecond})})
+	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
+		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	submitted := make(chan error, 1)
+	var m *message.Manifest
+	go func() {
+		var err error
+		m, err = walker.Submit(ctx, producer.Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/p", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true})
+		submitted <- err
+	}()
+	shards := []message.Shard{<-q, <-q, <-q, <-q}
+	send := func(s message.Shard, id string, c interface {
+		publisher
+		Wait(context.Context) error
+	}) error {
+		_, err := agent.Shard(ctx, s, ShardOptions{Agent: id, Roots: []string{dir}, Chunks: c})
+		return err
+	}
+	testutil.OK(t, send(shards[0], "host-a", &storedChunks{}))
+	if err := send(shards[1], "host-dead", &failedChunks{}); err == nil {
+		t.Fatal("a shard whose chunks were never stored was reported sent")
+	}
+
+	st, err := transfers.Status(ctx, store, bucket, shards[0].TransferID)
+	testutil.OK(t, err)
+	sh := st.Shards
+	if st.State != transfers.StateRunning || sh == nil || sh.Total != 4 || sh.Done != 1 || sh.Claimed != 1 || sh.Waiting != 2 || len(sh.Agents) != 2 {
+		t.Fatalf("status %s, shards %+v: want running, 4 shards: 1 done (host-a), 1 claimed (host-dead), 2 waiting", st.State, sh)
+	}
+	b, err := store.ReadAll(ctx, bucket, message.ShardObject(shards[0].TransferID, shards[0].Run, shards[0].Index))
+	testutil.OK(t, err)
+	var sp message.ShardPlan
+	testutil.OK(t, message.Decode(b, &sp))
+	size := sp.Files[0].Size
+	a, dead := sh.Agents[0], sh.Agents[1]
+	if a.Agent != "host-a" || a.Done != 1 || a.Bytes != size || a.Claimed != 0 ||
+		dead.Agent != "host-dead" || dead.Done != 0 || dead.Claimed != 1 || dead.Since.IsZero() {
+		t.Fatalf("agents %+v: want host-a with its shard's %d bytes, host-dead holding one shard", sh.Agents, size)
+	}
+	var out strings.Builder
+	transfers.WriteStatus(&out, st)
+	for _, want := range []string{"1 done, 1 claimed, 2 waiting", "agent host-a", benchrow.FormatBytes(float64(size)) + " sent, 1 shard", "agent host-dead", "holds 1, claimed since"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("status prints\n%s\nwithout %q", out.String(), want)
+		}
+	}
+
+	for _, s := range shards[1:] {
+		testutil.OK(t, send(s, "host-b", &storedChunks{}))
+	}
+	testutil.OK(t, <-submitted)
+	st, err = transfers.Status(ctx, store, bucket, m.TransferID)
+	testutil.OK(t, err)
+	if sh := st.Shards; st.State != transfers.StateSealed || sh == nil || sh.Done != 4 || sh.Claimed != 0 || sh.Waiting != 0 {
+		t.Fatalf("status %s, shards %+v: want sealed, all 4 done, none claimed (host-dead's shard went to host-b)", st.State, st.Shards)
+	}
+	if len(st.Agents) != 2 || st.Agents[0].Agent != "host-a" || st.Agents[1].Agent != "host-b" || st.Agents[0].Bytes+st.Agents[1].Bytes != m.Totals.Bytes {
+		t.Fatalf("agents %+v: want host-a and host-b, together the transfer's %d bytes", st.Agents, m.Totals.Bytes)
 	}
 }

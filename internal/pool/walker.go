@@ -24,6 +24,7 @@ type store interface {
 	Attrs(ctx context.Context, bucket, name string) (gcs.Attrs, error)
 	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
+	PutJSON(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, md map[string]string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
 }
 
@@ -238,7 +239,11 @@ func (t *shardTotals) add(d *message.ShardDone) {
 		x.Level, x.Chunks, x.Bytes = u.Level, x.Chunks+u.Chunks, x.Bytes+u.Bytes
 		t.byLevel[u.Level] = x
 	}
-	t.byAgent[d.Agent] += d.Totals.Bytes
+	id := d.Agent
+	if _, ok := t.byAgent[id]; !ok && len(t.byAgent) >= message.MaxAgents-1 {
+		id = message.OtherAgents // a bounded manifest and done event
+	}
+	t.byAgent[id] += d.Totals.Bytes
 }
 
 // levels are the levels the agents used, in ascending order.
@@ -272,13 +277,13 @@ func (w *Walker) awaitShards(ctx context.Context, m *message.Manifest, sh *shard
 	n := sh.shards
 	seen := make([]bool, n)
 	left := n
-	prefix := message.ShardPrefix(m.TransferID, m.Run)
+	prefix := message.ShardDonePrefix(m.TransferID, m.Run)
 	tick := time.NewTicker(w.o.Poll)
 	defer tick.Stop()
 	for left > 0 {
 		var found []int
 		err := w.o.Store.List(ctx, m.Bucket, prefix, func(a gcs.Attrs) error {
-			if k, ok := message.ShardDoneIndex(strings.TrimPrefix(a.Name, prefix)); ok && k < n && !seen[k] {
+			if k, ok := message.ShardIndex(strings.TrimPrefix(a.Name, prefix)); ok && k < n && !seen[k] {
 				found = append(found, k)
 			}
 			return nil

@@ -55,6 +55,24 @@ func WriteStatus(w io.Writer, t Transfer) {
 		row("files", "%d of %d done", t.FilesDone, t.Files)
 		row("bytes", "%s of %s done", benchrow.FormatBytes(float64(t.BytesDone)), benchrow.FormatBytes(float64(t.Bytes)))
 	}
+	if sh := t.Shards; sh != nil {
+		of := "of"
+		if t.State == StateRunning {
+			of = "written so far, of" // the walk may still be cutting shards
+		}
+		row("shards", "%d done, %d claimed, %d waiting (%d %s the pool's)", sh.Done, sh.Claimed, sh.Waiting, sh.Total, of)
+		for _, g := range sh.Agents {
+			line := fmt.Sprintf("%s sent, %s", benchrow.FormatBytes(float64(g.Bytes)), benchrow.Count(g.Done, "shard"))
+			if g.Claimed > 0 {
+				line += fmt.Sprintf("; holds %d, claimed since %s", g.Claimed, g.Since.UTC().Format(time.RFC3339))
+			}
+			row("  agent "+g.Agent, "%s", line)
+		}
+	} else if len(t.Agents) > 0 {
+		for _, a := range t.Agents {
+			row("  agent "+a.Agent, "%s sent", benchrow.FormatBytes(float64(a.Bytes)))
+		}
+	}
 	if !t.Ended() {
 		row("staged", "%s, %s compressed", benchrow.Count(t.ChunksStaged, "chunk"), benchrow.FormatBytes(float64(t.WireStaged)))
 	}

@@ -97,6 +97,10 @@ type Transfer struct {
 	FilesSkipped   int   `json:"files_skipped,omitempty"`
 	BytesRead      int64 `json:"bytes_read,omitempty"`
 	BytesSent      int64 `json:"bytes_sent,omitempty"`
+	// Shards is where a pooled transfer's shards stand while it runs;
+	// Agents what each agent sent of an ended one.
+	Shards *Shards              `json:"shards,omitempty"`
+	Agents []message.AgentBytes `json:"agents,omitempty"`
 }
 
 // MovedOf is what a transfer's done event says moved.
@@ -155,6 +159,9 @@ func Status(ctx context.Context, s objectStore, bucket, id string) (Transfer, er
 	if _, err := staged(ctx, s, bucket, id, &t); err != nil {
 		return t, err
 	}
+	if t.Shards, err = runningShards(ctx, s, bucket, id); err != nil {
+		return t, err
+	}
 	if t.ChunksStaged == 0 {
 		// Files of one chunk go straight to their final names: until
 		// the manifest is sealed, the run its producer writes first is
@@ -194,7 +201,7 @@ func fromDone(d message.Done, objects bool) Transfer {
 		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Files: d.Files, FilesDone: d.Files,
 		Bytes: d.Bytes, BytesDone: d.Bytes, Listing: d.Listing, Load: d.Load, Rejected: d.Rejected,
 		Appended: d.Appended, AppendedBytes: d.AppendedBytes, FilesWhole: d.FilesWhole, FilesConverted: d.FilesConverted,
-		FilesSkipped: d.FilesSkipped, BytesRead: d.BytesRead, BytesSent: d.BytesSent}
+		FilesSkipped: d.FilesSkipped, BytesRead: d.BytesRead, BytesSent: d.BytesSent, Agents: d.Agents}
 	if objects {
 		for _, o := range d.Objects {
 			t.Objects = append(t.Objects, Object{Name: o.Name, Size: o.Size, CRC32C: crc32c.Base64(o.CRC32C),
@@ -208,6 +215,13 @@ func fromDone(d message.Done, objects bool) Transfer {
 // their final object carries its id; the rest count their uploaded chunks.
 func sealed(ctx context.Context, s objectStore, m message.Manifest) (Transfer, error) {
 	t := Transfer{ID: m.TransferID, State: StateSealed, Destination: "gs://" + m.Bucket, Files: len(m.Files), StartedAt: m.StartedAt}
+	if m.Pool {
+		sh, err := shardsOf(ctx, s, m.Bucket, m.TransferID, m.Run)
+		if err != nil {
+			return t, err
+		}
+		t.Shards, t.Agents = sh, m.Agents
+	}
 	prefix := ""
 	if m.Prefix != "" {
 		t.Destination += "/" + m.Prefix
