@@ -56,11 +56,11 @@ func WriteStatus(w io.Writer, t Transfer) {
 		row("bytes", "%s of %s done", benchrow.FormatBytes(float64(t.BytesDone)), benchrow.FormatBytes(float64(t.Bytes)))
 	}
 	if sh := t.Shards; sh != nil {
-		of := "of"
+		total := fmt.Sprintf("of %d", sh.Total)
 		if t.State == StateRunning {
-			of = "written so far, of" // the walk may still be cutting shards
+			total = fmt.Sprintf("of %d so far: the walk may cut more", sh.Total)
 		}
-		row("shards", "%d done, %d claimed, %d waiting (%d %s the pool's)", sh.Done, sh.Claimed, sh.Waiting, sh.Total, of)
+		row("shards", "%d done, %d claimed, %d waiting (%s)", sh.Done, sh.Claimed, sh.Waiting, total)
 		for _, g := range sh.Agents {
 			line := fmt.Sprintf("%s sent, %s", benchrow.FormatBytes(float64(g.Bytes)), benchrow.Count(g.Done, "shard"))
 			if g.Claimed > 0 {
