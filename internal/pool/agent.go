@@ -103,10 +103,14 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 		files[0].Span = sp.Range
 	}
 	// What status shows: this agent sends the shard, since now.
+	// It is written beside the send, not before it: it proves nothing,
+	// and a stuck write must not hold the shard up.
 	claim := message.ShardClaimObject(s.TransferID, s.Run, s.Index)
-	if _, err := g.o.Store.PutJSON(ctx, s.Bucket, claim, []byte("{}"), false, map[string]string{message.MetaAgent: o.Agent}); err != nil {
-		return nil, fmt.Errorf("shard %d of transfer %s: writing its claim gs://%s/%s: %w", s.Index, s.TransferID, s.Bucket, claim, err)
-	}
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := g.o.Store.PutJSON(ctx, s.Bucket, claim, []byte("{}"), false, map[string]string{message.MetaAgent: o.Agent})
+		claimed <- err
+	}()
 	t0 := time.Now()
 	pg := manifest.NewShardWriter(&m, sp.PageIndex, sp.Page.First, func(ctx context.Context, name string, v any) error {
 		_, err := g.o.Store.PutSmall(ctx, m.Bucket, name, message.Encode(v), true, "application/json")
@@ -149,6 +153,9 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 		d.Totals = m.Totals
 	}
 	d.CompressMS = time.Since(t0).Milliseconds()
+	if err := <-claimed; err != nil {
+		return nil, fmt.Errorf("shard %d of transfer %s: writing its claim gs://%s/%s: %w", s.Index, s.TransferID, s.Bucket, claim, err)
+	}
 	return d, g.writeDone(ctx, s, d)
 }
 
