@@ -67,6 +67,11 @@ resource "time_sleep" "grants" {
     google_project_iam_member.worker,
     google_project_iam_member.merger,
     google_project_iam_member.producer,
+    google_storage_bucket_iam_member.agent,
+    google_pubsub_subscription_iam_member.agent,
+    google_pubsub_topic_iam_member.agent,
+    google_pubsub_topic_iam_member.shards,
+    google_project_iam_member.agent,
     google_bigquery_dataset_iam_member.merger,
     google_kms_crypto_key_iam_member.agent,
   ]

@@ -5,17 +5,17 @@
 # that replaces a VM whose /healthz stops answering.
 
 locals {
-  services = {
+  services = merge({
     worker   = local.worker
     merger   = local.merger
     producer = local.producer
-  }
+  }, local.pool_services)
 
   # vCPUs of a predefined machine type (n2-standard-8: 8); 2 for the
   # shared-core and small ones (e2-medium).
   vcpus = { for k, v in local.services : k => try(tonumber(regex("-([0-9]+)$", v.machine_type)[0]), 2) }
   # Each group at its largest, plus the VMs a rolling update adds.
-  peak_vms = { for k, v in local.services : k => (v.autoscaled ? var.max_workers : v.instances) + (v.surge ? 3 : 0) }
+  peak_vms = { for k, v in local.services : k => v.max_instances + (v.surge ? 3 : 0) }
   peak_vcpus = {
     on_demand = sum([for k, v in local.services : v.spot ? 0 : local.vcpus[k] * local.peak_vms[k]])
     spot      = sum([for k, v in local.services : v.spot ? local.vcpus[k] * local.peak_vms[k] : 0])
@@ -57,6 +57,8 @@ resource "google_compute_instance_template" "service" {
     ferry-env              = join("\n", [for k, v in each.value.env : "${k}=${v}"])
     ferry-stop-timeout     = each.value.stop_timeout_seconds
     ferry-nfs              = each.value.nfs ? local.nfs_share : ""
+    ferry-source-share     = each.value.source_share
+    ferry-source-dir       = each.value.source_share != "" ? var.source_roots[0] : ""
     ferry-ops-agent        = var.ops_agent ? "true" : "false"
     ferry-metrics-port     = local.health_port
     block-project-ssh-keys = "TRUE"
@@ -143,11 +145,15 @@ resource "google_compute_region_instance_group_manager" "service" {
       condition     = var.transport == "pubsub" || var.filestore
       error_message = "transport = spool needs filestore = true: producer and workers must share the spool."
     }
+    precondition {
+      condition     = !var.pool || var.source_share != ""
+      error_message = "pool = true needs source_share (HOST:/EXPORT): every agent reads the sources from the share, mounted where the producer mounts it."
+    }
     # Without NAT a VM reaches Google's APIs only: neither Debian's mirrors
     # (nfs-common) nor, on a stock image, the Ops Agent's repository.
     precondition {
-      condition     = var.nat || var.image_has_packages || (!var.ops_agent && !(each.value.nfs && var.filestore))
-      error_message = "nat = false: the ${each.key} VMs could not install ${join(" and ", compact([var.ops_agent ? "the Ops Agent" : "", each.value.nfs && var.filestore ? "nfs-common" : ""]))} at boot. Use an image that has them and set image_has_packages = true, or turn nat on."
+      condition     = var.nat || var.image_has_packages || (!var.ops_agent && !(each.value.nfs && var.filestore) && each.value.source_share == "")
+      error_message = "nat = false: the ${each.key} VMs could not install ${join(" and ", compact([var.ops_agent ? "the Ops Agent" : "", (each.value.nfs && var.filestore) || each.value.source_share != "" ? "nfs-common" : ""]))} at boot. Use an image that has them and set image_has_packages = true, or turn nat on."
     }
   }
 

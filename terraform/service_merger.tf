@@ -19,7 +19,9 @@ locals {
     surge                = true
     autoscaled           = false
     instances            = var.mergers
+    max_instances        = var.mergers
     nfs                  = false
+    source_share         = ""
     stop_timeout_seconds = 60
     env = merge(local.common_env, {
       FERRY_BQ_DATASET       = google_bigquery_dataset.ferry.dataset_id

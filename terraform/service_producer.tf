@@ -10,15 +10,18 @@ resource "google_service_account" "producer" {
 
 locals {
   producer = {
-    binary               = "producer"
-    args                 = "serve"
-    machine_type         = var.producer_machine_type
-    service_account      = google_service_account.producer.email
-    spot                 = false
-    surge                = false
-    autoscaled           = false
-    instances            = var.producers
-    nfs                  = var.transport == "spool"
+    binary          = "producer"
+    args            = "serve"
+    machine_type    = var.producer_machine_type
+    service_account = google_service_account.producer.email
+    spot            = false
+    surge           = false
+    autoscaled      = false
+    instances       = var.producers
+    max_instances   = var.producers
+    nfs             = var.transport == "spool"
+    # The walker of a pooled transfer stats what the agents read.
+    source_share         = var.source_share
     stop_timeout_seconds = 60
     env = merge(local.common_env, local.spool_env, {
       FERRY_SOURCE_ROOTS      = join(",", var.source_roots)

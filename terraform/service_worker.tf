@@ -23,7 +23,9 @@ locals {
     surge                = true
     autoscaled           = true
     instances            = var.min_workers
+    max_instances        = var.max_workers
     nfs                  = var.transport == "spool"
+    source_share         = ""
     stop_timeout_seconds = local.worker_grace_seconds + 3
     env = merge(local.common_env, local.spool_env, {
       FERRY_WORKER_CONCURRENCY    = var.worker_concurrency

@@ -2,12 +2,15 @@
 # ferry's VM start-up script (instance metadata startup-script), run as root
 # at every boot. It reads the instance metadata Terraform set:
 #
-#   ferry-binary        worker, merger or producer
-#   ferry-args          arguments (producer: serve)
+#   ferry-binary        worker, merger, producer, or ferry-linux-amd64 (the
+#                       pool's agents run `ferry agent`)
+#   ferry-args          arguments (producer: serve; ferry: agent)
 #   ferry-release       gs://BUCKET/PATH/VERSION holding the binaries and SHA256SUMS
 #   ferry-env           FERRY_* settings, one KEY=VALUE a line
 #   ferry-stop-timeout  seconds systemd waits after SIGTERM before it kills
 #   ferry-nfs           HOST:/SHARE mounted at /mnt/ferry (the spool), or empty
+#   ferry-source-share  HOST:/EXPORT holding the sources, mounted read-only at
+#   ferry-source-dir    this directory (source_roots[0]), or both empty
 #   ferry-ops-agent     true: the Ops Agent (installed from Google's repository
 #                       the way Google documents, where the image lacks it)
 #                       ships the service's JSON logs with their severity and
@@ -54,8 +57,8 @@ run() {
 
 bin=$(attr ferry-binary)
 case $bin in
-worker | merger | producer) ;;
-*) die "ferry-binary=$bin: want worker, merger or producer" ;;
+worker | merger | producer | ferry-linux-amd64) ;;
+*) die "ferry-binary=$bin: want worker, merger, producer or ferry-linux-amd64" ;;
 esac
 args=$(md instance/attributes/ferry-args || true)
 release=$(attr ferry-release)
@@ -65,6 +68,12 @@ release_path=${BASH_REMATCH[2]}
 stop_timeout=$(attr ferry-stop-timeout)
 [[ $stop_timeout =~ ^[0-9]+$ ]] || die "ferry-stop-timeout=$stop_timeout: want seconds"
 nfs=$(md instance/attributes/ferry-nfs || true)
+source_share=$(md instance/attributes/ferry-source-share || true)
+source_dir=$(md instance/attributes/ferry-source-dir || true)
+if [[ -n $source_share || -n $source_dir ]]; then
+  [[ $source_share =~ ^[A-Za-z0-9][A-Za-z0-9.-]*:/[A-Za-z0-9_./-]*$ ]] || die "ferry-source-share=$source_share: want HOST:/EXPORT"
+  [[ $source_dir =~ ^(/[A-Za-z0-9_][A-Za-z0-9_.-]*)+$ ]] || die "ferry-source-dir=$source_dir: want an absolute path of letters, digits, '_', '.' and '-'"
+fi
 env_file=$(attr ferry-env)
 while IFS= read -r line; do
   [[ -z $line || $line =~ ^FERRY_[A-Z0-9_]+= ]] || die "ferry-env line \"$line\": want FERRY_NAME=VALUE"
@@ -189,17 +198,21 @@ if ! getent passwd ferry >/dev/null || [[ -n $root ]]; then
 fi
 run chown ferry:ferry /var/lib/ferry
 
+# need_nfs WHAT installs the NFS client that stock Debian lacks.
+need_nfs() {
+  if [[ -n $root ]] || ! command -v mount.nfs >/dev/null; then
+    log "installing nfs-common for $1"
+    status "ferry is starting: installing nfs-common for $1"
+    retry "installing nfs-common" apt_install nfs-common ||
+      fail "cannot install nfs-common from the image's package mirror (with nat = false use an image that has it and set image_has_packages = true): $1 cannot be mounted, so $bin does not run"
+  fi
+}
+
 rw_paths=/var/lib/ferry
 mount_deps=""
 if [[ -n $nfs ]]; then
   [[ $nfs =~ ^[0-9.]+:/[A-Za-z0-9_-]+$ ]] || fail "ferry-nfs=$nfs: want IP:/SHARE"
-  # Stock Debian has no NFS client.
-  if [[ -n $root ]] || ! command -v mount.nfs >/dev/null; then
-    log "installing nfs-common for the spool share $nfs"
-    status "ferry is starting: installing nfs-common for the spool share $nfs"
-    retry "installing nfs-common" apt_install nfs-common ||
-      fail "cannot install nfs-common from the image's package mirror (with nat = false use an image that has it and set image_has_packages = true): the spool share $nfs cannot be mounted, so $bin does not run"
-  fi
+  need_nfs "the spool share $nfs"
   # A mount unit, not a mount: after a reboot systemd mounts the share
   # before it starts ferry.service, and never starts the service without it
   # (it would spool to the boot disk).
@@ -226,6 +239,39 @@ UNIT
   run install -d -o ferry -g ferry /mnt/ferry/spool
   rw_paths="$rw_paths /mnt/ferry"
   mount_deps="RequiresMountsFor=/mnt/ferry"
+fi
+if [[ -n $source_share ]]; then
+  need_nfs "the source share $source_share"
+  # systemd names a mount unit after its path: '/' becomes '-', and a '-'
+  # of the path \x2d.
+  unit=${source_dir#/}
+  unit=${unit//-/\\x2d}
+  unit=${unit//\//-}.mount
+  mkdir -p "$root$source_dir"
+  # Read-only: the sources are read, never written; hard, so that a share
+  # that stops answering makes reads wait (an agent leaves a shard it cannot
+  # send in time to another) rather than fail as if files were gone.
+  cat >"$root/etc/systemd/system/$unit" <<UNIT
+[Unit]
+Description=ferry source share $source_share
+Wants=network-online.target
+After=network-online.target
+
+[Mount]
+What=$source_share
+Where=$source_dir
+Type=nfs
+Options=ro,hard,noatime,_netdev
+TimeoutSec=120
+
+[Install]
+WantedBy=remote-fs.target
+UNIT
+  run systemctl daemon-reload
+  run systemctl enable "$unit"
+  run systemctl start "$unit" || fail "cannot mount the source share $source_share at $source_dir (systemctl status $unit)"
+  mount_deps="$mount_deps
+RequiresMountsFor=$source_dir"
 fi
 
 cat >"$root/etc/systemd/system/ferry.service" <<UNIT

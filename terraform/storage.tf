@@ -111,11 +111,11 @@ locals {
 
 # Reading the release binaries is all any VM may do in the release bucket.
 resource "google_storage_bucket_iam_member" "release_readers" {
-  for_each = {
+  for_each = merge({
     worker   = google_service_account.worker.member
     merger   = google_service_account.merger.member
     producer = google_service_account.producer.member
-  }
+  }, { for k, v in { agent = one(google_service_account.agent[*].member) } : k => v if var.pool })
 
   bucket = local.release_bucket
   role   = "roles/storage.objectViewer"

@@ -183,7 +183,58 @@ variable "producer_requests" {
 variable "source_roots" {
   type        = list(string)
   default     = ["/srv/ferry/sources"]
-  description = "Directories `producer serve` may read (FERRY_SOURCE_ROOTS); mount your data there."
+  description = "Directories `producer serve` and the pool's agents may read (FERRY_SOURCE_ROOTS); source_share is mounted at the first."
+
+  validation {
+    condition     = length(var.source_roots) >= 1 && alltrue([for r in var.source_roots : can(regex("^(/[A-Za-z0-9_][A-Za-z0-9_.-]*)+$", r))])
+    error_message = "source_roots: want one or more absolute paths of letters, digits, '_', '.' and '-' (each component starting with a letter, digit or '_')."
+  }
+}
+
+variable "source_share" {
+  type        = string
+  default     = ""
+  description = "HOST:/EXPORT of the NFS share that holds the sources, mounted read-only at source_roots[0] on the producer and on every agent; empty: nothing is mounted (the image or the operator provides the sources). Required with pool = true."
+
+  validation {
+    condition     = var.source_share == "" || can(regex("^[A-Za-z0-9][A-Za-z0-9.-]*:/[A-Za-z0-9_./-]*$", var.source_share))
+    error_message = "source_share: want HOST:/EXPORT (for example 10.0.0.2:/data), or empty."
+  }
+}
+
+variable "pool" {
+  type        = bool
+  default     = false
+  description = "Run the pool: `ferry agent` on an autoscaled group that mounts source_share, reads, compresses and uploads the shards of pooled transfers (`producer submit --pool`, \"pool\": true in a request) itself. No chunk byte crosses Pub/Sub."
+}
+
+variable "agent_machine_type" {
+  type        = string
+  default     = "n2-standard-8"
+  description = "Machine type of an agent (it reads and compresses: one zstd encoder per core)."
+}
+
+variable "min_agents" {
+  type        = number
+  default     = 1
+  description = "Fewest agents the autoscaler keeps with pool = true (0 lets the pool scale to nothing between transfers; a pooled transfer then waits for the first agent)."
+}
+
+variable "max_agents" {
+  type        = number
+  default     = 20
+  description = "Most agents the autoscaler starts with pool = true."
+
+  validation {
+    condition     = var.max_agents >= 1 && var.max_agents >= var.min_agents
+    error_message = "max_agents must be at least 1 and at least min_agents."
+  }
+}
+
+variable "agent_backlog_per_instance" {
+  type        = number
+  default     = 2
+  description = "Undelivered shards per agent the autoscaler aims at (num_undelivered_messages / agents). An agent sends one shard at a time (FERRY_AGENT_SHARDS), of at most 250 files or 64 MiB."
 }
 
 variable "staging_retention_days" {

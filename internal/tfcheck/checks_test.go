@@ -38,12 +38,18 @@ var binaries = map[string]func() any{
 	"worker":   func() any { return &config.Worker{} },
 	"merger":   func() any { return &config.Merger{} },
 	"producer": func() any { return &config.Producer{} },
+	// The release's ferry, which the fleet runs only as `ferry agent`.
+	"ferry-linux-amd64": func() any { return &config.Agent{} },
 }
+
+// pooled are the binaries that run only with pool = true.
+var pooled = map[string]bool{"ferry-linux-amd64": true}
 
 // unsetOnPurpose lists variables without a default that a deployment
 // leaves unset, and why. Any other variable without a default must be set.
 var unsetOnPurpose = map[string]map[string]string{
 	"worker": {"FERRY_WORKER_ID": "the host name and process id are the name wanted"},
+	"agent":  {"FERRY_AGENT_ID": "the host name is the name wanted"},
 	"submitter": {"FERRY_SOURCE_ROOTS": "submit reads what its user can", "FERRY_SPOOL_DIR": "FERRY_TRANSPORT=pubsub: no spool",
 		"FERRY_KEY_DIR":            "end keys go to the submitting user's own state directory",
 		"FERRY_IDEMPOTENCY_SECRET": "a team's own secret, kept beside its credentials, never in an output every submitter reads (deploying.md)"},
@@ -196,8 +202,12 @@ func checkEnv(ev *Eval) []string {
 		seen[s.binary] = true
 		problems = append(problems, checkVars(ev, s.tmpl.Addr(), s.binary, s.name, s.env)...)
 	}
+	pool := ev.Var("pool").RawEquals(cty.True)
 	for bin := range binaries {
-		if !seen[bin] {
+		if seen[bin] && pooled[bin] && !pool {
+			problems = append(problems, "an instance template runs "+bin+" with pool = false")
+		}
+		if !seen[bin] && (pool || !pooled[bin]) {
 			problems = append(problems, "no instance template runs "+bin)
 		}
 	}
@@ -307,7 +317,8 @@ func checkWorkers(ev *Eval) []string {
 		if dyn := Blocks(s.tmpl.Res.Body, "dynamic"); len(dyn) > 0 {
 			problems = append(problems, s.tmpl.Addr()+": dynamic blocks hide what the template holds")
 		}
-		if s.binary != "worker" {
+		sc, ok := scaled(ps)[s.binary]
+		if !ok {
 			continue
 		}
 		spot := ev.Var("spot").RawEquals(cty.True)
@@ -328,17 +339,17 @@ func checkWorkers(ev *Eval) []string {
 		if err != nil || grace <= 0 || stopT <= grace || stopT >= limit {
 			problems = append(problems, fmt.Sprintf("%s: FERRY_SHUTDOWN_GRACE=%s and ferry-stop-timeout=%ss: want 0 < grace < stop timeout < %s", s.tmpl.Addr(), s.env["FERRY_SHUTDOWN_GRACE"], s.metadata["ferry-stop-timeout"], limit))
 		}
-		sub := subs[ps.ChunksSubscription]
+		sub := subs[sc.subscription]
 		if sub != nil {
 			var attempts string
 			if dlp := block(sub.Res.Body, "dead_letter_policy"); dlp != nil {
 				attempts, _ = str(get(sub, dlp, "max_delivery_attempts"))
 			}
 			if attempts != s.env["FERRY_MAX_DELIVERY_ATTEMPTS"] {
-				problems = append(problems, fmt.Sprintf("%s: FERRY_MAX_DELIVERY_ATTEMPTS=%s, but %s dead-letters after %s", s.tmpl.Addr(), s.env["FERRY_MAX_DELIVERY_ATTEMPTS"], ps.ChunksSubscription, attempts))
+				problems = append(problems, fmt.Sprintf("%s: FERRY_MAX_DELIVERY_ATTEMPTS=%s, but %s dead-letters after %s", s.tmpl.Addr(), s.env["FERRY_MAX_DELIVERY_ATTEMPTS"], sc.subscription, attempts))
 			}
 		}
-		problems = append(problems, checkAutoscaler(ev, mig)...)
+		problems = append(problems, checkAutoscaler(ev, mig, sc)...)
 	}
 	return problems
 }
@@ -354,8 +365,20 @@ func migOf(ev *Eval, tmpl *Instance) *Instance {
 	return nil
 }
 
-func checkAutoscaler(ev *Eval, mig *Instance) []string {
-	ps := defaultPubSub()
+// scaling is how an autoscaled group scales: on the backlog of its
+// subscription, between two variables.
+type scaling struct{ subscription, min, max string }
+
+// scaled are the binaries that run in autoscaled groups, on Spot VMs when
+// spot = true, and stop within a VM's shutdown notice.
+func scaled(ps config.PubSub) map[string]scaling {
+	return map[string]scaling{
+		"worker":            {ps.ChunksSubscription, "min_workers", "max_workers"},
+		"ferry-linux-amd64": {ps.ShardsSubscription, "min_agents", "max_agents"},
+	}
+}
+
+func checkAutoscaler(ev *Eval, mig *Instance, sc scaling) []string {
 	for _, as := range instances(ev, "google_compute_region_autoscaler") {
 		if in, _, ok := ev.Resolve(get(as, as.Res.Body, "target")); !ok || in != mig {
 			continue
@@ -365,7 +388,7 @@ func checkAutoscaler(ev *Eval, mig *Instance) []string {
 		if pol == nil {
 			return []string{as.Addr() + ": no autoscaling_policy"}
 		}
-		for attr, v := range map[string]string{"min_replicas": "min_workers", "max_replicas": "max_workers"} {
+		for attr, v := range map[string]string{"min_replicas": sc.min, "max_replicas": sc.max} {
 			got, _ := num(get(as, pol, attr))
 			want, _ := num(ev.Var(v))
 			if got != want {
@@ -377,12 +400,12 @@ func checkAutoscaler(ev *Eval, mig *Instance) []string {
 		filter, _ := str(get(as, met, "filter"))
 		per, _ := num(get(as, met, "single_instance_assignment"))
 		if name != "pubsub.googleapis.com/subscription/num_undelivered_messages" ||
-			!strings.Contains(filter, `resource.labels.subscription_id = "`+ps.ChunksSubscription+`"`) || per <= 0 {
-			problems = append(problems, fmt.Sprintf("%s: scales on %s where %s (%d per instance), want num_undelivered_messages of %s", as.Addr(), name, filter, per, ps.ChunksSubscription))
+			!strings.Contains(filter, `resource.labels.subscription_id = "`+sc.subscription+`"`) || per <= 0 {
+			problems = append(problems, fmt.Sprintf("%s: scales on %s where %s (%d per instance), want num_undelivered_messages of %s", as.Addr(), name, filter, per, sc.subscription))
 		}
 		return problems
 	}
-	return []string{mig.Addr() + ": no autoscaler targets the workers' group"}
+	return []string{mig.Addr() + ": no autoscaler targets the group"}
 }
 
 func checkPubSub(ev *Eval) []string {
@@ -669,6 +692,16 @@ func wantBindings(ev *Eval) map[string][]string {
 			// Key objects: create, never replace (see message.Keys).
 			"roles/storage.objectCreator on bucket:" + bucket + " if " + message.KeyRoot},
 	}
+	if ev.Var("pool").RawEquals(cty.True) {
+		// An agent claims shards, reports chunks as a worker does, fails a
+		// transfer no agent can read (control), dead-letters a shard that
+		// failed for good; whoever walks a pooled transfer publishes its
+		// shards.
+		want["sa:agent"] = append([]string{sub(ps.ShardsSubscription), pub(ps.EventsTopic), pub(ps.ControlTopic), pub(ps.ShardsDeadLetter),
+			objects, releases}, vm...)
+		want["sa:producer"] = append(want["sa:producer"], pub(ps.ShardsTopic))
+		want["sa:submitter"] = append(want["sa:submitter"], pub(ps.ShardsTopic))
+	}
 	if ev.Var("kms").RawEquals(cty.True) {
 		// Every service that stores ferry's data encrypts it with the key
 		// (an organization requiring CMEK refuses the rest).
@@ -736,8 +769,8 @@ func checkIAM(ev *Eval) []string {
 	for _, s := range svcs {
 		sa := block(s.tmpl.Res.Body, "service_account")
 		in, _, ok := ev.Resolve(get(s.tmpl, sa, "email"))
-		if !ok || in.Res.Type != "google_service_account" || in.Res.Name != s.binary {
-			problems = append(problems, fmt.Sprintf("%s: runs as %v, want google_service_account.%s", s.tmpl.Addr(), get(s.tmpl, sa, "email").GoString(), s.binary))
+		if !ok || in.Res.Type != "google_service_account" || in.Res.Name != s.name {
+			problems = append(problems, fmt.Sprintf("%s: runs as %v, want google_service_account.%s", s.tmpl.Addr(), get(s.tmpl, sa, "email").GoString(), s.name))
 		}
 	}
 	return problems

@@ -214,6 +214,46 @@ func TestStartupScriptMountsTheSpoolShare(t *testing.T) {
 	}
 }
 
+// TestStartupScriptMountsTheSourceShareForTheAgent: an agent's VM runs
+// `ferry agent` from the release's ferry, with the source share mounted
+// read-only at the first source root and required by the service.
+func TestStartupScriptMountsTheSourceShareForTheAgent(t *testing.T) {
+	payload := []byte("ferry")
+	f, svc := startupFor(t, "pool", "ferry-linux-amd64", payload, sumLine("worker", []byte("w"))+sumLine("ferry-linux-amd64", payload))
+	root := t.TempDir()
+	out, err := runStartup(t, f, root)
+	if err != nil {
+		t.Fatalf("startup.sh: %v\n%s", err, out)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "opt/ferry/ferry-linux-amd64")); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("installed binary %q, %v; want the release's ferry", got, err)
+	}
+	const unitName = `srv-nfs\x2ddata.mount` // systemd-escape --path --suffix=mount /srv/nfs-data
+	cmds, _ := os.ReadFile(filepath.Join(root, "commands"))
+	install := strings.Index(string(cmds), "nfs-common")
+	mount := strings.Index(string(cmds), "systemctl start "+unitName)
+	if mount < 0 || install < 0 || install > mount || !strings.Contains(string(cmds), "systemctl enable "+unitName) || strings.Contains(string(cmds), "mnt-ferry") {
+		t.Errorf("commands:\n%s\nwant nfs-common installed, then %s enabled and started, and no spool share", cmds, unitName)
+	}
+	mountUnit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system", unitName))
+	if err != nil {
+		t.Fatalf("no mount unit %s: %v", unitName, err)
+	}
+	for _, want := range []string{"What=10.0.0.2:/exports/data\n", "Where=/srv/nfs-data\n", "Type=nfs\n", "Options=ro,hard,noatime,_netdev\n", "WantedBy=remote-fs.target\n"} {
+		if !strings.Contains(string(mountUnit), want) {
+			t.Errorf("mount unit lacks %q:\n%s", want, mountUnit)
+		}
+	}
+	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/ferry.service"))
+	if !strings.Contains(string(unit), "ExecStart=/opt/ferry/ferry-linux-amd64 agent\n") || !strings.Contains(string(unit), "RequiresMountsFor=/srv/nfs-data\n") ||
+		!strings.Contains(string(unit), "ReadWritePaths=/var/lib/ferry /var/log/ferry\n") {
+		t.Errorf("unit:\n%s\nwant ferry agent, the share required and not writable", unit)
+	}
+	if env := parseEnv(svc.metadata["ferry-env"]); env["FERRY_SOURCE_ROOTS"] != "/srv/nfs-data" {
+		t.Errorf("agent env FERRY_SOURCE_ROOTS=%q, want the share's mount point", env["FERRY_SOURCE_ROOTS"])
+	}
+}
+
 func TestStartupScriptRefusesABinaryWithTheWrongChecksum(t *testing.T) {
 	payload := []byte("tampered")
 	f, _ := startupFor(t, "defaults", "merger", payload, sumLine("merger", []byte("the real merger")))

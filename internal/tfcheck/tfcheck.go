@@ -491,7 +491,7 @@ func (ev *Eval) ctx(in *Instance) *hcl.EvalContext {
 func functions() map[string]function.Function {
 	to := func(t cty.Type) function.Function { return stdlib.MakeToFunc(t) }
 	return map[string]function.Function{
-		"can": tryfunc.CanFunc, "try": tryfunc.TryFunc, "anytrue": anyTrue, "sum": sum,
+		"can": tryfunc.CanFunc, "try": tryfunc.TryFunc, "anytrue": anyTrue, "alltrue": allTrue, "sum": sum, "one": one,
 		"compact": stdlib.CompactFunc, "startswith": startsWith,
 		"coalesce": stdlib.CoalesceFunc, "concat": stdlib.ConcatFunc, "contains": stdlib.ContainsFunc,
 		"distinct": stdlib.DistinctFunc, "flatten": stdlib.FlattenFunc, "format": stdlib.FormatFunc,
@@ -531,6 +531,43 @@ var anyTrue = function.New(&function.Spec{
 			}
 		}
 		return cty.False, nil
+	},
+})
+
+// allTrue is Terraform's alltrue: whether every element of a list is true.
+var allTrue = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Bool)}},
+	Type:   function.StaticReturnType(cty.Bool),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		for it := args[0].ElementIterator(); it.Next(); {
+			if _, v := it.Element(); !v.True() {
+				return cty.False, nil
+			}
+		}
+		return cty.True, nil
+	},
+})
+
+// one is Terraform's one: the element of a collection of one, null of none.
+var one = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.DynamicPseudoType}},
+	Type:   function.StaticReturnType(cty.DynamicPseudoType),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		v := args[0]
+		if !v.Type().IsListType() && !v.Type().IsTupleType() && !v.Type().IsSetType() {
+			return cty.NilVal, fmt.Errorf("one: want a list, a tuple or a set, not %s", v.Type().FriendlyName())
+		}
+		switch n := v.LengthInt(); n {
+		case 0:
+			return cty.NullVal(cty.DynamicPseudoType), nil
+		case 1:
+			it := v.ElementIterator()
+			it.Next()
+			_, e := it.Element()
+			return e, nil
+		default:
+			return cty.NilVal, fmt.Errorf("one: %d elements, want at most 1", n)
+		}
 	},
 })
 

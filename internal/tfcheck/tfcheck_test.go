@@ -24,6 +24,11 @@ var scenarios = map[string]map[string]cty.Value{
 		"submitter_impersonators": cty.TupleVal([]cty.Value{cty.StringVal("user:alice@example.com")}),
 		"done_retention_days":     cty.NumberIntVal(90), "min_workers": cty.NumberIntVal(0),
 	},
+	"pool": {
+		"project": cty.StringVal("ferry-prod"), "bucket": cty.StringVal("ferry-prod-data"), "release_version": cty.StringVal("v1.2.3"),
+		"pool": cty.True, "source_share": cty.StringVal("10.0.0.2:/exports/data"), "max_agents": cty.NumberIntVal(40),
+		"source_roots": cty.TupleVal([]cty.Value{cty.StringVal("/srv/nfs-data")}),
+	},
 }
 
 var checks = map[string]func(*Eval) []string{
@@ -115,6 +120,16 @@ func TestEachCheckCanFail(t *testing.T) {
 		check    string
 		want     string
 	}{
+		{"agents scaled on the chunks backlog", []edit{{"service_agent.tf", `subscription_id = \"${local.subscriptions.shards.name}\"`, `subscription_id = \"${local.subscriptions.chunks.name}\"`}}, "pool", "workers", "want num_undelivered_messages of ferry-shards-agents"},
+		{"agents capped at the workers' maximum", []edit{{"service_agent.tf", `max_replicas    = var.max_agents`, `max_replicas    = var.max_workers`}}, "pool", "workers", "max_replicas = 20, want var.max_agents (40)"},
+		{"agents without their shards", []edit{{"service_agent.tf", `subscription = google_pubsub_subscription.subscription["shards"].name`, `subscription = google_pubsub_subscription.subscription["chunks"].name`}}, "pool", "iam", "sa:agent lacks roles/pubsub.subscriber on subscription:ferry-shards-agents"},
+		{"a producer that cannot publish shards", []edit{{"service_agent.tf", `    producer  = google_service_account.producer.member
+`, ""}}, "pool", "iam", "sa:producer lacks roles/pubsub.publisher on topic:ferry-shards"},
+		{"agents outside the pool", []edit{{"service_agent.tf", `{ agent = local.agent } : k => v if var.pool }`, `{ agent = local.agent } : k => v }`}}, "defaults", "env", "runs ferry-linux-amd64 with pool = false"},
+		{"agents' shutdown longer than a Spot VM's notice", []edit{{"service_agent.tf", `agent_grace_seconds = var.spot ? 25 : 80`, `agent_grace_seconds = 80`}}, "pool", "workers", "want 0 < grace < stop timeout < 30s"},
+		{"agents' attempts not the shards subscription's", []edit{{"service_agent.tf", `FERRY_MAX_DELIVERY_ATTEMPTS = local.subscriptions.shards.max_delivery_attempts`, `FERRY_MAX_DELIVERY_ATTEMPTS = 9`}}, "pool", "workers", "FERRY_MAX_DELIVERY_ATTEMPTS=9, but ferry-shards-agents dead-letters after 5"},
+		{"agents without their roots", []edit{{"service_agent.tf", `      FERRY_SOURCE_ROOTS          = join(",", var.source_roots)
+`, ""}}, "pool", "env", "ferry-linux-amd64 refuses this environment"},
 		{"a variable the worker does not read", []edit{{"service_worker.tf", `FERRY_SHUTDOWN_GRACE        = "${local.worker_grace_seconds}s"`, `FERRY_SHUTDOWN_GRACE        = "${local.worker_grace_seconds}s"
       FERRY_COMPOSE_CONCURRENCY   = 4`}}, "defaults", "env", "sets FERRY_COMPOSE_CONCURRENCY, which worker does not read"},
 		{"a needed variable left unset", []edit{{"service_merger.tf", `      FERRY_RESULTS_BUCKET   = google_storage_bucket.data.name

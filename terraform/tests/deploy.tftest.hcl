@@ -355,3 +355,41 @@ run "a_load_dataset_that_is_not_project_dot_dataset_is_refused" {
   }
   expect_failures = [var.bq_load_datasets]
 }
+
+run "the_pool_scales_agents_on_the_shards_backlog" {
+  command = plan
+
+  variables {
+    pool         = true
+    source_share = "10.0.0.2:/exports/data"
+    source_roots = ["/srv/nfs-data"]
+    max_agents   = 40
+  }
+
+  assert {
+    condition     = google_compute_region_autoscaler.agent[0].autoscaling_policy[0].max_replicas == 40 && strcontains(google_compute_region_autoscaler.agent[0].autoscaling_policy[0].metric[0].filter, "\"ferry-shards-agents\"")
+    error_message = "The agents scale on the shards subscription's backlog, up to max_agents."
+  }
+  assert {
+    condition     = google_compute_instance_template.service["agent"].metadata["ferry-binary"] == "ferry-linux-amd64" && google_compute_instance_template.service["agent"].metadata["ferry-args"] == "agent"
+    error_message = "An agent's VM runs `ferry agent` from the release's ferry."
+  }
+  assert {
+    condition = alltrue([for s in ["agent", "producer"] :
+      google_compute_instance_template.service[s].metadata["ferry-source-share"] == "10.0.0.2:/exports/data" && google_compute_instance_template.service[s].metadata["ferry-source-dir"] == "/srv/nfs-data"
+    ]) && google_compute_instance_template.service["worker"].metadata["ferry-source-share"] == ""
+    error_message = "The producer (which walks) and the agents (which read) mount the source share at the first source root; workers do not."
+  }
+  assert {
+    condition     = output.peak_vcpus.spot == 4 * 23 + 8 * 43
+    error_message = "peak_vcpus counts 40 Spot agents of 8 vCPUs plus 3 surging."
+  }
+}
+
+run "a_pool_without_a_share_is_refused" {
+  command = plan
+  variables {
+    pool = true
+  }
+  expect_failures = [google_compute_region_instance_group_manager.service]
+}
