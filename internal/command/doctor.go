@@ -22,7 +22,7 @@ var errChecksFailed = errors.New("doctor: checks failed (see the table above)")
 
 func doctorCommand(version string) *cobra.Command {
 	var bucket, bqProject, bqDataset, bqLocation, dir string
-	var asJSON, noCanary bool
+	var asJSON, noCanary, pool bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "doctor [flags]",
@@ -40,6 +40,10 @@ func doctorCommand(version string) *cobra.Command {
     and the topics, and a probe object written, read and deleted under .ferry/;
   - with --bq-dataset, the dataset's location is FERRY_BQ_LOCATION's and its
     tables have the schema of schema/;
+  - the pool: which agents (ferry agent) answered in the last 2 minutes, from
+    the heartbeat each writes under .ferry/_agents/, and each source root an
+    agent cannot read (not there, empty as an unmounted share is, or no answer
+    within 10s as a hung one); with --pool, no agent answering fails;
   - and then a canary transfer: a few small files and a three-chunk file go
     through the fleet to gs://BUCKET/ferry-doctor/ID/, are read back and
     compared with their sources (bytes and CRC32C), and removed. When it does
@@ -50,7 +54,8 @@ Prints a table (check, result, what was found, what to do) or, with --json,
 one JSON object; exits 1 when any check failed, 2 on a usage error.`,
 		Example: `  producer doctor
   FERRY_ENV_FILE=ferry.env producer doctor --json
-  producer doctor --bq-project my-project --bq-dataset ferry --bq-location us-central1`,
+  producer doctor --bq-project my-project --bq-dataset ferry --bq-location us-central1
+  producer doctor --pool --no-canary`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {
@@ -64,13 +69,14 @@ one JSON object; exits 1 when any check failed, 2 on a usage error.`,
 			if err != nil {
 				return err
 			}
-			return runDoctor(cmd, &cfg, b, doctorFlags{bqProject, bqDataset, bqLocation, dir, asJSON, noCanary, timeout}, version)
+			return runDoctor(cmd, &cfg, b, doctorFlags{bqProject, bqDataset, bqLocation, dir, asJSON, noCanary, pool, timeout}, version)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&bucket, "bucket", "", BucketHelp)
 	f.BoolVar(&asJSON, "json", false, "print the results as one JSON object")
 	f.BoolVar(&noCanary, "no-canary", false, "make the checks only; send no canary transfer")
+	f.BoolVar(&pool, "pool", false, "the deployment runs the pool (terraform: pool = true): fail unless an agent answers and reads its roots")
 	f.DurationVar(&timeout, "canary-timeout", 3*time.Minute, "how long the fleet may take to end the canary")
 	f.StringVar(&dir, "dir", os.TempDir(), "where the canary's files are written while it runs")
 	f.StringVar(&bqProject, "bq-project", "", "project of the dataset (the merger's FERRY_BQ_PROJECT; default FERRY_PROJECT)")
@@ -81,7 +87,7 @@ one JSON object; exits 1 when any check failed, 2 on a usage error.`,
 
 type doctorFlags struct {
 	bqProject, bqDataset, bqLocation, dir string
-	asJSON, noCanary                      bool
+	asJSON, noCanary, pool                bool
 	timeout                               time.Duration
 }
 
@@ -103,7 +109,7 @@ func runDoctor(cmd *cobra.Command, cfg *config.Producer, bucket string, f doctor
 	}
 	o := doctor.Options{PubSub: cfg.PubSub, Bucket: bucket, KMSKey: cfg.Buckets.KMSKey, Emulated: cfg.Emulators.GCS != "",
 		Queue: clients.Queue, Store: clients.Store, Datasets: doctor.NewBigQuery(), BQProject: project, BQDataset: f.bqDataset,
-		BQLocation: f.bqLocation, WantTables: doctor.Tables(), ID: id}
+		BQLocation: f.bqLocation, WantTables: doctor.Tables(), ID: id, Pool: f.pool}
 	rs := doctor.Run(cctx, o)
 	if f.noCanary {
 		rs = append(rs, doctor.Result{Check: "canary: transfer", Status: doctor.Skip, Detail: "--no-canary"})

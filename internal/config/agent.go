@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
+
+	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // Agent is ferry agent's configuration: one host of the pool, which claims
@@ -81,7 +82,7 @@ func (a *Agent) Validate() error {
 	if a.ID == "" {
 		a.ID, _ = os.Hostname()
 	}
-	if !agentID.MatchString(a.ID) {
+	if !message.AgentID.MatchString(a.ID) {
 		return fmt.Errorf("FERRY_AGENT_ID=%q: want 1 to 63 letters, digits, '.', '-' and '_' (a host name)", a.ID)
 	}
 	c := a.Copy()
@@ -89,10 +90,6 @@ func (a *Agent) Validate() error {
 	p.MessageMax = min(p.MessageMax, 9<<20) // the bound is Pub/Sub's; these messages never leave the process
 	return firstErr(p.Validate(), w.Validate())
 }
-
-// agentID is what an agent's id may be: it names the agent in object
-// metadata, status, logs and rows.
-var agentID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
 
 // Shared returns the parts every service's configuration has.
 func (a *Agent) Shared() (PubSub, Log, HTTP) { return a.PubSub, a.Log, a.HTTP }

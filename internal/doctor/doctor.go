@@ -3,7 +3,8 @@
 // that what terraform/ creates exists as ferry needs it (topics,
 // subscriptions and their dead-letter policies, the bucket's key and
 // lifecycle, the dataset's location and tables), that the caller may do what
-// a submitter does, and then sends a canary transfer through the fleet and
+// a submitter does, which of the pool's agents answer and read their roots
+// (pool.go), and then sends a canary transfer through the fleet and
 // reads it back (canary.go). It keeps nothing: every run asks GCS, Pub/Sub
 // and BigQuery again, and the canary removes what it wrote.
 //
@@ -103,6 +104,7 @@ type bucketStore interface {
 	PutSmall(ctx context.Context, bucket, name string, data []byte, ifAbsent bool, contentType string) (gcs.Attrs, error)
 	ReadAll(ctx context.Context, bucket, name string) ([]byte, error)
 	Delete(ctx context.Context, bucket, name string) error
+	List(ctx context.Context, bucket, prefix string, fn func(gcs.Attrs) error) error
 }
 
 var _ bucketStore = (*gcs.Store)(nil)
@@ -138,6 +140,17 @@ type Options struct {
 	WantTables           map[string][]string
 	// ID names this run's probe objects.
 	ID string
+	// Pool: an agent of the pool must answer (producer doctor --pool).
+	Pool bool
+	// Now is the clock heartbeats are aged by (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // checkTimeout bounds each check; every call below has its own deadline
@@ -153,6 +166,7 @@ func Run(ctx context.Context, o Options) []Result {
 	add(bucket(ctx, o)...)
 	add(permissions(ctx, o)...)
 	add(dataset(ctx, o)...)
+	add(Pool(ctx, o)...)
 	return rs
 }
 

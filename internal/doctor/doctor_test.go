@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
 )
 
 // settingsOnly is a bucketStore that answers Bucket only.
@@ -87,5 +88,56 @@ func TestBucketLocationAgainstTheDataset(t *testing.T) {
 		if (r.Status == OK) != c.ok || (!c.ok && !strings.Contains(r.Detail, "cannot read it")) {
 			t.Errorf("dataset in %s, bucket in %s: %+v", c.bq, c.bucket, r)
 		}
+	}
+}
+
+// heartbeats is a bucketStore that lists and reads heartbeat objects.
+type heartbeats struct {
+	bucketStore
+	objects map[string]gcs.Attrs
+	data    map[string][]byte
+}
+
+func (h heartbeats) List(_ context.Context, _, prefix string, fn func(gcs.Attrs) error) error {
+	for name, a := range h.objects {
+		if strings.HasPrefix(name, prefix) {
+			a.Name = name
+			if err := fn(a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (h heartbeats) ReadAll(_ context.Context, _, name string) ([]byte, error) {
+	return h.data[name], nil
+}
+
+// TestPoolCountsAgentsThatStoppedAnsweringAndRefusesAForgedHeartbeat: a
+// heartbeat older than message.HeartbeatStale is an agent gone (counted,
+// never read); one that names another agent than its object is refused.
+func TestPoolCountsAgentsThatStoppedAnsweringAndRefusesAForgedHeartbeat(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	beat := func(agent string) []byte {
+		b, _ := json.Marshal(message.Heartbeat{V: message.Version, Agent: agent, Version: "v1", Time: now, Roots: []message.RootState{{Root: "/srv"}}})
+		return b
+	}
+	st := heartbeats{objects: map[string]gcs.Attrs{
+		message.AgentObject("old-1"):  {Updated: now.Add(-time.Hour)},
+		message.AgentObject("old-2"):  {Updated: now.Add(-3 * time.Minute)},
+		message.AgentObject("forged"): {Updated: now.Add(-time.Second)},
+	}, data: map[string][]byte{message.AgentObject("forged"): beat("host-a")}}
+	rs := Pool(context.Background(), Options{Store: st, Bucket: "b", Pool: true, Now: func() time.Time { return now }})
+	if len(rs) != 2 || rs[0].Status != OK || rs[0].Detail != "1 answered in the last 2m0s (2 stopped or gone, the last heard 2026-12-07T11:57:00Z)" {
+		t.Fatalf("results %+v", rs)
+	}
+	if rs[1].Status != Fail || !strings.Contains(rs[1].Detail, `it names agent "host-a", whose heartbeat is .ferry/_agents/host-a`) {
+		t.Errorf("forged heartbeat: %+v, want refused naming both", rs[1])
+	}
+	delete(st.objects, message.AgentObject("forged"))
+	rs = Pool(context.Background(), Options{Store: st, Bucket: "b", Pool: true, Now: func() time.Time { return now }})
+	if len(rs) != 1 || rs[0].Status != Fail || !strings.Contains(rs[0].Detail, "no agent answered in the last 2m0s (2 stopped or gone") {
+		t.Errorf("only stale heartbeats: %+v", rs)
 	}
 }

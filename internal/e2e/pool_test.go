@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferry-dev/ferry/internal/codec"
+	"github.com/ferry-dev/ferry/internal/doctor"
 	"github.com/ferry-dev/ferry/internal/faultproxy"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
@@ -106,6 +107,17 @@ func TestAPooledTransferSurvivesAnAgentKilledMidShard(t *testing.T) {
 	}
 	if s.chunksPublished.Load() != 0 {
 		t.Fatalf("%d chunk messages crossed Pub/Sub", s.chunksPublished.Load())
+	}
+	// producer doctor --pool: the running agents answer and read the
+	// share (a, killed, may still count for HeartbeatStale).
+	by := map[string]doctor.Result{}
+	for _, r := range doctor.Pool(context.Background(), doctor.Options{Store: s.store, Bucket: s.bucket, Pool: true}) {
+		by[r.Check] = r
+	}
+	for _, agent := range []string{"b", "c"} {
+		if r := by["pool: agent "+agent]; r.Status != doctor.OK || !strings.Contains(r.Detail, "reads "+share) {
+			t.Errorf("doctor's pool check of agent %s: %+v, want ok, reading %s (all: %+v)", agent, r, share, by)
+		}
 	}
 }
 

@@ -337,7 +337,9 @@ func (s *stack) staging() []string {
 	s.t.Helper()
 	var left []string
 	err := s.store.List(context.Background(), s.bucket, message.StagingRoot, func(a gcs.Attrs) error {
-		left = append(left, a.Name)
+		if !strings.HasPrefix(a.Name, message.AgentRoot) { // a running agent's heartbeat is no transfer's
+			left = append(left, a.Name)
+		}
 		return nil
 	})
 	if err != nil {

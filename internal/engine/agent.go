@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -68,20 +70,36 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 			MaxMessages: wcfg.Concurrency, MaxBytes: int(wcfg.MaxOutstanding), Grace: wcfg.ShutdownGrace, DeadLetterTopic: ps.ChunksDeadLetter,
 		}, tr.handle(w.Handle))
 	})
+	// The heartbeat producer doctor --pool reads: this agent answers, and
+	// can (or cannot) read its roots. Removed once the agent stops.
+	var sending atomic.Int64
+	buckets := heartBuckets(cfg.Buckets.Allowed)
+	heart := pool.NewHeart(pool.HeartOptions{Store: c.Store, Buckets: buckets.list, Agent: cfg.ID, Version: version,
+		Roots: cfg.SourceRoots, Shards: func() int { return int(sending.Load()) }, Log: log})
+	buckets.added = heart.Kick
+	hctx, stopHeart := context.WithCancel(context.WithoutCancel(ctx))
+	beating := make(chan struct{})
+	go func() { defer close(beating); heart.Run(hctx) }()
 	ready()
 	log.Info("agent receiving", "agent", cfg.ID, "subscription", cfg.PubSub.ShardsSubscription, "roots", cfg.SourceRoots, "version", version)
 	err = c.Queue.Receive(ctx, cfg.PubSub.ShardsSubscription, queue.ReceiveSettings{
 		MaxMessages: cfg.Shards, MaxBytes: 1 << 20, Grace: cfg.Grace, DeadLetterTopic: cfg.PubSub.ShardsDeadLetter,
-	}, func(ctx context.Context, m queue.Message) error { return sendShard(ctx, p, tr, cfg, m, log) })
+	}, func(ctx context.Context, m queue.Message) error {
+		sending.Add(1)
+		defer sending.Add(-1)
+		return sendShard(ctx, p, tr, cfg, m, log, buckets)
+	})
+	stopHeart()
 	// The shards are done or left to another agent: what they handed the
 	// uploaders is stored or will be sent again with them.
 	_ = local.Close()
 	_ = g.Wait()
+	<-beating
 	return err
 }
 
 // sendShard handles one shard message: sent, gone, or refused.
-func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agent, m queue.Message, log *slog.Logger) error {
+func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agent, m queue.Message, log *slog.Logger, hb *heartbeatBuckets) error {
 	var s message.Shard
 	if err := message.Decode(m.Data, &s); err != nil {
 		log.Error("shard message dropped", "err", err)
@@ -91,6 +109,7 @@ func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agen
 		log.Error("shard message dropped", "err", err)
 		return queue.Permanent(err)
 	}
+	hb.saw(s.Bucket)
 	log = log.With("transfer_id", s.TransferID, "shard", s.Index, "agent", cfg.ID)
 	chunks := tr.shard()
 	defer chunks.close()
@@ -122,6 +141,38 @@ func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agen
 	}
 	log.Warn("shard failed; it is sent again", "attempt", m.DeliveryAttempt, "err", err)
 	return err
+}
+
+// heartbeatBuckets are where an agent's heartbeat goes: FERRY_BUCKETS, or,
+// where that is empty (the local stack: any bucket), the buckets of the
+// shards it was sent, at most 16.
+type heartbeatBuckets struct {
+	mu      sync.Mutex
+	fixed   bool
+	buckets []string
+	added   func() // a bucket was added: beat now
+}
+
+func heartBuckets(allowed []string) *heartbeatBuckets {
+	return &heartbeatBuckets{fixed: len(allowed) > 0, buckets: slices.Clone(allowed)}
+}
+
+func (b *heartbeatBuckets) saw(bucket string) {
+	b.mu.Lock()
+	added := !b.fixed && len(b.buckets) < 16 && !slices.Contains(b.buckets, bucket)
+	if added {
+		b.buckets = append(b.buckets, bucket)
+	}
+	b.mu.Unlock()
+	if added && b.added != nil {
+		b.added()
+	}
+}
+
+func (b *heartbeatBuckets) list() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.buckets)
 }
 
 // sendWithin runs send, and gives up on it after timeout even when it does

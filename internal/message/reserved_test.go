@@ -11,9 +11,15 @@ import (
 // malformed, naming the prefix, and the key and done prefixes are on it.
 func TestEveryReservedRootIsRefusedAsAFinalObject(t *testing.T) {
 	roots := ReservedRoots()
-	for _, must := range []string{StagingRoot, DoneRoot, KeyRoot, LeaseRoot} {
+	for _, must := range []string{StagingRoot, DoneRoot, KeyRoot, LeaseRoot, AgentRoot} {
 		if ReservedRoot(must+"x") == "" {
 			t.Errorf("%s is not under any reserved root %v", must, roots)
+		}
+	}
+	// Nothing that walks the staging root takes these for transfers.
+	for _, root := range []string{LeaseRoot, AgentRoot} {
+		if id := strings.TrimSuffix(strings.TrimPrefix(root, StagingRoot), "/"); ValidTransferID(id) {
+			t.Errorf("%s: %q is a valid transfer id", root, id)
 		}
 	}
 	for _, root := range roots {
