@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/ferry-dev/ferry/internal/bench/verdict"
 	"github.com/ferry-dev/ferry/internal/config"
+	"github.com/ferry-dev/ferry/internal/gcs"
+	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/setup"
 )
@@ -39,8 +42,9 @@ func (b *Bench) pool(ctx context.Context) error {
 	} {
 		var ms []method
 		for _, n := range verdict.PoolAgents {
-			ms = append(ms, b.poolMethod(n, set.sources))
+			ms = append(ms, b.poolMethod(n, set.sources, nil))
 		}
+		ms = append(ms, b.poolMethod(verdict.PoolKillAgents, set.sources, &poolKill{at: killAt(set.bytes)}))
 		if err := b.runPlan(ctx, plan{workload: verdict.Pool, tier: set.tier, methods: ms, verify: verifyUpload(set.files, set.bytes, set.one, "ferry/")}); err != nil {
 			return err
 		}
@@ -60,12 +64,26 @@ func (b *Bench) largestFile() (string, File) {
 	return tier, best
 }
 
+// poolKill is the kill variant: agent-1 gets SIGKILL at a run's at.
+type poolKill struct{ at time.Duration }
+
+// killAt is a third of the time 3 agents at their links ideally take for
+// bytes: mid-transfer, when every agent holds a shard.
+func killAt(bytes int64) time.Duration {
+	return time.Duration(float64(bytes) / float64(verdict.PoolKillAgents*verdict.PoolLink) / 3 * float64(time.Second))
+}
+
 // poolMethod is a pooled transfer sent by n agents and the merger, all
-// started inside the clock.
-func (b *Bench) poolMethod(n int, sources func() []string) method {
+// started inside the clock; with kill, agent-1 is killed with SIGKILL
+// mid-transfer, and the run fails unless staging empties out after it.
+func (b *Bench) poolMethod(n int, sources func() []string, kill *poolKill) method {
 	name := verdict.PoolMethod(n)
-	return method{name: name, role: verdict.Ferry, workers: n, codec: "none",
-		setting: fmt.Sprintf("producer submit --pool --codec none --chunk-size 8MiB, %d ferry agent(s) at FERRY_MAX_RATE=%d each, shard bounds at their defaults", n, verdict.PoolLink),
+	setting := fmt.Sprintf("producer submit --pool --codec none --chunk-size 8MiB, %d ferry agent(s) at FERRY_MAX_RATE=%d each, shard bounds at their defaults", n, verdict.PoolLink)
+	if kill != nil {
+		name = verdict.PoolKillMethod
+		setting += fmt.Sprintf("; agent-1 killed with SIGKILL %s after the start", kill.at.Round(100*time.Millisecond))
+	}
+	return method{name: name, role: verdict.Ferry, workers: n, codec: "none", setting: setting,
 		run: func(ctx context.Context, e *env) (verdict.Run, error) {
 			tap, err := b.tapChunks(ctx, e)
 			if err != nil {
@@ -73,11 +91,58 @@ func (b *Bench) poolMethod(n int, sources func() []string) method {
 			}
 			defer tap.close()
 			srcs := sources()
-			r, err := b.runFerry(ctx, e, ferryOpts{agents: n, codec: "none", sources: srcs, prefix: "ferry", method: name, tier: e.tier,
-				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(verdict.PoolLink)}})
+			o := ferryOpts{agents: n, codec: "none", sources: srcs, prefix: "ferry", method: name, tier: e.tier,
+				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(verdict.PoolLink)}}
+			var killed time.Duration
+			if kill != nil {
+				o.during = func(ctx context.Context, f *fleet, t0 time.Time) {
+					t := time.NewTimer(time.Until(t0.Add(kill.at)))
+					defer t.Stop()
+					select {
+					case <-ctx.Done():
+					case <-t.C:
+						f.agents[0].Kill()
+						killed = time.Since(t0)
+					}
+				}
+			}
+			r, err := b.runFerry(ctx, e, o)
 			r.PubSubBytes = tap.bytes()
+			if kill != nil && err == nil {
+				if killed == 0 {
+					return r, fmt.Errorf("%s: the transfer ended before agent-1 was to be killed at %s", name, kill.at)
+				}
+				r.KilledAt = killed
+				err = nothingStaged(ctx, e)
+			}
 			return r, err
 		}}
+}
+
+// nothingStaged waits up to 30 s for the bucket's staging to empty out (the
+// merger removes it after the done event), but for the running agents'
+// heartbeats, and says what is left.
+func nothingStaged(ctx context.Context, e *env) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var left []string
+		err := e.stack.Each(ctx, e.bucket, message.StagingRoot, func(a gcs.Attrs) error {
+			if !strings.HasPrefix(a.Name, message.AgentRoot) && len(left) < 5 {
+				left = append(left, a.Name)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return verifyf("staging left after the kill: %v", left)
+		}
+		time.Sleep(500 * time.Millisecond) // a bench's wait for the merger's clean-up, not a test's
+	}
 }
 
 // chunkTap is a subscription on the chunks topic that counts what reaches

@@ -47,6 +47,9 @@ type ferryOpts struct {
 	agents    int
 	agentRoot string
 	agentEnv  []string
+	// during, when set, runs beside the transfer once every process is
+	// started (workload 12's kill); it returns once it is done.
+	during func(ctx context.Context, f *fleet, t0 time.Time)
 }
 
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
@@ -118,6 +121,8 @@ func (b *Bench) runCp(ctx context.Context, e *env, sources []string, extra ...st
 type fleet struct {
 	vars  []string
 	procs []*peer.Process
+	// agents are the ferry agents among procs, agent-1 first.
+	agents []*peer.Process
 	logs  []*os.File
 }
 
@@ -131,7 +136,7 @@ func (f *fleet) stop() []verdict.Proc {
 	for _, lf := range f.logs {
 		_ = lf.Close()
 	}
-	f.procs, f.logs = nil, nil
+	f.procs, f.logs, f.agents = nil, nil, nil
 	return used
 }
 
@@ -181,6 +186,7 @@ func (b *Bench) startFleet(ctx context.Context, e *env, o ferryOpts) (*fleet, er
 			f.stop()
 			return nil, err
 		}
+		f.agents = append(f.agents, f.procs[len(f.procs)-1])
 	}
 	for i := 1; i <= o.workers; i++ {
 		name := "worker-" + strconv.Itoa(i)
@@ -234,8 +240,18 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (verdict.Run,
 		stopAll()
 		return verdict.Run{}, err
 	}
+	beside := make(chan struct{})
+	dctx, stopDuring := context.WithCancel(ctx)
+	go func() {
+		defer close(beside)
+		if o.during != nil {
+			o.during(dctx, fl, t0)
+		}
+	}()
 	pu, perr := prod.Wait()
 	wall := time.Since(t0)
+	stopDuring()
+	<-beside
 	used := append([]verdict.Proc{pu}, stopAll()...)
 	r := verdict.Run{Wall: wall, Procs: used, StartedAt: t0}
 	id, status, msg := decodeDone(out.Bytes())
@@ -250,6 +266,9 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (verdict.Run,
 		return r, err
 	}
 	r.Files, r.Bytes, r.Wire = row.Files, row.SizeBytes, row.WireBytes
+	for _, a := range row.Agents {
+		r.AgentBytes = append(r.AgentBytes, a.Bytes)
+	}
 	if row.TableBytes > 0 && len(o.sources) == 1 {
 		// One CSV converted: its bytes are the source's, its parts
 		// what is stored.

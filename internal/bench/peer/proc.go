@@ -112,6 +112,10 @@ func (p *Process) Stop(grace time.Duration) (Proc, error) {
 	return u, nil
 }
 
+// Kill sends SIGKILL to the process group, as kill -9 does: no orderly
+// shutdown, nothing the process could still write.
+func (p *Process) Kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+
 // Pid is the process's id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

@@ -3,6 +3,7 @@ package verdict
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Pool is workload 12: one pooled transfer (producer submit --pool) of
@@ -14,9 +15,17 @@ const Pool = "pool"
 // PoolAgents are the pool sizes workload 12 runs; PoolLink is each
 // agent's FERRY_MAX_RATE, in bytes a second: small enough that the two
 // cores are not the bound (--codec none).
-var PoolAgents = []int{1, 2, 4}
+var PoolAgents = []int{1, 2, 3, 4}
 
 const PoolLink = 2 << 20
+
+// The kill variant: PoolKillAgents agents, the first killed with SIGKILL
+// mid-transfer; the time it loses is its wall time less that of as many
+// agents not killed.
+const (
+	PoolKillAgents = 3
+	PoolKillMethod = "ferry-pool-3a-kill1"
+)
 
 // PoolMethod names the pool of n agents in rows.
 func PoolMethod(n int) string { return "ferry-pool-" + strconv.Itoa(n) + "a" }
@@ -29,22 +38,50 @@ func PoolTable(rs []Result, tier string) Table {
 	rs = Select(rs, Pool, tier)
 	t := Table{
 		Title:  fmt.Sprintf("Workload 12: %s, one pooled transfer, each agent at %.1f MB/s (FERRY_MAX_RATE), --codec none", sizeOf(rs), PoolLink/1e6),
-		Header: []string{"method", "runs", "wall s", "MB/s", "rate / (agents × link)", "MB / agents", "chunk bytes via Pub/Sub", "$/TiB (GCS ops)"},
+		Header: []string{"method", "runs", "wall s", "MB/s", "rate / (agents × link)", "MB sent by each agent", "chunk bytes via Pub/Sub", "$/TiB (GCS ops)", "lost to the kill s"},
 	}
 	for _, g := range rs {
 		if len(g.OK) == 0 {
-			t.Rows = append(t.Rows, []string{g.Method, runsCell(g), "-", "-", "-", "-", "-", "-"})
+			t.Rows = append(t.Rows, []string{g.Method, runsCell(g), "-", "-", "-", "-", "-", "-", "-"})
 			continue
 		}
 		last := g.OK[len(g.OK)-1]
 		wall := g.Wall.Median
 		rate := float64(last.Bytes) / wall
 		n := max(1, last.Workers)
+		lost := "-"
+		if g.Method == PoolKillMethod {
+			lost = poolLost(rs, g)
+		}
 		t.Rows = append(t.Rows, []string{g.Method, runsCell(g), Secs(wall), ftoa(rate/1e6, 1), ftoa(rate/poolIdeal(n), 2),
-			ftoa(float64(last.Bytes)/1e6/float64(n), 1), strconv.FormatInt(last.PubSubBytes, 10), poolCost(last)})
+			agentMB(last.AgentBytes), strconv.FormatInt(last.PubSubBytes, 10), poolCost(last), lost})
 	}
-	t.Notes = append(t.Notes, "MB / agents is the transfer's bytes over its agents, not each agent's own (the manifest has those; the row does not yet); $/TiB estimates GCS class A operations only (a write per 32 MiB chunk, two per file), at $0.005 per 1,000: compute and egress left out")
+	t.Notes = append(t.Notes, "MB sent by each agent: the row's agents, of the last run; $/TiB estimates GCS class A operations only (a write per 32 MiB chunk, two per file), at $0.005 per 1,000: compute and egress left out",
+		fmt.Sprintf("%s: %d agents, agent-1 killed with SIGKILL a third of the way through (its shard comes back when its lease lapses); lost to the kill is its median wall time less that of %s", PoolKillMethod, PoolKillAgents, PoolMethod(PoolKillAgents)))
 	return t
+}
+
+// agentMB lists what each agent sent, in MB.
+func agentMB(bytes []int64) string {
+	if len(bytes) == 0 {
+		return "-"
+	}
+	cells := make([]string, len(bytes))
+	for i, b := range bytes {
+		cells[i] = ftoa(float64(b)/1e6, 1)
+	}
+	return strings.Join(cells, " / ")
+}
+
+// poolLost is the kill variant's median wall time less that of as many
+// agents none of which was killed, with when the kill came.
+func poolLost(rs []Result, kill Result) string {
+	base, ok := Find(rs, PoolMethod(PoolKillAgents))
+	if !ok || len(base.OK) == 0 {
+		return "-"
+	}
+	at := kill.OK[len(kill.OK)-1].KilledAt
+	return fmt.Sprintf("%s (killed at %s s)", Secs(kill.Wall.Median-base.Wall.Median), Secs(at.Seconds()))
 }
 
 // poolCost estimates the GCS operations' price per TiB of a run: a write
@@ -85,6 +122,18 @@ func poolGoals(rs []Result) []Goal {
 			}
 		}
 		out = append(out, goal("pool "+tier+": chunk bytes through Pub/Sub", "0", strconv.FormatInt(most, 10), most == 0, known))
+		// The kill variant's run is ok only when its transfer ended ok, the
+		// merger confirmed every object and staging emptied out.
+		name := fmt.Sprintf("pool %s, %d agents, one killed: ok, identical, nothing staged", tier, PoolKillAgents)
+		if g, ok := Find(sel, PoolKillMethod); ok && len(g.Runs) > 0 {
+			value := fmt.Sprintf("%d of %d runs ok", len(g.OK), len(g.Runs))
+			if len(g.OK) > 0 {
+				value += ", " + poolLost(sel, g) + " lost"
+			}
+			out = append(out, goal(name, "every run", value, len(g.OK) == len(g.Runs), true))
+		} else {
+			out = append(out, goal(name, "every run", "-", false, false))
+		}
 	}
 	return out
 }

@@ -48,6 +48,12 @@ type Run struct {
 	// PubSubBytes are the chunk message bytes a tap on the chunks topic
 	// received during the run (workload 12).
 	PubSubBytes int64
+	// AgentBytes are the raw bytes each agent of a pooled transfer sent,
+	// from its row, in the row's order (workload 12).
+	AgentBytes []int64
+	// KilledAt is when workload 12's kill variant sent SIGKILL to one of
+	// its agents, from the start of the run.
+	KilledAt time.Duration
 
 	Wall  time.Duration
 	Procs []Proc
