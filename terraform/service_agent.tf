@@ -55,12 +55,15 @@ resource "google_pubsub_subscription_iam_member" "agent" {
 }
 
 # Chunk-uploaded events (the merger's, as a worker's), a transfer's failure
-# when no agent can read a file (control), and a shard that failed for good
-# copied to the shards dead-letter topic.
+# when no agent can read a file (control), a shard this agent cannot read
+# published again once its deliveries ran out while other agents have not
+# tried it (shards), and a shard that failed for good copied to the shards
+# dead-letter topic.
 resource "google_pubsub_topic_iam_member" "agent" {
   for_each = { for k, v in {
     events      = google_pubsub_topic.topic["events"].name
     control     = google_pubsub_topic.topic["control"].name
+    shards      = google_pubsub_topic.topic["shards"].name
     shards_dead = google_pubsub_topic.dead_letter["shards"].name
   } : k => v if var.pool }
 

@@ -95,6 +95,7 @@ func (b *Bench) poolMethod(n int, sources func() []string, kill *poolKill) metho
 				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(verdict.PoolLink)}}
 			var killed time.Duration
 			if kill != nil {
+				o.settled = func(ctx context.Context) error { return nothingStaged(ctx, e) }
 				o.during = func(ctx context.Context, f *fleet, t0 time.Time) {
 					t := time.NewTimer(time.Until(t0.Add(kill.at)))
 					defer t.Stop()
@@ -113,15 +114,14 @@ func (b *Bench) poolMethod(n int, sources func() []string, kill *poolKill) metho
 					return r, fmt.Errorf("%s: the transfer ended before agent-1 was to be killed at %s", name, kill.at)
 				}
 				r.KilledAt = killed
-				err = nothingStaged(ctx, e)
 			}
 			return r, err
 		}}
 }
 
 // nothingStaged waits up to 30 s for the bucket's staging to empty out (the
-// merger removes it after the done event), but for the running agents'
-// heartbeats, and says what is left.
+// merger, still running, removes it after the done event), but for the
+// running agents' heartbeats, and says what is left.
 func nothingStaged(ctx context.Context, e *env) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {

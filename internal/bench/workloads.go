@@ -50,6 +50,10 @@ type ferryOpts struct {
 	// during, when set, runs beside the transfer once every process is
 	// started (workload 12's kill); it returns once it is done.
 	during func(ctx context.Context, f *fleet, t0 time.Time)
+	// settled, when set, checks what the fleet left once the transfer
+	// ended, before the fleet is stopped (its clean-up runs after the
+	// done event); its error fails the run.
+	settled func(ctx context.Context) error
 }
 
 // ferryMethod is ferry with n workers: producer submit --wait, n workers
@@ -252,6 +256,10 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (verdict.Run,
 	wall := time.Since(t0)
 	stopDuring()
 	<-beside
+	var serr error
+	if perr == nil && o.settled != nil {
+		serr = o.settled(ctx)
+	}
 	used := append([]verdict.Proc{pu}, stopAll()...)
 	r := verdict.Run{Wall: wall, Procs: used, StartedAt: t0}
 	id, status, msg := decodeDone(out.Bytes())
@@ -279,7 +287,7 @@ func (b *Bench) runFerry(ctx context.Context, e *env, o ferryOpts) (verdict.Run,
 	if row.Status != "ok" {
 		return r, fmt.Errorf("transfer %s: merger row status %s: %s", id, row.Status, row.Error)
 	}
-	return r, nil
+	return r, serr
 }
 
 // findRow waits up to 10 s for the merger's row of transfer id.

@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/pool"
 	"github.com/ferry-dev/ferry/internal/producer"
+	"github.com/ferry-dev/ferry/internal/queue"
 	"github.com/ferry-dev/ferry/internal/teststack"
 	"github.com/ferry-dev/ferry/internal/testutil"
 	"github.com/ferry-dev/ferry/internal/transfers"
@@ -170,4 +171,37 @@ func TestAStuckAgentDoesNotHoldAPooledTransferHostage(t *testing.T) {
 	if row := s.row(done.TransferID); row.Status != "ok" {
 		t.Fatalf("row %+v", row)
 	}
+}
+
+// An agent that cannot read a shard's files may take every delivery of it
+// (one that refuses is always free for the next): once they run out, it
+// publishes the shard again while an agent that answers has not refused it,
+// and that agent sends it. To make that the only way the shard can reach
+// the reading agent, the blind agent publishes again to a topic of its own
+// (its FERRY_SHARDS_TOPIC), to which alone the reading agent subscribes:
+// without the new round the transfer fails at the fifth delivery.
+func TestAShardOneAgentCannotReadGoesToOneThatHasNotTriedIt(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	share := poolTree(t, 3, 100_000)
+	ctx := context.Background()
+	lateTopic, lateSub := s.ps.ShardsTopic+"-again", s.ps.ShardsSubscription+"-again"
+	testutil.OK(t, s.q.EnsureTopic(ctx, lateTopic))
+	testutil.OK(t, s.q.EnsureSubscription(ctx, queue.Subscription{ID: lateSub, Topic: lateTopic, DeadLetterTopic: s.ps.ShardsDeadLetter, MaxAttempts: 5}))
+	s.start("agent-reads", "ferry", s.agentEnv("reads", share, "FERRY_BUCKETS="+s.bucket, "FERRY_SHARDS_SUBSCRIPTION="+lateSub), "agent")
+	teststack.Until(t, time.Minute, "agent reads's heartbeat", func() bool {
+		_, err := s.store.Attrs(ctx, s.bucket, message.AgentObject("reads"))
+		return err == nil
+	})
+	s.start("agent-blind", "ferry", s.agentEnv("blind", t.TempDir(), "FERRY_BUCKETS="+s.bucket, "FERRY_SHARDS_TOPIC="+lateTopic), "agent")
+	req := producer.Request{Sources: []string{share}, Destination: "gs://" + s.bucket + "/again", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true}
+	done, err := s.transferWith(s.poolProducer(10), req)()
+	if err != nil || done.Status != message.StatusOK {
+		t.Fatalf("transfer: %v, done %+v: want ok, sent by agent reads after blind refused", err, done)
+	}
+	s.verifyAll(req)
+	row := s.row(done.TransferID)
+	if len(row.Agents) != 1 || row.Agents[0].Agent != "reads" || row.Agents[0].Bytes != row.SizeBytes {
+		t.Fatalf("row's agents %+v: want reads alone, with the transfer's %d bytes", row.Agents, row.SizeBytes)
+	}
+	s.assertClean()
 }

@@ -72,6 +72,7 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 	})
 	// The heartbeat producer doctor --pool reads: this agent answers, and
 	// can (or cannot) read its roots. Removed once the agent stops.
+	shards := c.Queue.Publisher(cfg.PubSub.ShardsTopic) // a shard this agent cannot read, for the agents that have not tried it
 	var sending atomic.Int64
 	buckets := heartBuckets(cfg.Buckets.Allowed)
 	heart := pool.NewHeart(pool.HeartOptions{Store: c.Store, Buckets: buckets.list, Agent: cfg.ID, Version: version,
@@ -87,7 +88,7 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 	}, func(ctx context.Context, m queue.Message) error {
 		sending.Add(1)
 		defer sending.Add(-1)
-		return sendShard(ctx, p, tr, cfg, m, log, buckets)
+		return sendShard(ctx, p, tr, cfg, m, log, buckets, shards)
 	})
 	stopHeart()
 	// The shards are done or left to another agent: what they handed the
@@ -99,7 +100,8 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 }
 
 // sendShard handles one shard message: sent, gone, or refused.
-func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agent, m queue.Message, log *slog.Logger, hb *heartbeatBuckets) error {
+func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agent, m queue.Message, log *slog.Logger, hb *heartbeatBuckets,
+	shards publisher) error {
 	var s message.Shard
 	if err := message.Decode(m.Data, &s); err != nil {
 		log.Error("shard message dropped", "err", err)
@@ -132,15 +134,50 @@ func sendShard(ctx context.Context, p *pool.Agent, tr *tracker, cfg *config.Agen
 		}
 		return queue.Permanent(err)
 	case errors.As(err, &se):
+		if nerr := p.NoteRefusal(ctx, s, cfg.ID, err); nerr != nil {
+			log.Warn("refusal not recorded", "err", nerr)
+		}
 		if m.DeliveryAttempt < cfg.MaxAttempts {
 			log.Warn("this agent cannot send the shard; another may", "attempt", m.DeliveryAttempt, "err", err)
 			return err
 		}
-		log.Error("no agent could send the shard: its transfer fails", "attempt", m.DeliveryAttempt, "err", err)
+		// Its deliveries ran out, perhaps all to this agent (one that
+		// refuses is always free to take the next): while an agent that
+		// answers has not tried the shard, it is published again for it.
+		if again, rerr := roundAgain(ctx, p, shards, cfg.ID, s); again {
+			log.Warn("this agent cannot send the shard and its deliveries ran out: published again for the agents that have not tried it", "round", s.Round+1, "err", err)
+			return nil
+		} else if rerr != nil {
+			log.Warn("the shard could not be published again", "err", rerr)
+		}
+		log.Error("no agent could send the shard: its transfer fails", "attempt", m.DeliveryAttempt, "round", s.Round, "err", err)
 		return p.RefuseShard(ctx, s, cfg.ID, err)
 	}
 	log.Warn("shard failed; it is sent again", "attempt", m.DeliveryAttempt, "err", err)
 	return err
+}
+
+// roundAgain publishes shard s once more, its round counted, when agents
+// other than self answer and have not refused it; it reports whether it
+// did.
+func roundAgain(ctx context.Context, p *pool.Agent, shards publisher, self string, s message.Shard) (bool, error) {
+	if s.Round >= message.MaxShardRounds {
+		return false, nil
+	}
+	others, err := p.Untried(ctx, s, self, time.Now())
+	if err != nil || len(others) == 0 {
+		return false, err
+	}
+	s.Round++
+	if err := shards.Publish(ctx, message.Encode(&s), map[string]string{"transfer_id": s.TransferID}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// publisher sends one message.
+type publisher interface {
+	Publish(context.Context, []byte, map[string]string) error
 }
 
 // heartbeatBuckets are where an agent's heartbeat goes: FERRY_BUCKETS, or,

@@ -23,7 +23,15 @@ type Shard struct {
 	Bucket     string `json:"bucket"`
 	Run        string `json:"run"`
 	Index      int    `json:"index"`
+	// Round counts the times the shard was published again by an agent
+	// that could not read it once its deliveries ran out while other
+	// agents had not tried it (at most MaxShardRounds).
+	Round int `json:"round,omitempty"`
 }
+
+// MaxShardRounds bounds the rounds of a shard: each round is the shards
+// subscription's delivery attempts again.
+const MaxShardRounds = 10
 
 func (s *Shard) version() int { return s.V }
 
@@ -35,6 +43,8 @@ func (s *Shard) Check() error {
 		return fmt.Errorf("%w: shard %d names no transfer, bucket or run (transfer %q, bucket %q, run %q)", ErrMalformed, s.Index, s.TransferID, s.Bucket, s.Run)
 	case s.Index < 0:
 		return fmt.Errorf("%w: shard index %d of transfer %s", ErrMalformed, s.Index, s.TransferID)
+	case s.Round < 0 || s.Round > MaxShardRounds:
+		return fmt.Errorf("%w: shard %d of transfer %s: round %d, want 0 to %d", ErrMalformed, s.Index, s.TransferID, s.Round, MaxShardRounds)
 	}
 	return nil
 }
@@ -177,6 +187,20 @@ func ShardClaimPrefix(transferID, run string) string { return ShardPrefix(transf
 // shows of a shard being sent. It proves nothing; the done object does.
 func ShardClaimObject(transferID, run string, k int) string {
 	return fmt.Sprintf("%s%06d", ShardClaimPrefix(transferID, run), k)
+}
+
+// ShardRefusalPrefix holds the refusals of shard k of a run: one object
+// per agent that could not read one of its files (ShardRefusalObject).
+func ShardRefusalPrefix(transferID, run string, k int) string {
+	return fmt.Sprintf("%sr/%06d/", ShardPrefix(transferID, run), k)
+}
+
+// ShardRefusalObject says that agent could not read a file of shard k
+// (its metadata MetaAgent and MetaError say who and why): once the shard's
+// deliveries run out, it is published again while an agent that answers
+// has not refused it.
+func ShardRefusalObject(transferID, run string, k int, agent string) string {
+	return ShardRefusalPrefix(transferID, run, k) + agent
 }
 
 // ShardIndex is the shard a done object's or a claim's name names, given

@@ -101,7 +101,9 @@ const (
 	MetaWorker = "ferry-worker"
 	// MetaAgent is the pool's agent that wrote a shard's claim or done
 	// object (FERRY_AGENT_ID).
-	MetaAgent    = "ferry-agent"
+	MetaAgent = "ferry-agent"
+	// MetaError is why an agent refused a shard (ShardRefusalObject).
+	MetaError    = "ferry-error"
 	MetaUploadAt = "ferry-upload-start"
 	MetaAttempt  = "ferry-attempt"
 	// A Parquet part of a converted source (TablePart): the source's

@@ -167,6 +167,47 @@ func levelsOf(u []message.LevelUse) []message.LevelUse {
 	return u
 }
 
+// NoteRefusal records that agent could not read a file of shard s
+// (ShardRefusalObject), so that the shard is published again for the
+// agents that have not tried it (Untried).
+func (g *Agent) NoteRefusal(ctx context.Context, s message.Shard, agent string, cause error) error {
+	if len(g.o.Buckets) > 0 && !slices.Contains(g.o.Buckets, s.Bucket) {
+		return nil // nothing is written where ferry may not write
+	}
+	name := message.ShardRefusalObject(s.TransferID, s.Run, s.Index, agent)
+	md := map[string]string{message.MetaAgent: agent, message.MetaError: message.Truncate(cause.Error(), 512)}
+	if _, err := g.o.Store.PutJSON(ctx, s.Bucket, name, []byte("{}"), false, md); err != nil {
+		return fmt.Errorf("shard %d of transfer %s: writing its refusal gs://%s/%s: %w", s.Index, s.TransferID, s.Bucket, name, err)
+	}
+	return nil
+}
+
+// Untried returns the agents other than self that answer (their heartbeat
+// in s's bucket is younger than message.HeartbeatStale) and have not
+// refused shard s: those that might read what self cannot.
+func (g *Agent) Untried(ctx context.Context, s message.Shard, self string, now time.Time) ([]string, error) {
+	refused := map[string]bool{self: true}
+	err := g.o.Store.List(ctx, s.Bucket, message.ShardRefusalPrefix(s.TransferID, s.Run, s.Index), func(a gcs.Attrs) error {
+		refused[a.Metadata[message.MetaAgent]] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shard %d of transfer %s: listing its refusals: %w", s.Index, s.TransferID, err)
+	}
+	var out []string
+	err = g.o.Store.List(ctx, s.Bucket, message.AgentRoot, func(a gcs.Attrs) error {
+		agent := strings.TrimPrefix(a.Name, message.AgentRoot)
+		if !refused[agent] && message.AgentID.MatchString(agent) && now.Sub(a.Updated) <= message.HeartbeatStale {
+			out = append(out, agent)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shard %d of transfer %s: listing the agents: %w", s.Index, s.TransferID, err)
+	}
+	return out, nil
+}
+
 // RefuseShard records that no agent can send shard s, naming the file and
 // the agent: the transfer's producer fails the transfer with it.
 func (g *Agent) RefuseShard(ctx context.Context, s message.Shard, agent string, cause error) error {

@@ -111,3 +111,42 @@ func TestDoctorSeesWhichAgentsAnswerAndWhatTheyCannotRead(t *testing.T) {
 		t.Errorf("no agent, no --pool: %+v, want skipped (a deployment may have no pool)", rs)
 	}
 }
+
+// TestUntriedAreTheAnsweringAgentsThatHaveNotRefusedTheShard: of three
+// agents that answer, two refused the shard; to the one asking, the third
+// alone has not tried it, and once it refused too, none has.
+func TestUntriedAreTheAnsweringAgentsThatHaveNotRefusedTheShard(t *testing.T) {
+	const bucket = "pool-untried"
+	store := teststack.Bucket(t, bucket)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, a := range []string{"host-a", "host-b", "host-c"} {
+		h := pool.NewHeart(pool.HeartOptions{Store: store, Buckets: func() []string { return []string{bucket} }, Agent: a})
+		testutil.OK(t, h.Beat(ctx))
+	}
+	agent := pool.NewAgent(pool.AgentOptions{Store: store})
+	s := message.Shard{V: message.Version, TransferID: "t1", Bucket: bucket, Run: "r1", Index: 3}
+	cause := errors.New("/share/x.csv: no such file or directory")
+	testutil.OK(t, agent.NoteRefusal(ctx, s, "host-a", cause))
+	testutil.OK(t, agent.NoteRefusal(ctx, s, "host-b", cause))
+	other := s
+	other.Index = 4 // another shard's refusal is not this one's
+	testutil.OK(t, agent.NoteRefusal(ctx, other, "host-c", cause))
+	got, err := agent.Untried(ctx, s, "host-a", time.Now())
+	testutil.OK(t, err)
+	if len(got) != 1 || got[0] != "host-c" {
+		t.Fatalf("untried %v, want [host-c]", got)
+	}
+	if got, _ := agent.Untried(ctx, s, "host-a", time.Now().Add(message.HeartbeatStale+time.Minute)); len(got) != 0 {
+		t.Fatalf("untried %v once no heartbeat is fresh, want none", got)
+	}
+	testutil.OK(t, agent.NoteRefusal(ctx, s, "host-c", cause))
+	if got, _ := agent.Untried(ctx, s, "host-b", time.Now()); len(got) != 0 {
+		t.Fatalf("untried %v once every agent refused, want none", got)
+	}
+	a, err := store.Attrs(ctx, bucket, message.ShardRefusalObject("t1", "r1", 3, "host-b"))
+	testutil.OK(t, err)
+	if a.Metadata[message.MetaAgent] != "host-b" || a.Metadata[message.MetaError] != cause.Error() {
+		t.Fatalf("refusal metadata %v, want the agent and the reason", a.Metadata)
+	}
+}

@@ -235,10 +235,15 @@ func TestStatusTellsShardsDoneClaimedAndWaitingByAgent(t *testing.T) {
 		t.Fatal("a shard whose chunks were never stored was reported sent")
 	}
 
+	// host-blind could not read a file of shard 2 (twice: one refusal).
+	for range 2 {
+		testutil.OK(t, agent.NoteRefusal(ctx, shards[2], "host-blind", errors.New("x.csv: outside the source roots")))
+	}
+
 	st, err := transfers.Status(ctx, store, bucket, shards[0].TransferID)
 	testutil.OK(t, err)
 	sh := st.Shards
-	if st.State != transfers.StateRunning || sh == nil || sh.Total != 4 || sh.Done != 1 || sh.Claimed != 1 || sh.Waiting != 2 || len(sh.Agents) != 2 {
+	if st.State != transfers.StateRunning || sh == nil || sh.Total != 4 || sh.Done != 1 || sh.Claimed != 1 || sh.Waiting != 2 || len(sh.Agents) != 3 {
 		t.Fatalf("status %s, shards %+v: want running, 4 shards: 1 done (host-a), 1 claimed (host-dead), 2 waiting", st.State, sh)
 	}
 	b, err := store.ReadAll(ctx, bucket, message.ShardObject(shards[0].TransferID, shards[0].Run, shards[0].Index))
@@ -246,14 +251,16 @@ func TestStatusTellsShardsDoneClaimedAndWaitingByAgent(t *testing.T) {
 	var sp message.ShardPlan
 	testutil.OK(t, message.Decode(b, &sp))
 	size := sp.Files[0].Size
-	a, dead := sh.Agents[0], sh.Agents[1]
+	a, blind, dead := sh.Agents[0], sh.Agents[1], sh.Agents[2]
 	if a.Agent != "host-a" || a.Done != 1 || a.Bytes != size || a.Claimed != 0 ||
-		dead.Agent != "host-dead" || dead.Done != 0 || dead.Claimed != 1 || dead.Since.IsZero() {
-		t.Fatalf("agents %+v: want host-a with its shard's %d bytes, host-dead holding one shard", sh.Agents, size)
+		dead.Agent != "host-dead" || dead.Done != 0 || dead.Claimed != 1 || dead.Since.IsZero() ||
+		blind.Agent != "host-blind" || blind.Refused != 1 || blind.Done != 0 {
+		t.Fatalf("agents %+v: want host-a with its shard's %d bytes, host-blind that could not read one, host-dead holding one shard", sh.Agents, size)
 	}
 	var out strings.Builder
 	transfers.WriteStatus(&out, st)
-	for _, want := range []string{"1 done, 1 claimed, 2 waiting", "agent host-a", benchrow.FormatBytes(float64(size)) + " sent, 1 shard", "agent host-dead", "holds 1, claimed since"} {
+	for _, want := range []string{"1 done, 1 claimed, 2 waiting", "agent host-a", benchrow.FormatBytes(float64(size)) + " sent, 1 shard", "agent host-dead", "holds 1, claimed since",
+		"agent host-blind", "could not read 1 shard"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("status prints\n%s\nwithout %q", out.String(), want)
 		}

@@ -697,7 +697,7 @@ func wantBindings(ev *Eval) map[string][]string {
 		// transfer no agent can read (control), dead-letters a shard that
 		// failed for good; whoever walks a pooled transfer publishes its
 		// shards.
-		want["sa:agent"] = append([]string{sub(ps.ShardsSubscription), pub(ps.EventsTopic), pub(ps.ControlTopic), pub(ps.ShardsDeadLetter),
+		want["sa:agent"] = append([]string{sub(ps.ShardsSubscription), pub(ps.EventsTopic), pub(ps.ControlTopic), pub(ps.ShardsTopic), pub(ps.ShardsDeadLetter),
 			objects, releases}, vm...)
 		want["sa:producer"] = append(want["sa:producer"], pub(ps.ShardsTopic))
 		want["sa:submitter"] = append(want["sa:submitter"], pub(ps.ShardsTopic))

@@ -66,6 +66,9 @@ func WriteStatus(w io.Writer, t Transfer) {
 			if g.Claimed > 0 {
 				line += fmt.Sprintf("; holds %d, claimed since %s", g.Claimed, g.Since.UTC().Format(time.RFC3339))
 			}
+			if g.Refused > 0 {
+				line += fmt.Sprintf("; could not read %s", benchrow.Count(g.Refused, "shard"))
+			}
 			row("  agent "+g.Agent, "%s", line)
 		}
 	} else if len(t.Agents) > 0 {

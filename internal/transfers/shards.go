@@ -32,6 +32,9 @@ type AgentShards struct {
 	Bytes   int64     `json:"bytes"`
 	Claimed int       `json:"claimed,omitempty"`
 	Since   time.Time `json:"claimed_since,omitzero"`
+	// Refused counts the shards this agent could not read a file of
+	// (ShardRefusalObject), whoever sent them after.
+	Refused int `json:"refused,omitempty"`
 }
 
 // shardsOf reads where the shards of run stand from one listing of its
@@ -64,6 +67,13 @@ func shardsOf(ctx context.Context, s objectStore, bucket, id, run string) (*Shar
 		case strings.HasPrefix(rest, claimP):
 			if k, ok := message.ShardIndex(strings.TrimPrefix(rest, claimP)); ok {
 				claims[k] = claim{a.Metadata[message.MetaAgent], a.Updated}
+			}
+		case strings.HasPrefix(rest, "r/"):
+			// r/<k>/<agent>: one object per agent and shard.
+			if k, _, ok := strings.Cut(strings.TrimPrefix(rest, "r/"), "/"); ok {
+				if _, ok := message.ShardIndex(k); ok {
+					agent(a.Metadata[message.MetaAgent]).Refused++
+				}
 			}
 		case strings.HasPrefix(rest, doneP):
 			if k, ok := message.ShardIndex(strings.TrimPrefix(rest, doneP)); ok && !done[k] {
