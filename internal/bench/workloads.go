@@ -127,7 +127,7 @@ type fleet struct {
 	procs []*peer.Process
 	// agents are the ferry agents among procs, agent-1 first.
 	agents []*peer.Process
-	logs  []*os.File
+	logs   []*os.File
 }
 
 // stop ends the fleet's processes and returns what each used.
