@@ -18,8 +18,11 @@ func DefaultLimits() verdict.Limits {
 	var p config.Producer
 	var w config.Worker
 	var m config.Merger
-	for _, c := range []interface{ Validate() error }{&p, &w, &m} {
-		if err := config.Load(context.Background(), c, envconfig.MapLookuper(nil)); err != nil {
+	var a config.Agent
+	for _, c := range []interface{ Validate() error }{&p, &w, &m, &a} {
+		// An agent needs its roots; the rest are defaults.
+		env := envconfig.MapLookuper(map[string]string{"FERRY_SOURCE_ROOTS": "/", "FERRY_AGENT_ID": "bench"})
+		if err := config.Load(context.Background(), c, env); err != nil {
 			panic(fmt.Sprintf("the configuration's defaults do not load: %v", err))
 		}
 	}
@@ -27,6 +30,7 @@ func DefaultLimits() verdict.Limits {
 		Producer: int64(p.MemoryLimit) + setup.MemoryOverhead,
 		Worker:   worker.Budget(int64(w.MaxOutstanding), w.RequestBytes()) + setup.MemoryOverhead,
 		Merger:   int64(m.Memory) + setup.MemoryOverhead,
+		Agent:    int64(a.Memory) + setup.MemoryOverhead,
 		Overhead: setup.MemoryOverhead,
 	}
 }

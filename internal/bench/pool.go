@@ -20,10 +20,10 @@ import (
 )
 
 // pool is workload 12: one pooled transfer (producer submit --pool) of the
-// many-files tree, and one of the largest file there is, sent by 1, 2 and
-// 4 agents (ferry agent), each capped at verdict.PoolLink bytes a second
+// many-files tree, and one of the largest file there is, sent by 1 to 4
+// agents (ferry agent), each capped at verdict.PoolLinkOf bytes a second
 // (FERRY_MAX_RATE) as a host's link would cap it, and --codec none, so
-// that the two cores are not the bound; 8 MiB chunks, so that the file
+// that the two cores are not the bound, and by 3 with one killed; 8 MiB chunks, so that the file
 // (200 MB unless BENCH_FULL) has chunks enough for four agents. Every agent reads the same data
 // directory, as hosts read one share. A tap subscription on the chunks
 // topic counts the chunk bytes that crossed Pub/Sub.
@@ -41,10 +41,11 @@ func (b *Bench) pool(ctx context.Context) error {
 		{name, func() []string { return []string{f.Path} }, 1, f.Size, &f},
 	} {
 		var ms []method
+		link := verdict.PoolLinkOf(set.files)
 		for _, n := range verdict.PoolAgents {
-			ms = append(ms, b.poolMethod(n, set.sources, nil))
+			ms = append(ms, b.poolMethod(n, link, set.sources, nil))
 		}
-		ms = append(ms, b.poolMethod(verdict.PoolKillAgents, set.sources, &poolKill{at: killAt(set.bytes)}))
+		ms = append(ms, b.poolMethod(verdict.PoolKillAgents, link, set.sources, &poolKill{at: killAt(set.bytes, link)}))
 		if err := b.runPlan(ctx, plan{workload: verdict.Pool, tier: set.tier, methods: ms, verify: verifyUpload(set.files, set.bytes, set.one, "ferry/")}); err != nil {
 			return err
 		}
@@ -69,16 +70,16 @@ type poolKill struct{ at time.Duration }
 
 // killAt is a third of the time 3 agents at their links ideally take for
 // bytes: mid-transfer, when every agent holds a shard.
-func killAt(bytes int64) time.Duration {
-	return time.Duration(float64(bytes) / float64(verdict.PoolKillAgents*verdict.PoolLink) / 3 * float64(time.Second))
+func killAt(bytes int64, link int) time.Duration {
+	return time.Duration(float64(bytes) / float64(verdict.PoolKillAgents*link) / 3 * float64(time.Second))
 }
 
 // poolMethod is a pooled transfer sent by n agents and the merger, all
 // started inside the clock; with kill, agent-1 is killed with SIGKILL
 // mid-transfer, and the run fails unless staging empties out after it.
-func (b *Bench) poolMethod(n int, sources func() []string, kill *poolKill) method {
+func (b *Bench) poolMethod(n, link int, sources func() []string, kill *poolKill) method {
 	name := verdict.PoolMethod(n)
-	setting := fmt.Sprintf("producer submit --pool --codec none --chunk-size 8MiB, %d ferry agent(s) at FERRY_MAX_RATE=%d each, shard bounds at their defaults", n, verdict.PoolLink)
+	setting := fmt.Sprintf("producer submit --pool --codec none --chunk-size 8MiB, %d ferry agent(s) at FERRY_MAX_RATE=%d each, shard bounds at their defaults", n, link)
 	if kill != nil {
 		name = verdict.PoolKillMethod
 		setting += fmt.Sprintf("; agent-1 killed with SIGKILL %s after the start", kill.at.Round(100*time.Millisecond))
@@ -92,7 +93,7 @@ func (b *Bench) poolMethod(n int, sources func() []string, kill *poolKill) metho
 			defer tap.close()
 			srcs := sources()
 			o := ferryOpts{agents: n, codec: "none", sources: srcs, prefix: "ferry", method: name, tier: e.tier,
-				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(verdict.PoolLink)}}
+				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(link)}}
 			var killed time.Duration
 			if kill != nil {
 				o.settled = func(ctx context.Context) error { return nothingStaged(ctx, e) }

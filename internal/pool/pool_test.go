@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-dev/ferry/internal/codec"
 	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/crc32c"
+	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
 	"github.com/ferry-dev/ferry/internal/producer"
 	"github.com/ferry-dev/ferry/internal/teststack"
@@ -278,4 +279,74 @@ func TestStatusTellsShardsDoneClaimedAndWaitingByAgent(t *testing.T) {
 	if len(st.Agents) != 2 || st.Agents[0].Agent != "host-a" || st.Agents[1].Agent != "host-b" || st.Agents[0].Bytes+st.Agents[1].Bytes != m.Totals.Bytes {
 		t.Fatalf("agents %+v: want host-a and host-b, together the transfer's %d bytes", st.Agents, m.Totals.Bytes)
 	}
+}
+
+// gatedChunks are a late agent's uploaders: stored once released.
+type gatedChunks struct {
+	teststack.Recorder
+	release chan struct{}
+}
+
+func (g *gatedChunks) Wait(ctx context.Context) error {
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A late agent (it found the shard wanted, then its uploads stalled while
+// another agent sent the shard) changes nothing the first one wrote: the
+// page and the done object are written only where none is, so both keep
+// the first agent's generation, and the late one's send still ends without
+// an error (its chunks are the same bytes).
+func TestALateAgentChangesNothingTheFirstWrote(t *testing.T) {
+	dir := t.TempDir()
+	testutil.WriteCSV(t, filepath.Join(dir, "s.csv"), 30_000, 1)
+	const bucket = "pool-late"
+	store := teststack.Bucket(t, bucket)
+	q := make(shardQueue, 4)
+	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
+		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: 1, Poll: 10 * time.Millisecond})})
+	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
+		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := walker.Submit(ctx, producer.Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/p", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true})
+		submitted <- err
+	}()
+	s := <-q
+	late := &gatedChunks{release: make(chan struct{})}
+	lateDone := make(chan error, 1)
+	go func() {
+		_, err := agent.Shard(ctx, s, ShardOptions{Agent: "host-late", Roots: []string{dir}, Chunks: late})
+		lateDone <- err
+	}()
+	// host-late holds the shard (its claim is written) before host-a sends it.
+	teststack.Until(t, time.Minute, "host-late's claim", func() bool {
+		a, err := store.Attrs(ctx, bucket, message.ShardClaimObject(s.TransferID, s.Run, s.Index))
+		return err == nil && a.Metadata[message.MetaAgent] == "host-late"
+	})
+	_, err := agent.Shard(ctx, s, ShardOptions{Agent: "host-a", Roots: []string{dir}, Chunks: &storedChunks{}})
+	testutil.OK(t, err)
+	page, err := store.Attrs(ctx, bucket, message.ManifestPage(s.TransferID, s.Run, 0))
+	testutil.OK(t, err)
+	done, err := store.Attrs(ctx, bucket, message.ShardDoneObject(s.TransferID, s.Run, s.Index))
+	testutil.OK(t, err)
+	close(late.release)
+	testutil.OK(t, <-lateDone)
+	for name, before := range map[string]gcs.Attrs{"page": page, "done object": done} {
+		after, err := store.Attrs(ctx, bucket, before.Name)
+		testutil.OK(t, err)
+		if after.Generation != before.Generation {
+			t.Errorf("the %s was written again by the late agent: generation %d, was %d", name, after.Generation, before.Generation)
+		}
+	}
+	if a, _ := store.Attrs(ctx, bucket, done.Name); a.Metadata[message.MetaAgent] != "host-a" {
+		t.Errorf("done object names %q, want host-a, which sent the shard first", a.Metadata[message.MetaAgent])
+	}
+	testutil.OK(t, <-submitted)
 }

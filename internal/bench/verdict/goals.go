@@ -148,7 +148,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string, l Limits) []Goal {
 	if len(Tiers(rs, Latency)) > 0 {
 		out = append(out, latencyGoals(rs)...)
 	}
-	out = append(out, poolGoals(rs)...)
+	out = append(out, poolGoals(rs, l)...)
 
 	for _, tier := range Tiers(rs, Restore) {
 		sel := Select(rs, Restore, tier)
@@ -181,7 +181,7 @@ func Goals(rs []Result, linkMBps float64, smallTier string, l Limits) []Goal {
 // Limits are each process's memory limit in bytes: its budget plus
 // Overhead (setup.MemoryOverhead), what the runtime is told and
 // docs/capacity.md states.
-type Limits struct{ Producer, Worker, Merger, Overhead int64 }
+type Limits struct{ Producer, Worker, Merger, Agent, Overhead int64 }
 
 // memoryState checks the largest peaks against l.
 func memoryState(rs []Result, l Limits) string {

@@ -24,13 +24,13 @@ func TestPoolKillGoalStatesTheTimeLost(t *testing.T) {
 		t.Fatalf("no kill goal in %+v", gs)
 		return Goal{}
 	}
-	g := find(poolGoals(Group([]Run{base, kill})))
+	g := find(poolGoals(Group([]Run{base, kill}), Limits{}))
 	if g.State != "met" || g.Measured != "1 of 1 runs ok, 21.5 (killed at 3.30 s) lost" {
 		t.Errorf("kill goal %+v, want met, 21.5 s lost", g)
 	}
 	failed := kill
 	failed.Err = errors.New("staging left after the kill: [.ferry/x/c/0/0]")
-	if g := find(poolGoals(Group([]Run{base, kill, failed}))); g.State != "not met" {
+	if g := find(poolGoals(Group([]Run{base, kill, failed}), Limits{})); g.State != "not met" {
 		t.Errorf("kill goal %+v with a failed run, want not met", g)
 	}
 	tab := PoolTable(Group([]Run{base, kill}), "medium")

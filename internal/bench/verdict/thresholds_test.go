@@ -138,8 +138,8 @@ func TestGoalsAtTheirThresholds(t *testing.T) {
 			return []Run{tree("tree-go-15036", 10, 10, 168*f)}
 		}},
 		{"pool files-5000, 2 agents: rate / (agents × link)", ">= 0.85", func(f float64) []Run {
-			// 2 agents at the link: 2 × PoolLink bytes a second ideal.
-			return []Run{{Workload: Pool, Tier: "files-5000", Method: PoolMethod(2), Role: Ferry, Workers: 2, Files: 5000, Bytes: 2 * PoolLink * 10,
+			// 2 agents at the link: 2 × PoolFilesLink bytes a second ideal.
+			return []Run{{Workload: Pool, Tier: "files-5000", Method: PoolMethod(2), Role: Ferry, Workers: 2, Files: 5000, Bytes: 2 * PoolFilesLink * 10,
 				Wall: sec(10 / 0.85 * f)}}
 		}},
 		{"pool medium, 4 agents: rate / (agents × link)", ">= 0.85", func(f float64) []Run {
