@@ -208,60 +208,29 @@ need_nfs() {
   fi
 }
 
-rw_paths=/var/lib/ferry
-mount_deps=""
-if [[ -n $nfs ]]; then
-  [[ $nfs =~ ^[0-9.]+:/[A-Za-z0-9_-]+$ ]] || fail "ferry-nfs=$nfs: want IP:/SHARE"
-  need_nfs "the spool share $nfs"
-  # A mount unit, not a mount: after a reboot systemd mounts the share
-  # before it starts ferry.service, and never starts the service without it
-  # (it would spool to the boot disk).
-  mkdir -p "$root/mnt/ferry"
-  cat >"$root/etc/systemd/system/mnt-ferry.mount" <<UNIT
-[Unit]
-Description=ferry spool share $nfs
-Wants=network-online.target
-After=network-online.target
-
-[Mount]
-What=$nfs
-Where=/mnt/ferry
-Type=nfs
-Options=rw,hard,noatime,_netdev
-TimeoutSec=120
-
-[Install]
-WantedBy=remote-fs.target
-UNIT
-  run systemctl daemon-reload
-  run systemctl enable mnt-ferry.mount
-  run systemctl start mnt-ferry.mount || fail "cannot mount the spool share $nfs at /mnt/ferry (systemctl status mnt-ferry.mount)"
-  run install -d -o ferry -g ferry /mnt/ferry/spool
-  rw_paths="$rw_paths /mnt/ferry"
-  mount_deps="RequiresMountsFor=/mnt/ferry"
-fi
-if [[ -n $source_share ]]; then
-  need_nfs "the source share $source_share"
-  # systemd names a mount unit after its path: '/' becomes '-', and a '-'
-  # of the path \x2d.
-  unit=${source_dir#/}
+# mount_nfs WHAT WHERE OPTIONS ABOUT mounts the NFS share WHAT at WHERE
+# with a mount unit, not a mount: after a reboot systemd mounts the share
+# before it starts ferry.service, and never starts the service without it
+# (RequiresMountsFor). systemd names the unit after the path: '/' becomes
+# '-', and a '-' of the path \x2d.
+mount_nfs() {
+  local what=$1 where=$2 options=$3 about=$4 unit
+  need_nfs "$about $what"
+  unit=${where#/}
   unit=${unit//-/\\x2d}
   unit=${unit//\//-}.mount
-  mkdir -p "$root$source_dir"
-  # Read-only: the sources are read, never written; hard, so that a share
-  # that stops answering makes reads wait (an agent leaves a shard it cannot
-  # send in time to another) rather than fail as if files were gone.
+  mkdir -p "$root$where"
   cat >"$root/etc/systemd/system/$unit" <<UNIT
 [Unit]
-Description=ferry source share $source_share
+Description=ferry $about $what
 Wants=network-online.target
 After=network-online.target
 
 [Mount]
-What=$source_share
-Where=$source_dir
+What=$what
+Where=$where
 Type=nfs
-Options=ro,hard,noatime,_netdev
+Options=$options
 TimeoutSec=120
 
 [Install]
@@ -269,9 +238,25 @@ WantedBy=remote-fs.target
 UNIT
   run systemctl daemon-reload
   run systemctl enable "$unit"
-  run systemctl start "$unit" || fail "cannot mount the source share $source_share at $source_dir (systemctl status $unit)"
+  run systemctl start "$unit" || fail "cannot mount $about $what at $where (systemctl status $unit)"
   mount_deps="$mount_deps
-RequiresMountsFor=$source_dir"
+RequiresMountsFor=$where"
+}
+
+rw_paths=/var/lib/ferry
+mount_deps=""
+if [[ -n $nfs ]]; then
+  [[ $nfs =~ ^[0-9.]+:/[A-Za-z0-9_-]+$ ]] || fail "ferry-nfs=$nfs: want IP:/SHARE"
+  # Without the share the producer would spool to the boot disk.
+  mount_nfs "$nfs" /mnt/ferry rw,hard,noatime,_netdev "the spool share"
+  run install -d -o ferry -g ferry /mnt/ferry/spool
+  rw_paths="$rw_paths /mnt/ferry"
+fi
+if [[ -n $source_share ]]; then
+  # Read-only: the sources are read, never written; hard, so that a share
+  # that stops answering makes reads wait (an agent leaves a shard it cannot
+  # send in time to another) rather than fail as if files were gone.
+  mount_nfs "$source_share" "$source_dir" ro,hard,noatime,_netdev "the source share"
 fi
 
 cat >"$root/etc/systemd/system/ferry.service" <<UNIT

@@ -55,18 +55,27 @@ type storedChunks struct{ teststack.Recorder }
 
 func (*storedChunks) Wait(context.Context) error { return nil }
 
+// poolPair is, on a real fake-gcs-server, a producer that walks pooled
+// transfers into bucket and cuts them into shards of shardFiles files and
+// shardBytes bytes (0: the default) onto q, and an agent to send them.
+func poolPair(t *testing.T, bucket string, q shardQueue, shardFiles int, shardBytes int64) (*gcs.Store, *producer.Producer, *Agent) {
+	t.Helper()
+	store := teststack.Bucket(t, bucket)
+	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
+		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: shardFiles, Bytes: shardBytes, Poll: 10 * time.Millisecond})})
+	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
+		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
+	return store, walker, agent
+}
+
 // poolRun submits a pooled transfer of dir with shards of shardFiles files
 // and shardBytes bytes, sent by two agents taking turns; it returns the
 // sealed manifest, every shard plan the agents read, and the chunk
 // messages they made.
 func poolRun(t *testing.T, bucket, dir string, shardFiles int, shardBytes int64) (*message.Manifest, []message.ShardPlan, []message.Part) {
 	t.Helper()
-	store := teststack.Bucket(t, bucket)
 	q := make(shardQueue, 1024)
-	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
-		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: shardFiles, Bytes: shardBytes, Poll: 10 * time.Millisecond})})
-	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
-		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
+	store, walker, agent := poolPair(t, bucket, q, shardFiles, shardBytes)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	type result struct {
@@ -208,12 +217,8 @@ func TestStatusTellsShardsDoneClaimedAndWaitingByAgent(t *testing.T) {
 		testutil.WriteCSV(t, filepath.Join(dir, fmt.Sprintf("s%d.csv", i)), int64(20_000+i), int64(i))
 	}
 	const bucket = "pool-status"
-	store := teststack.Bucket(t, bucket)
 	q := make(shardQueue, 16)
-	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
-		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: 1, Poll: 10 * time.Millisecond})})
-	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
-		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
+	store, walker, agent := poolPair(t, bucket, q, 1, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	submitted := make(chan error, 1)
@@ -305,12 +310,8 @@ func TestALateAgentChangesNothingTheFirstWrote(t *testing.T) {
 	dir := t.TempDir()
 	testutil.WriteCSV(t, filepath.Join(dir, "s.csv"), 30_000, 1)
 	const bucket = "pool-late"
-	store := teststack.Bucket(t, bucket)
 	q := make(shardQueue, 4)
-	walker := producer.New(producer.Options{Store: store, Chunks: &teststack.Recorder{}, Events: &teststack.Recorder{}, SpoolDir: t.TempDir(),
-		Pool: NewWalker(WalkerOptions{Store: store, Shards: q, Files: 1, Poll: 10 * time.Millisecond})})
-	agent := NewAgent(AgentOptions{Store: store, Producer: producer.New(producer.Options{Store: store, Events: &teststack.Recorder{},
-		Transport: config.TransportPubSub, Concurrency: 2, MemoryLimit: 64 << 20})})
+	store, walker, agent := poolPair(t, bucket, q, 1, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	submitted := make(chan error, 1)
