@@ -18,7 +18,7 @@ locals {
 
   prometheus = "resource.type = \"prometheus_target\" AND metric.type = \"prometheus.googleapis.com"
 
-  dashboard_tiles = [
+  dashboard_tiles = concat([
     { title = "Backlog per subscription (undelivered messages)", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.fleet})", aligner = "ALIGN_MEAN", group = ["resource.label.subscription_id"] },
     { title = "Oldest unacked message per subscription (s)", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND (${local.any_of.fleet})", aligner = "ALIGN_MAX", group = ["resource.label.subscription_id"] },
     { title = "Chunks published per second", filter = "${local.prometheus}/ferry_chunks_published_total/counter\"", aligner = "ALIGN_RATE", group = [] },
@@ -29,7 +29,9 @@ locals {
     { title = "Workers' write pace since GCS pushed back (writes/s, fleet)", filter = "${local.prometheus}/ferry_gcs_write_rate_limit/gauge\"", aligner = "ALIGN_MEAN", group = [], reducer = "REDUCE_SUM" },
     { title = "Dead-letter depth", filter = "resource.type = \"pubsub_subscription\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND (${local.any_of.dead})", aligner = "ALIGN_MAX", group = ["resource.label.subscription_id"] },
     { title = "Workers (autoscaler maximum: ${var.max_workers})", filter = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-worker\"", aligner = "ALIGN_MAX", group = [] },
-  ]
+    ], [for tile in [
+      { title = "Agents of the pool (autoscaler maximum: ${var.max_agents})", filter = "resource.type = \"instance_group\" AND metric.type = \"compute.googleapis.com/instance_group/size\" AND resource.label.instance_group_name = \"ferry-agent\"", aligner = "ALIGN_MAX", group = [] },
+  ] : tile if var.pool])
 }
 
 resource "google_monitoring_dashboard" "ferry" {

@@ -384,6 +384,10 @@ run "the_pool_scales_agents_on_the_shards_backlog" {
     condition     = output.peak_vcpus.spot == 4 * 23 + 8 * 43
     error_message = "peak_vcpus counts 40 Spot agents of 8 vCPUs plus 3 surging."
   }
+  assert {
+    condition     = length([for w in jsondecode(google_monitoring_dashboard.ferry.dashboard_json).gridLayout.widgets : w if strcontains(w.title, "Agents of the pool")]) == 1
+    error_message = "The dashboard shows the agents' group beside the workers'."
+  }
 }
 
 run "a_pool_without_a_share_is_refused" {
