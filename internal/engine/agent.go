@@ -70,9 +70,9 @@ func Agent(ctx context.Context, cfg *config.Agent, c *setup.Clients, log *slog.L
 			MaxMessages: wcfg.Concurrency, MaxBytes: int(wcfg.MaxOutstanding), Grace: wcfg.ShutdownGrace, DeadLetterTopic: ps.ChunksDeadLetter,
 		}, tr.handle(w.Handle))
 	})
+	shards := c.Queue.Publisher(cfg.PubSub.ShardsTopic) // a shard this agent cannot read, for the agents that have not tried it
 	// The heartbeat producer doctor --pool reads: this agent answers, and
 	// can (or cannot) read its roots. Removed once the agent stops.
-	shards := c.Queue.Publisher(cfg.PubSub.ShardsTopic) // a shard this agent cannot read, for the agents that have not tried it
 	var sending atomic.Int64
 	buckets := heartBuckets(cfg.Buckets.Allowed)
 	heart := pool.NewHeart(pool.HeartOptions{Store: c.Store, Buckets: buckets.list, Agent: cfg.ID, Version: version,
