@@ -6,17 +6,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
-
+	"github.com/ferry-dev/ferry/internal/bench/tap"
 	"github.com/ferry-dev/ferry/internal/bench/verdict"
-	"github.com/ferry-dev/ferry/internal/config"
 	"github.com/ferry-dev/ferry/internal/gcs"
 	"github.com/ferry-dev/ferry/internal/message"
-	"github.com/ferry-dev/ferry/internal/queue"
-	"github.com/ferry-dev/ferry/internal/setup"
 )
 
 // pool is workload 12: one pooled transfer (producer submit --pool) of the
@@ -86,11 +81,11 @@ func (b *Bench) poolMethod(n, link int, sources func() []string, kill *poolKill)
 	}
 	return method{name: name, role: verdict.Ferry, workers: n, codec: "none", setting: setting,
 		run: func(ctx context.Context, e *env) (verdict.Run, error) {
-			tap, err := b.tapChunks(ctx, e)
+			counted, err := tap.Subscribe(ctx, e.stack.Env)
 			if err != nil {
 				return verdict.Run{}, err
 			}
-			defer tap.close()
+			defer counted.Close()
 			srcs := sources()
 			o := ferryOpts{agents: n, codec: "none", sources: srcs, prefix: "ferry", method: name, tier: e.tier,
 				args: []string{"--pool", "--chunk-size", "8MiB"}, agentRoot: filepath.Dir(srcs[0]), agentEnv: []string{"FERRY_MAX_RATE=" + strconv.Itoa(link)}}
@@ -109,7 +104,7 @@ func (b *Bench) poolMethod(n, link int, sources func() []string, kill *poolKill)
 				}
 			}
 			r, err := b.runFerry(ctx, e, o)
-			r.PubSubBytes = tap.bytes()
+			r.PubSubBytes = counted.Bytes()
 			if kill != nil && err == nil {
 				if killed == 0 {
 					return r, fmt.Errorf("%s: the transfer ended before agent-1 was to be killed at %s", name, kill.at)
@@ -144,55 +139,4 @@ func nothingStaged(ctx context.Context, e *env) error {
 		}
 		time.Sleep(500 * time.Millisecond) // a bench's wait for the merger's clean-up, not a test's
 	}
-}
-
-// chunkTap is a subscription on the chunks topic that counts what reaches
-// it.
-type chunkTap struct {
-	q      *queue.Client
-	sub    string
-	n      atomic.Int64
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// tapChunks subscribes to the stack's chunks topic for one repeat.
-func (b *Bench) tapChunks(ctx context.Context, e *env) (*chunkTap, error) {
-	var ps config.PubSub
-	if err := config.Load(ctx, &ps, envconfig.MapLookuper(e.stack.Env)); err != nil {
-		return nil, err
-	}
-	c, err := setup.Connect(ctx, ps.Project, config.Emulators{PubSub: e.stack.Env["PUBSUB_EMULATOR_HOST"], GCS: e.stack.Env["STORAGE_EMULATOR_HOST"]}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("the chunks tap: %w", err)
-	}
-	t := &chunkTap{q: c.Queue, sub: fmt.Sprintf("bench-chunks-tap-%d", time.Now().UnixNano()), done: make(chan struct{})}
-	if err := c.Queue.EnsureSubscription(ctx, queue.Subscription{ID: t.sub, Topic: ps.ChunksTopic}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("the chunks tap on %s: %w", ps.ChunksTopic, err)
-	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t.cancel = cancel
-	go func() {
-		defer close(t.done)
-		_ = c.Queue.Receive(rctx, t.sub, queue.ReceiveSettings{MaxMessages: 16}, func(_ context.Context, m queue.Message) error {
-			t.n.Add(int64(len(m.Data)))
-			return nil
-		})
-	}()
-	t.q = c.Queue
-	return t, nil
-}
-
-// bytes is what the tap received, after a moment for what is in flight.
-func (t *chunkTap) bytes() int64 {
-	time.Sleep(time.Second) // a bench measurement, not a test: what was published reaches the tap
-	return t.n.Load()
-}
-
-func (t *chunkTap) close() {
-	t.cancel()
-	<-t.done
-	_ = t.q.DeleteSubscription(context.Background(), t.sub)
-	_ = t.q.Close()
 }

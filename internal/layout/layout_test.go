@@ -29,7 +29,7 @@ func rank(pkg string) int {
 	}
 	switch pkg {
 	case "internal/engine", "internal/copier", "internal/submit", "internal/doctor", "internal/transfers",
-		"internal/requests", "internal/setup", "internal/cli", "internal/progress", "internal/bench":
+		"internal/requests", "internal/setup", "internal/cli", "internal/progress", "internal/bench", "internal/bench/tap":
 		return 3 // wirings: what builds and runs the services
 	case "internal/producer", "internal/worker", "internal/merger", "internal/restore", "internal/verify", "internal/pool":
 		return 2 // the services

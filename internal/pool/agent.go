@@ -130,6 +130,10 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 		err = o.Chunks.Wait(ctx)
 	}
 	if err != nil {
+		// The claim still says who held the shard last (status reads it);
+		// its own error does not matter now. A write that hangs is bounded
+		// by the agent's FERRY_AGENT_SHARD_TIMEOUT.
+		<-claimed
 		var se *producer.SourceError
 		if errors.As(err, &se) {
 			return nil, err

@@ -319,7 +319,12 @@ func TestALateAgentChangesNothingTheFirstWrote(t *testing.T) {
 		_, err := walker.Submit(ctx, producer.Request{Sources: []string{dir}, Destination: "gs://" + bucket + "/p", Codec: codec.Zstd, ChunkSize: 1 << 20, Pool: true})
 		submitted <- err
 	}()
-	s := <-q
+	var s message.Shard
+	select {
+	case s = <-q:
+	case err := <-submitted:
+		t.Fatalf("the walk ended before it published a shard: %v", err)
+	}
 	late := &gatedChunks{release: make(chan struct{})}
 	lateDone := make(chan error, 1)
 	go func() {
