@@ -133,7 +133,7 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 		// The claim still says who held the shard last (status reads it);
 		// its own error does not matter now. A write that hangs is bounded
 		// by the agent's FERRY_AGENT_SHARD_TIMEOUT.
-		<-claimed
+		_ = <-claimed
 		var se *producer.SourceError
 		if errors.As(err, &se) {
 			return nil, err
