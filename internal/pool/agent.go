@@ -130,10 +130,12 @@ func (g *Agent) Shard(ctx context.Context, s message.Shard, o ShardOptions) (*me
 		err = o.Chunks.Wait(ctx)
 	}
 	if err != nil {
-		// The claim still says who held the shard last (status reads it);
-		// its own error does not matter now. A write that hangs is bounded
-		// by the agent's FERRY_AGENT_SHARD_TIMEOUT.
-		_ = <-claimed
+		// The claim still says who held the shard last (status reads it).
+		// A write that hangs is bounded by the agent's
+		// FERRY_AGENT_SHARD_TIMEOUT.
+		if cerr := <-claimed; cerr != nil {
+			err = fmt.Errorf("%w (nor was its claim written: %v)", err, cerr)
+		}
 		var se *producer.SourceError
 		if errors.As(err, &se) {
 			return nil, err
